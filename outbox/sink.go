@@ -1,0 +1,130 @@
+package outbox
+
+import (
+	"context"
+	"time"
+)
+
+// Sink delivers one event to its destination. The outbox calls Deliver from
+// many goroutines at once, with no store transaction open, and applies the
+// returned Result through its policy: it never interprets transport details
+// itself.
+//
+// Deliver must honour ctx: when the outbox stops, ctx is cancelled and Deliver
+// should return promptly (a Result with ActionRetry and the context's error is
+// the usual answer).
+type Sink interface {
+	Deliver(ctx context.Context, d *Delivery) Result
+}
+
+// EndpointResolver is an optional interface a Sink implements when it knows
+// named endpoints. The outbox calls it at enqueue time to validate a
+// destination and to learn the endpoint that owns it: throttling, disabling and
+// per-endpoint concurrency are tracked per endpoint name.
+//
+// A Sink without it accepts every destination, and each destination is its own
+// endpoint.
+type EndpointResolver interface {
+	// ResolveEndpoint returns the endpoint name for destination (a configured
+	// endpoint name, or a key such as scheme://host:port for an absolute URL),
+	// or an error that says why the destination cannot be delivered to.
+	ResolveEndpoint(destination string) (endpoint string, err error)
+}
+
+// Delivery is what a Sink receives: one attempt at one event. It is a copy;
+// the Sink may keep it but must not expect changes to reach the store.
+type Delivery struct {
+	// ID is the event's ID. It is the same on every attempt and is what
+	// receivers deduplicate on (Idempotency-Key, webhook-id).
+	ID string
+	// Key is the event's ordering/coalescing key, possibly empty.
+	Key string
+	// Destination is a configured endpoint name or an absolute URL.
+	Destination string
+	// Endpoint is the endpoint name the destination resolved to.
+	Endpoint string
+	// Method is the HTTP method (never empty; POST by default).
+	Method string
+	// Headers are the event's own headers, sent verbatim.
+	Headers map[string]string
+	// Payload is delivered verbatim.
+	Payload []byte
+	// Attempt is 1 for the first attempt, counting parks too.
+	Attempt int
+	// CreatedAt is when the event was first enqueued.
+	CreatedAt time.Time
+}
+
+// Action is what the outbox does with an event after an attempt. The status
+// policy table of a sink maps responses to actions.
+type Action uint8
+
+// The actions of the status policy table.
+const (
+	// ActionSuccess deletes the event through the changelog (compare-and-delete
+	// on the delivered version).
+	ActionSuccess Action = iota + 1
+	// ActionRetry spends an attempt and schedules the next one after a
+	// jittered backoff, or after Result.RetryAfter when that is set.
+	ActionRetry
+	// ActionPark means "not yet" (a 404 from a receiver still creating the
+	// resource): the event is checked again after the park interval, without
+	// spending an attempt, until its max age.
+	ActionPark
+	// ActionThrottle retries the event and makes its whole endpoint wait until
+	// a durable not-before time (Retry-After, capped, or the backoff).
+	ActionThrottle
+	// ActionDisable disables the endpoint (410 Gone); its events stay pending
+	// until an operator enables it again.
+	ActionDisable
+	// ActionDead moves the event to the dead letters with the status and the
+	// start of the response body.
+	ActionDead
+)
+
+// String returns the action's name as used in the policy table, logs and
+// metrics: success, retry, park, throttle, disable or dead.
+func (a Action) String() string {
+	switch a {
+	case ActionSuccess:
+		return "success"
+	case ActionRetry:
+		return "retry"
+	case ActionPark:
+		return "park"
+	case ActionThrottle:
+		return "throttle"
+	case ActionDisable:
+		return "disable"
+	case ActionDead:
+		return "dead"
+	}
+	return "unknown"
+}
+
+// ParseAction parses an action name as returned by Action.String.
+func ParseAction(s string) (Action, bool) {
+	for a := ActionSuccess; a <= ActionDead; a++ {
+		if a.String() == s {
+			return a, true
+		}
+	}
+	return 0, false
+}
+
+// Result is the outcome of one delivery attempt.
+type Result struct {
+	// Action tells the outbox what to do next.
+	Action Action
+	// Status is the HTTP status code, or 0 when no response was received.
+	Status int
+	// RetryAfter, when positive, is the wait the receiver asked for (already
+	// capped by the sink).
+	RetryAfter time.Duration
+	// Body is a bounded excerpt of the response body, for dead letters and
+	// the event's last error.
+	Body string
+	// Err is the transport or protocol error, if any. It must not contain
+	// credentials or secrets.
+	Err error
+}
