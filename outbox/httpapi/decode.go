@@ -1,0 +1,277 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/outboxd/outbox/outbox"
+)
+
+// eventIn is an event object as POST /v1/events accepts it.
+type eventIn struct {
+	ID            string            `json:"id"`
+	Key           string            `json:"key"`
+	Destination   string            `json:"destination"`
+	Method        string            `json:"method"`
+	Headers       map[string]string `json:"headers"`
+	Payload       json.RawMessage   `json:"payload"`
+	PayloadBase64 *string           `json:"payload_base64"`
+}
+
+// limits are the bounds decodeEvents enforces.
+type limits struct {
+	maxBatch   int
+	maxPayload int
+	maxID      int
+}
+
+// decodeEvents parses a POST /v1/events body: one event object or an array
+// of them. Errors are *apiError values whose message names the bad field as
+// "destination: ..." for a single object or "events[3].destination: ..." in
+// a batch. It never panics, whatever the input.
+func decodeEvents(body []byte, lim limits) ([]outbox.Event, error) {
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if len(trimmed) == 0 {
+		return nil, errorf(http.StatusBadRequest, "empty body: send an event object or an array of event objects")
+	}
+	var ins []eventIn
+	batch := false
+	switch trimmed[0] {
+	case '{':
+		var in eventIn
+		if err := decodeStrict(trimmed, &in); err != nil {
+			return nil, decodeError(err, "")
+		}
+		ins = []eventIn{in}
+	case '[':
+		batch = true
+		if err := decodeStrict(trimmed, &ins); err != nil {
+			return nil, batchDecodeError(trimmed, err)
+		}
+		if len(ins) == 0 {
+			return nil, errorf(http.StatusBadRequest, "empty batch: send at least one event")
+		}
+		if len(ins) > lim.maxBatch {
+			return nil, errorf(http.StatusRequestEntityTooLarge,
+				fmt.Sprintf("batch of %d events is over the limit of %d events per request", len(ins), lim.maxBatch))
+		}
+	default:
+		if !json.Valid(trimmed) {
+			return nil, decodeError(json.Unmarshal(trimmed, new(any)), "")
+		}
+		return nil, errorf(http.StatusBadRequest, "body must be an event object or an array of event objects")
+	}
+	evs := make([]outbox.Event, len(ins))
+	for i := range ins {
+		prefix := ""
+		if batch {
+			prefix = fmt.Sprintf("events[%d].", i)
+		}
+		if err := ins[i].toEvent(&evs[i], lim, prefix); err != nil {
+			return nil, err
+		}
+	}
+	return evs, nil
+}
+
+// decodeStrict unmarshals one JSON value into v, refusing unknown fields and
+// trailing data.
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errTrailing
+	}
+	return nil
+}
+
+var errTrailing = errors.New("trailing data after the JSON value")
+
+// batchDecodeError finds which element of a batch failed to decode, for a
+// message naming it (the slow path, taken only on bad input).
+func batchDecodeError(b []byte, err error) error {
+	if errors.Is(err, errTrailing) {
+		return decodeError(err, "")
+	}
+	var raws []json.RawMessage
+	if rerr := json.Unmarshal(b, &raws); rerr != nil {
+		// Malformed JSON or not an array of values.
+		return decodeError(rerr, "")
+	}
+	for i, raw := range raws {
+		var in eventIn
+		if eerr := decodeStrict(raw, &in); eerr != nil {
+			return decodeError(eerr, fmt.Sprintf("events[%d]", i))
+		}
+	}
+	return decodeError(err, "")
+}
+
+// decodeError turns an encoding/json error into a 400 naming the field.
+// elem is the element being decoded ("" for a single object or the body).
+func decodeError(err error, elem string) error {
+	var synErr *json.SyntaxError
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &synErr):
+		return errorf(http.StatusBadRequest, fmt.Sprintf("malformed JSON at byte %d: %s", synErr.Offset, synErr.Error()))
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return errorf(http.StatusBadRequest, "malformed JSON: unexpected end of body")
+	case errors.Is(err, errTrailing):
+		return errorf(http.StatusBadRequest, "malformed JSON: trailing data after the JSON value")
+	case errors.As(err, &typeErr):
+		field := typeErr.Field
+		name := joinField(elem, field)
+		if field == "" {
+			if name == "" {
+				name = "body"
+			}
+			return errorf(http.StatusBadRequest, fmt.Sprintf("%s: must be an event object, got %s", name, typeErr.Value))
+		}
+		return errorf(http.StatusBadRequest, fmt.Sprintf("%s: must be %s, got %s", name, describeType(typeErr.Type), typeErr.Value))
+	}
+	msg := strings.TrimPrefix(err.Error(), "json: ")
+	if elem != "" {
+		msg = elem + ": " + msg
+	}
+	return errorf(http.StatusBadRequest, msg)
+}
+
+func joinField(elem, field string) string {
+	switch {
+	case elem == "":
+		return field
+	case field == "":
+		return elem
+	}
+	return elem + "." + field
+}
+
+// describeType names a Go type the way a JSON user thinks of it.
+func describeType(t reflect.Type) string {
+	if t == nil {
+		return "another type"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Map:
+		return "an object of " + strings.TrimPrefix(describeType(t.Elem()), "a ") + " values"
+	case reflect.Struct:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int64, reflect.Int32, reflect.Uint, reflect.Uint64, reflect.Float64:
+		return "a number"
+	}
+	return t.String()
+}
+
+// toEvent validates in and fills ev. prefix is "" or "events[i].".
+func (in *eventIn) toEvent(ev *outbox.Event, lim limits, prefix string) error {
+	bad := func(field, reason string) error {
+		return errorf(http.StatusBadRequest, prefix+field+": "+reason)
+	}
+	if len(in.ID) > lim.maxID {
+		return bad("id", fmt.Sprintf("%d bytes is over the limit of %d bytes", len(in.ID), lim.maxID))
+	}
+	if !printable(in.ID) {
+		return bad("id", "must be valid UTF-8 without control characters")
+	}
+	if in.Destination == "" {
+		return bad("destination", "is required (a configured endpoint name or an absolute URL)")
+	}
+	if !printable(in.Destination) {
+		return bad("destination", "must be valid UTF-8 without control characters")
+	}
+	if !utf8.ValidString(in.Key) {
+		return bad("key", "must be valid UTF-8")
+	}
+	method := in.Method
+	if method == "" {
+		method = http.MethodPost
+	} else if !isToken(method) {
+		return bad("method", fmt.Sprintf("%q is not a valid HTTP method", method))
+	}
+	for name, value := range in.Headers {
+		if !isToken(name) {
+			return bad("headers", fmt.Sprintf("%q is not a valid header name", name))
+		}
+		if strings.ContainsAny(value, "\r\n\x00") {
+			return bad("headers."+name, "value must not contain CR, LF or NUL")
+		}
+	}
+	var payload []byte
+	switch {
+	case len(in.Payload) > 0 && in.PayloadBase64 != nil:
+		return errorf(http.StatusBadRequest, prefix+"payload, "+prefix+"payload_base64: give one of the two, not both")
+	case in.PayloadBase64 != nil:
+		b, err := base64.StdEncoding.DecodeString(*in.PayloadBase64)
+		if err != nil {
+			return bad("payload_base64", "not valid standard base64: "+err.Error())
+		}
+		payload = b
+	case len(in.Payload) > 0:
+		payload = in.Payload
+	}
+	if len(payload) > lim.maxPayload {
+		field := "payload"
+		if in.PayloadBase64 != nil {
+			field = "payload_base64"
+		}
+		return errorf(http.StatusRequestEntityTooLarge, fmt.Sprintf("%s%s: %d bytes is over the limit of %d bytes",
+			prefix, field, len(payload), lim.maxPayload))
+	}
+	*ev = outbox.Event{
+		ID:          in.ID,
+		Key:         in.Key,
+		Destination: in.Destination,
+		Method:      method,
+		Headers:     in.Headers,
+		Payload:     payload,
+	}
+	return nil
+}
+
+// printable reports whether s is valid UTF-8 without control characters.
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// isToken reports whether s is an RFC 9110 token (method and header names).
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,23 @@
+// Package httpapi is the HTTP API of the outboxd sidecar as an importable
+// http.Handler, so that a Go service embedding an outbox can mount the same
+// ingest and admin API on its own mux.
+//
+// Routes (all JSON, errors as {"error": "..."} naming the bad field):
+//
+//	POST   /v1/events                      one event object or an array of them: 202 {"ids": [...]} once durable
+//	GET    /v1/events?state=&limit=&after= list pending or dead events, paginated by ID: 200 {"events": [...], "next": "..."}
+//	GET    /v1/events/{id}                 one event (pending, dead, or delivered while its tombstone lasts)
+//	DELETE /v1/events/{id}                 drop a pending or dead event: 204
+//	POST   /v1/events/{id}/replay          move a dead event back to pending: 202, 404, 409 when not dead
+//	POST   /v1/dead/replay                 replay dead events matching a filter at a bounded rate: 202 {"replayed": n}
+//	GET    /v1/endpoints                   endpoint states
+//	POST   /v1/endpoints/{name}/enable     re-enable a disabled endpoint
+//	GET    /v1/stats                       counts
+//
+// Every request must carry "Authorization: Bearer TOKEN" when Config.Token
+// is set (compared in constant time). Request bodies are bounded by
+// Config.MaxBodyBytes (413), payloads by Config.MaxPayloadBytes (413), and a
+// batch by Config.MaxBatch (413); a batch is stored in one durable Enqueue
+// call, so it is accepted or rejected as a whole. Unknown routes answer 404
+// and known routes with another method 405, both in JSON.
+package httpapi

@@ -1,0 +1,394 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/outboxd/outbox/outbox"
+)
+
+// eventOut is an event as the API returns it.
+type eventOut struct {
+	ID            string `json:"id"`
+	Key           string `json:"key"`
+	Destination   string `json:"destination"`
+	State         string `json:"state"`
+	Attempts      int    `json:"attempts"`
+	CreatedAt     string `json:"created_at,omitempty"`
+	NextAttemptAt string `json:"next_attempt_at,omitempty"`
+	LastStatus    int    `json:"last_status"`
+	LastError     string `json:"last_error"`
+	DeadReason    string `json:"dead_reason,omitempty"`
+}
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+func toOut(ev *outbox.Event) eventOut {
+	out := eventOut{
+		ID:          ev.ID,
+		Key:         ev.Key,
+		Destination: ev.Destination,
+		State:       ev.State.String(),
+		Attempts:    ev.Attempts,
+		CreatedAt:   formatTime(ev.CreatedAt),
+		LastStatus:  ev.LastStatus,
+		LastError:   ev.LastError,
+		DeadReason:  ev.DeadReason,
+	}
+	if ev.State == outbox.StatePending {
+		out.NextAttemptAt = formatTime(ev.NextAttemptAt)
+	}
+	return out
+}
+
+// readBody checks the Content-Type and reads the body within the size limit.
+// An empty body is allowed only when allowEmpty.
+func (h *handler) readBody(w http.ResponseWriter, r *http.Request, allowEmpty bool) ([]byte, error) {
+	if r.ContentLength > h.cfg.MaxBodyBytes {
+		return nil, errorf(http.StatusRequestEntityTooLarge,
+			fmt.Sprintf("request body of %d bytes is over the limit of %d bytes", r.ContentLength, h.cfg.MaxBodyBytes))
+	}
+	if r.ContentLength == 0 && allowEmpty {
+		return nil, nil
+	}
+	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
+		if ct == "" {
+			ct = "none"
+		}
+		return nil, errorf(http.StatusUnsupportedMediaType, "Content-Type must be application/json, got "+ct)
+	}
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength))
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, errorf(http.StatusRequestEntityTooLarge,
+				fmt.Sprintf("request body is over the limit of %d bytes", h.cfg.MaxBodyBytes))
+		}
+		return nil, errorf(http.StatusBadRequest, "reading the request body: "+err.Error())
+	}
+	return buf.Bytes(), nil
+}
+
+// isJSON reports whether a Content-Type is application/json (parameters such
+// as charset allowed) or a +json type.
+func isJSON(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	return mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
+}
+
+// fail answers err: an *apiError with its status, an outbox error mapped to
+// its status, anything else as 500 (logged).
+func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error, batch bool) {
+	if ae, ok := asAPIError(err); ok {
+		writeError(w, ae.status, ae.msg)
+		return
+	}
+	var ve *outbox.ValidationError
+	switch {
+	case errors.As(err, &ve):
+		field := ve.Field
+		if batch {
+			field = fmt.Sprintf("events[%d].%s", ve.Index, ve.Field)
+		}
+		writeError(w, http.StatusBadRequest, field+": "+ve.Reason)
+	case errors.Is(err, outbox.ErrInvalid):
+		writeError(w, http.StatusBadRequest, err.Error())
+	case errors.Is(err, outbox.ErrNotFound):
+		writeError(w, http.StatusNotFound, err.Error())
+	case errors.Is(err, outbox.ErrConflict):
+		writeError(w, http.StatusConflict, err.Error())
+	case errors.Is(err, outbox.ErrNotDead):
+		writeError(w, http.StatusConflict, err.Error())
+	case errors.Is(err, outbox.ErrClosed):
+		writeError(w, http.StatusServiceUnavailable, "the outbox is shutting down")
+	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+		// The client went away; nobody reads this answer.
+		writeError(w, http.StatusServiceUnavailable, "request cancelled")
+	default:
+		h.cfg.Logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		writeError(w, http.StatusInternalServerError, "internal error: "+err.Error())
+	}
+}
+
+// enqueue serves POST /v1/events.
+func (h *handler) enqueue(w http.ResponseWriter, r *http.Request) {
+	body, err := h.readBody(w, r, false)
+	if err != nil {
+		h.fail(w, r, err, false)
+		return
+	}
+	evs, err := decodeEvents(body, limits{maxBatch: h.cfg.MaxBatch, maxPayload: h.cfg.MaxPayloadBytes, maxID: h.cfg.MaxIDBytes})
+	if err != nil {
+		h.fail(w, r, err, false)
+		return
+	}
+	ids, err := h.o.Enqueue(r.Context(), evs...)
+	if err != nil {
+		h.fail(w, r, err, isBatch(body))
+		return
+	}
+	writeJSON(w, http.StatusAccepted, struct {
+		IDs []string `json:"ids"`
+	}{ids})
+}
+
+func isBatch(body []byte) bool {
+	b := bytes.TrimLeft(body, " \t\r\n")
+	return len(b) > 0 && b[0] == '['
+}
+
+// list serves GET /v1/events?state=pending|dead&limit=&after=&destination=.
+func (h *handler) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	for name := range q {
+		switch name {
+		case "state", "limit", "after", "destination":
+		default:
+			h.fail(w, r, errorf(http.StatusBadRequest, "unknown query parameter "+strconv.Quote(name)+
+				" (known: state, limit, after, destination)"), false)
+			return
+		}
+	}
+	opt := outbox.ListOptions{State: outbox.StatePending, After: q.Get("after"), Limit: DefaultListLimit, Destination: q.Get("destination")}
+	switch s := q.Get("state"); s {
+	case "", "pending":
+	case "dead":
+		opt.State = outbox.StateDead
+	default:
+		h.fail(w, r, errorf(http.StatusBadRequest, "state: must be pending or dead, got "+strconv.Quote(s)), false)
+		return
+	}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxListLimit {
+			h.fail(w, r, errorf(http.StatusBadRequest,
+				fmt.Sprintf("limit: must be a whole number from 1 to %d, got %q", MaxListLimit, s)), false)
+			return
+		}
+		opt.Limit = n
+	}
+	evs, next, err := h.o.List(r.Context(), opt)
+	if err != nil {
+		h.fail(w, r, err, false)
+		return
+	}
+	out := make([]eventOut, len(evs))
+	for i := range evs {
+		out[i] = toOut(&evs[i])
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Events []eventOut `json:"events"`
+		Next   string     `json:"next"`
+	}{out, next})
+}
+
+// get serves GET /v1/events/{id}.
+func (h *handler) get(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	ev, err := h.o.Get(r.Context(), id)
+	if err != nil {
+		h.fail(w, r, notFound(err, "event", id), false)
+		return
+	}
+	writeJSON(w, http.StatusOK, toOut(&ev))
+}
+
+// notFound gives ErrNotFound a message naming what was not found.
+func notFound(err error, what, name string) error {
+	if errors.Is(err, outbox.ErrNotFound) {
+		return errorf(http.StatusNotFound, what+" "+strconv.Quote(name)+" not found")
+	}
+	return err
+}
+
+// delete serves DELETE /v1/events/{id}.
+func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := h.o.Delete(r.Context(), id); err != nil {
+		h.fail(w, r, notFound(err, "pending or dead event", id), false)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// replay serves POST /v1/events/{id}/replay.
+func (h *handler) replay(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := h.o.Replay(r.Context(), id); err != nil {
+		if errors.Is(err, outbox.ErrNotDead) {
+			err = errorf(http.StatusConflict, "event "+strconv.Quote(id)+" is not dead: only dead events can be replayed")
+		}
+		h.fail(w, r, notFound(err, "event", id), false)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, struct {
+		ID    string `json:"id"`
+		State string `json:"state"`
+	}{id, outbox.StatePending.String()})
+}
+
+// replayFilterIn is the body of POST /v1/dead/replay.
+type replayFilterIn struct {
+	Destination string  `json:"destination"`
+	Status      int     `json:"status"`
+	KeyPrefix   string  `json:"key_prefix"`
+	From        string  `json:"from"`
+	To          string  `json:"to"`
+	Limit       int     `json:"limit"`
+	Rate        float64 `json:"rate"`
+}
+
+// replayDead serves POST /v1/dead/replay: the body (optional) is a filter.
+func (h *handler) replayDead(w http.ResponseWriter, r *http.Request) {
+	body, err := h.readBody(w, r, true)
+	if err != nil {
+		h.fail(w, r, err, false)
+		return
+	}
+	var in replayFilterIn
+	if len(bytes.TrimSpace(body)) > 0 {
+		if bytes.TrimLeft(body, " \t\r\n")[0] != '{' {
+			h.fail(w, r, errorf(http.StatusBadRequest, "body must be a filter object"), false)
+			return
+		}
+		if err := decodeStrict(body, &in); err != nil {
+			h.fail(w, r, decodeError(err, ""), false)
+			return
+		}
+	}
+	f := outbox.ReplayFilter{Destination: in.Destination, Status: in.Status, KeyPrefix: in.KeyPrefix, Limit: in.Limit, Rate: in.Rate}
+	for _, t := range []struct {
+		name string
+		s    string
+		dst  *time.Time
+	}{{"from", in.From, &f.From}, {"to", in.To, &f.To}} {
+		if t.s == "" {
+			continue
+		}
+		tm, err := time.Parse(time.RFC3339Nano, t.s)
+		if err != nil {
+			h.fail(w, r, errorf(http.StatusBadRequest, t.name+": must be an RFC 3339 time, got "+strconv.Quote(t.s)), false)
+			return
+		}
+		*t.dst = tm
+	}
+	switch {
+	case in.Status < 0 || in.Status > 999:
+		err = errorf(http.StatusBadRequest, "status: must be an HTTP status code")
+	case in.Limit < 0:
+		err = errorf(http.StatusBadRequest, "limit: must not be negative")
+	case in.Rate < 0:
+		err = errorf(http.StatusBadRequest, "rate: must not be negative")
+	case !f.From.IsZero() && !f.To.IsZero() && f.To.Before(f.From):
+		err = errorf(http.StatusBadRequest, "to: must not be before from")
+	}
+	if err != nil {
+		h.fail(w, r, err, false)
+		return
+	}
+	n, err := h.o.ReplayDead(r.Context(), f)
+	if err != nil {
+		h.fail(w, r, err, false)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, struct {
+		Replayed int `json:"replayed"`
+	}{n})
+}
+
+// endpointOut is an endpoint's state as the API returns it.
+type endpointOut struct {
+	Name           string `json:"name"`
+	Disabled       bool   `json:"disabled"`
+	DisabledReason string `json:"disabled_reason,omitempty"`
+	ThrottledUntil string `json:"throttled_until,omitempty"`
+	FailureStreak  int    `json:"failure_streak"`
+	LastStatus     int    `json:"last_status"`
+}
+
+func toEndpointOut(e outbox.EndpointState) endpointOut {
+	return endpointOut{
+		Name:           e.Name,
+		Disabled:       e.Disabled,
+		DisabledReason: e.DisabledReason,
+		ThrottledUntil: formatTime(e.ThrottledUntil),
+		FailureStreak:  e.FailureStreak,
+		LastStatus:     e.LastStatus,
+	}
+}
+
+// endpoints serves GET /v1/endpoints.
+func (h *handler) endpoints(w http.ResponseWriter, r *http.Request) {
+	eps, err := h.o.Endpoints(r.Context())
+	if err != nil {
+		h.fail(w, r, err, false)
+		return
+	}
+	out := make([]endpointOut, len(eps))
+	for i, e := range eps {
+		out[i] = toEndpointOut(e)
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Endpoints []endpointOut `json:"endpoints"`
+	}{out})
+}
+
+// enable serves POST /v1/endpoints/{name}/enable.
+func (h *handler) enable(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if err := h.o.EnableEndpoint(r.Context(), name); err != nil {
+		h.fail(w, r, notFound(err, "endpoint", name), false)
+		return
+	}
+	out := endpointOut{Name: name}
+	if eps, err := h.o.Endpoints(r.Context()); err == nil {
+		for _, e := range eps {
+			if e.Name == name {
+				out = toEndpointOut(e)
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// statsOut is the body of GET /v1/stats.
+type statsOut struct {
+	Pending                 int     `json:"pending"`
+	Dead                    int     `json:"dead"`
+	InFlight                int     `json:"in_flight"`
+	DeliveredTotal          uint64  `json:"delivered_total"`
+	FailedTotal             uint64  `json:"failed_total"`
+	OldestPendingAgeSeconds float64 `json:"oldest_pending_age_seconds"`
+}
+
+// stats serves GET /v1/stats.
+func (h *handler) stats(w http.ResponseWriter, r *http.Request) {
+	s := h.o.Stats()
+	writeJSON(w, http.StatusOK, statsOut{
+		Pending:                 s.Pending,
+		Dead:                    s.Dead,
+		InFlight:                s.InFlight,
+		DeliveredTotal:          s.DeliveredTotal,
+		FailedTotal:             s.FailedTotal,
+		OldestPendingAgeSeconds: s.OldestPendingAge.Seconds(),
+	})
+}

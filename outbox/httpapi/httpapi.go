@@ -1,0 +1,170 @@
+package httpapi
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/outboxd/outbox/outbox"
+)
+
+// Default limits of Config.
+const (
+	// DefaultMaxBodyBytes is the default limit of a request body: 5 MiB.
+	DefaultMaxBodyBytes = 5 << 20
+	// DefaultMaxPayloadBytes is the default limit of one event's payload: 1 MiB.
+	DefaultMaxPayloadBytes = 1 << 20
+	// DefaultMaxBatch is the default limit of events in one request: 1,000.
+	DefaultMaxBatch = 1000
+	// DefaultMaxIDBytes is the default limit of an event ID: 200 bytes.
+	DefaultMaxIDBytes = 200
+	// DefaultListLimit is the page size of GET /v1/events without limit=.
+	DefaultListLimit = 100
+	// MaxListLimit is the largest page size GET /v1/events accepts.
+	MaxListLimit = 1000
+)
+
+// Config configures the handler. The zero value is usable: every field
+// documents its default.
+type Config struct {
+	// Token, when set, is the bearer token every request must carry
+	// ("Authorization: Bearer TOKEN"); it is compared in constant time.
+	// Default: empty, no authentication (bind to loopback then).
+	Token string
+	// MaxBodyBytes bounds a request body; larger bodies are answered 413.
+	// Default DefaultMaxBodyBytes (5 MiB).
+	MaxBodyBytes int64
+	// MaxPayloadBytes bounds one event's payload (after base64 decoding);
+	// larger payloads are answered 413. Default DefaultMaxPayloadBytes (1 MiB).
+	MaxPayloadBytes int
+	// MaxBatch bounds the events of one POST /v1/events; larger batches are
+	// answered 413. Default DefaultMaxBatch (1,000).
+	MaxBatch int
+	// MaxIDBytes bounds a caller-given event ID. Default DefaultMaxIDBytes (200).
+	MaxIDBytes int
+	// Logger receives server-side errors (5xx). Default: discard.
+	Logger *slog.Logger
+}
+
+// withDefaults returns c with every zero or negative field set to its default.
+func (c Config) withDefaults() Config {
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.MaxPayloadBytes <= 0 {
+		c.MaxPayloadBytes = DefaultMaxPayloadBytes
+	}
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = DefaultMaxBatch
+	}
+	if c.MaxIDBytes <= 0 {
+		c.MaxIDBytes = DefaultMaxIDBytes
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// handler serves the API of one outbox.
+type handler struct {
+	o        *outbox.Outbox
+	cfg      Config
+	tokenSum [sha256.Size]byte // sha256 of cfg.Token, compared in constant time
+	mux      *http.ServeMux
+}
+
+// New returns the API handler for o. Mount it at the root of a mux (its
+// routes start with /v1/); every path it does not know is answered with a
+// JSON 404, so mount it as the fallback ("/") or strip nothing in front of it.
+func New(o *outbox.Outbox, cfg Config) http.Handler {
+	h := &handler{o: o, cfg: cfg.withDefaults()}
+	if h.cfg.Token != "" {
+		h.tokenSum = sha256.Sum256([]byte(h.cfg.Token))
+	}
+	mux := http.NewServeMux()
+	route := func(path string, methods map[string]http.HandlerFunc) {
+		allow := make([]string, 0, len(methods))
+		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
+			if fn, ok := methods[m]; ok {
+				mux.HandleFunc(m+" "+path, fn)
+				allow = append(allow, m)
+			}
+		}
+		mux.Handle(path, MethodNotAllowed(allow...))
+	}
+	route("/v1/events", map[string]http.HandlerFunc{
+		http.MethodPost: h.enqueue,
+		http.MethodGet:  h.list,
+	})
+	route("/v1/events/{id}", map[string]http.HandlerFunc{
+		http.MethodGet:    h.get,
+		http.MethodDelete: h.delete,
+	})
+	route("/v1/events/{id}/replay", map[string]http.HandlerFunc{http.MethodPost: h.replay})
+	route("/v1/dead/replay", map[string]http.HandlerFunc{http.MethodPost: h.replayDead})
+	route("/v1/endpoints", map[string]http.HandlerFunc{http.MethodGet: h.endpoints})
+	route("/v1/endpoints/{name}/enable", map[string]http.HandlerFunc{http.MethodPost: h.enable})
+	route("/v1/stats", map[string]http.HandlerFunc{http.MethodGet: h.stats})
+	mux.Handle("/", NotFound())
+	h.mux = mux
+	return h
+}
+
+// ServeHTTP checks the bearer token, then routes the request.
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.cfg.Token != "" {
+		if msg, ok := h.authorized(r); !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="outboxd"`)
+			writeError(w, http.StatusUnauthorized, msg)
+			return
+		}
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// authorized compares the request's bearer token with the configured one in
+// constant time (hashes of equal length, so not even the length leaks).
+func (h *handler) authorized(r *http.Request) (string, bool) {
+	auth := r.Header.Get("Authorization")
+	if auth == "" {
+		return "missing bearer token: send Authorization: Bearer TOKEN", false
+	}
+	scheme, tok, found := strings.Cut(auth, " ")
+	if !found || !strings.EqualFold(scheme, "Bearer") {
+		return "Authorization header must use the Bearer scheme", false
+	}
+	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	if subtle.ConstantTimeCompare(sum[:], h.tokenSum[:]) != 1 {
+		return "invalid bearer token", false
+	}
+	return "", true
+}
+
+// NotFound returns a handler answering every request with a JSON 404 that
+// names the method and path. The sidecar uses it for routes outside the API.
+func NotFound() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
+	})
+}
+
+// MethodNotAllowed returns a handler answering with a JSON 405 and an Allow
+// header listing allowed (GET implies HEAD).
+func MethodNotAllowed(allowed ...string) http.Handler {
+	list := make([]string, 0, len(allowed)+1)
+	for _, m := range allowed {
+		list = append(list, m)
+		if m == http.MethodGet {
+			list = append(list, http.MethodHead)
+		}
+	}
+	allow := strings.Join(list, ", ")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		writeError(w, http.StatusMethodNotAllowed,
+			"method "+r.Method+" not allowed on "+r.URL.Path+" (allowed: "+allow+")")
+	})
+}
