@@ -1,0 +1,483 @@
+package store
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// schemaVersion is the layout version this build writes and understands.
+const schemaVersion = 1
+
+// Limits on what a record may hold, well inside bbolt's key size limit.
+const (
+	// MaxIDLen is the longest ID the store accepts, in bytes.
+	MaxIDLen = 1024
+	// MaxKeyLen is the longest Key the store accepts, in bytes.
+	MaxKeyLen = 1024
+)
+
+var (
+	bucketEvents    = []byte("events")
+	bucketDue       = []byte("due")
+	bucketDead      = []byte("dead")
+	bucketTombs     = []byte("tombstones")
+	bucketTombTime  = []byte("tombstones_by_time")
+	bucketKeys      = []byte("keys")
+	bucketEndpoints = []byte("endpoints")
+	bucketChangelog = []byte("changelog")
+	bucketMeta      = []byte("meta")
+
+	allBuckets = [][]byte{bucketEvents, bucketDue, bucketDead, bucketTombs, bucketTombTime,
+		bucketKeys, bucketEndpoints, bucketChangelog, bucketMeta}
+
+	metaSchema     = []byte("schema")
+	metaLastLSN    = []byte("last_lsn")
+	metaShipped    = []byte("shipped_lsn")
+	metaShipping   = []byte("shipping")
+	metaPending    = []byte("count_pending")
+	metaDead       = []byte("count_dead")
+	metaTombs      = []byte("count_tombstones")
+	metaEndpoints  = []byte("count_endpoints")
+	metaChangelogN = []byte("count_changelog")
+)
+
+// Options configure Open. The zero value is ready to use.
+type Options struct {
+	// LockTimeout is how long Open waits for the file lock before it fails
+	// with ErrLocked naming the file. Default 1s.
+	LockTimeout time.Duration
+	// ReadOnly opens the file for offline inspection under a shared lock;
+	// writes fail with ErrReadOnly. The file must exist.
+	ReadOnly bool
+	// InitialMmapSize is the initial size of the memory map in bytes
+	// (virtual memory only). A generous map keeps writers from remapping
+	// while readers hold transactions. Default 1 GiB.
+	InitialMmapSize int
+	// NoSync skips fsync. Unsafe: a crash loses or corrupts data. For tests
+	// and benchmarks only. Default false.
+	NoSync bool
+	// Now is the clock for CreatedAt defaults, changelog times, tombstones
+	// and trim ages. Default time.Now.
+	Now func() time.Time
+	// OpenFile opens the database file; a seam for fault injection, passed to
+	// bbolt. Default os.OpenFile.
+	OpenFile func(string, int, os.FileMode) (*os.File, error)
+	// MaxBatch is the most records the group committer puts in one
+	// transaction (a single larger Insert still commits alone, atomically).
+	// Default 1000.
+	MaxBatch int
+}
+
+func (o Options) withDefaults() Options {
+	if o.LockTimeout <= 0 {
+		o.LockTimeout = time.Second
+	}
+	if o.InitialMmapSize <= 0 {
+		o.InitialMmapSize = 1 << 30
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.OpenFile == nil {
+		o.OpenFile = os.OpenFile
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 1000
+	}
+	return o
+}
+
+// Store is an open store file. All methods are safe for concurrent use.
+// Writes go through one committer goroutine that groups concurrent calls
+// into shared transactions; reads use short bbolt read transactions.
+type Store struct {
+	db   *bolt.DB
+	path string
+	opts Options
+
+	mu     sync.RWMutex // guards closed and sends on queue
+	closed bool
+	queue  chan *op
+	done   chan struct{} // closed when the committer has exited
+
+	lastLSN atomic.Uint64
+}
+
+// Open opens the store at path, creating it when it does not exist. A new
+// file is built under a temporary name and renamed into place, so a crash
+// never leaves a half-made store behind.
+//
+// Errors are *OpenError values naming the file, wrapping ErrLocked (another
+// process holds it after LockTimeout), ErrNotDatabase (empty, not bbolt, or a
+// bbolt file without this store's layout), ErrCorrupt (bad meta pages,
+// truncated, damaged structure) or ErrSchemaTooNew.
+func Open(path string, opts Options) (*Store, error) {
+	opts = opts.withDefaults()
+	fail := func(err error) (*Store, error) { return nil, &OpenError{Path: path, Err: err} }
+
+	info, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist) && !opts.ReadOnly:
+		if err := create(path, opts); err != nil {
+			return fail(err)
+		}
+	case err != nil:
+		return fail(err)
+	case info.IsDir():
+		return fail(fmt.Errorf("%w: is a directory", ErrNotDatabase))
+	default:
+		if err := checkFile(path, info.Size()); err != nil {
+			return fail(err)
+		}
+	}
+
+	db, err := bolt.Open(path, 0o600, boltOptions(opts))
+	if err != nil {
+		return fail(mapOpenErr(err, opts.LockTimeout))
+	}
+	s := &Store{db: db, path: path, opts: opts, done: make(chan struct{})}
+	last, err := s.validate()
+	if err != nil {
+		_ = db.Close()
+		return fail(err)
+	}
+	s.lastLSN.Store(last)
+	if opts.ReadOnly {
+		close(s.done)
+		return s, nil
+	}
+	s.queue = make(chan *op, 1024)
+	go s.commitLoop()
+	return s, nil
+}
+
+func boltOptions(opts Options) *bolt.Options {
+	return &bolt.Options{
+		Timeout:         opts.LockTimeout,
+		NoFreelistSync:  true,
+		FreelistType:    bolt.FreelistMapType,
+		ReadOnly:        opts.ReadOnly,
+		InitialMmapSize: opts.InitialMmapSize,
+		NoSync:          opts.NoSync,
+		OpenFile:        opts.OpenFile,
+	}
+}
+
+func mapOpenErr(err error, timeout time.Duration) error {
+	switch {
+	case errors.Is(err, berrors.ErrTimeout):
+		return fmt.Errorf("%w (gave up after %v)", ErrLocked, timeout)
+	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrVersionMismatch):
+		return fmt.Errorf("%w: %v", ErrNotDatabase, err)
+	case errors.Is(err, berrors.ErrChecksum):
+		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	return err
+}
+
+// create makes a new store file: buckets and schema in a temporary file,
+// synced, then renamed to path and the directory synced.
+func create(path string, opts Options) error {
+	tmp := path + ".creating"
+	_ = os.Remove(tmp)
+	bo := boltOptions(opts)
+	bo.NoSync = false
+	db, err := bolt.Open(tmp, 0o600, bo)
+	if err != nil {
+		return mapOpenErr(err, opts.LockTimeout)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, name := range allBuckets {
+			if _, err := tx.CreateBucket(name); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket(bucketMeta).Put(metaSchema, u64(schemaVersion))
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// validate checks the layout and schema of a freshly opened file and returns
+// the last LSN. It runs with faults turned into panics and recovers them, so
+// a damaged file is an error, not a crash.
+func (s *Store) validate() (last uint64, err error) {
+	err = s.view(func(tx *bolt.Tx) error {
+		size, err := fileSize(s.path)
+		if err != nil {
+			return err
+		}
+		if need := tx.Size(); size < need {
+			return fmt.Errorf("%w: file is %d bytes, its meta page needs %d (truncated)", ErrCorrupt, size, need)
+		}
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil {
+			return fmt.Errorf("%w: a bbolt file without the store's meta bucket", ErrNotDatabase)
+		}
+		v := meta.Get(metaSchema)
+		if len(v) != 8 {
+			return fmt.Errorf("%w: no schema version in meta", ErrNotDatabase)
+		}
+		if sv := binary.BigEndian.Uint64(v); sv > schemaVersion {
+			return fmt.Errorf("%w: file has schema %d, this build understands up to %d", ErrSchemaTooNew, sv, schemaVersion)
+		} else if sv == 0 {
+			return fmt.Errorf("%w: schema version 0", ErrCorrupt)
+		}
+		for _, name := range allBuckets {
+			b := tx.Bucket(name)
+			if b == nil {
+				return fmt.Errorf("%w: bucket %q is missing", ErrCorrupt, name)
+			}
+			// Touch the first and last leaf of every bucket so that a damaged
+			// tree is found now rather than in the middle of a delivery.
+			c := b.Cursor()
+			c.First()
+			c.Last()
+		}
+		last = getU64(meta, metaLastLSN)
+		return nil
+	})
+	return last, err
+}
+
+func fileSize(path string) (int64, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
+}
+
+// Path returns the file the store was opened on.
+func (s *Store) Path() string { return s.path }
+
+// Close waits for the writes already queued to commit, stops the committer
+// and closes the file. It is idempotent; later calls return nil. Calls made
+// after Close fail with ErrClosed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	if s.queue != nil {
+		close(s.queue)
+	}
+	s.mu.Unlock()
+	<-s.done
+	return s.db.Close()
+}
+
+// view runs fn in a read transaction, turning bbolt panics and memory faults
+// on a damaged file into ErrCorrupt.
+func (s *Store) view(fn func(tx *bolt.Tx) error) (err error) {
+	s.mu.RLock()
+	closed := s.closed
+	s.mu.RUnlock()
+	if closed {
+		return ErrClosed
+	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %v", ErrCorrupt, p)
+		}
+	}()
+	err = s.db.View(fn)
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		err = ErrClosed
+	}
+	return err
+}
+
+// LastLSN returns the LSN of the last committed changelog entry (0 when
+// nothing was ever written). It reads no file.
+func (s *Store) LastLSN() uint64 { return s.lastLSN.Load() }
+
+func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(make([]byte, 0, 8), v) }
+
+func getU64(b *bolt.Bucket, k []byte) uint64 {
+	if v := b.Get(k); len(v) == 8 {
+		return binary.BigEndian.Uint64(v)
+	}
+	return 0
+}
+
+// op is one unit of work for the committer. run executes inside the shared
+// write transaction; it must do all its checks before its first write, so
+// that an error it returns leaves nothing of it in the transaction.
+type op struct {
+	ctx    context.Context
+	weight int
+	run    func(w *wtx) error
+	err    error
+	panic  any
+	done   chan struct{}
+}
+
+// do queues fn for the committer and waits for its commit (fsync included).
+// When ctx ends first it returns ctx.Err(); the write may still commit.
+func (s *Store) do(ctx context.Context, weight int, fn func(w *wtx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	o := &op{ctx: ctx, weight: weight, run: fn, done: make(chan struct{})}
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return ErrClosed
+	}
+	if s.queue == nil {
+		s.mu.RUnlock()
+		return ErrReadOnly
+	}
+	select {
+	case s.queue <- o:
+	case <-ctx.Done():
+		s.mu.RUnlock()
+		return ctx.Err()
+	}
+	s.mu.RUnlock()
+	select {
+	case <-o.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if o.panic != nil {
+		panic(o.panic)
+	}
+	return o.err
+}
+
+// commitLoop is the committer: it takes the first waiting op, adds whatever
+// else is queued (up to MaxBatch records), runs them all in one write
+// transaction and commits once. Callers arriving during a commit form the
+// next batch, so the batch size follows the concurrency without a timer.
+func (s *Store) commitLoop() {
+	defer close(s.done)
+	debug.SetPanicOnFault(true)
+	var carry *op
+	for {
+		first := carry
+		carry = nil
+		if first == nil {
+			var ok bool
+			if first, ok = <-s.queue; !ok {
+				return
+			}
+		}
+		batch := []*op{first}
+		weight := first.weight
+	fill:
+		for weight < s.opts.MaxBatch {
+			select {
+			case o, ok := <-s.queue:
+				if !ok {
+					break fill
+				}
+				if weight+o.weight > s.opts.MaxBatch {
+					carry = o
+					break fill
+				}
+				batch = append(batch, o)
+				weight += o.weight
+			default:
+				break fill
+			}
+		}
+		s.commit(batch)
+	}
+}
+
+func (s *Store) commit(batch []*op) {
+	live := batch[:0:0]
+	for _, o := range batch {
+		if err := o.ctx.Err(); err != nil {
+			o.err = err
+			close(o.done)
+			continue
+		}
+		live = append(live, o)
+	}
+	if len(live) == 0 {
+		return
+	}
+	var w *wtx
+	err := func() (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("%w: %v", ErrCorrupt, p)
+			}
+		}()
+		return s.db.Update(func(tx *bolt.Tx) error {
+			w = s.begin(tx)
+			for _, o := range live {
+				o.err = w.call(o)
+				if w.err != nil {
+					return w.err
+				}
+			}
+			return w.finish()
+		})
+	}()
+	if err == nil && w != nil {
+		s.lastLSN.Store(w.lsn)
+	}
+	for _, o := range live {
+		if err != nil && o.err == nil && o.panic == nil {
+			o.err = err
+		}
+		close(o.done)
+	}
+}
+
+// call runs one op, catching a panic of caller code so it can be raised again
+// in the caller's goroutine. The op made no writes when its function panics
+// (functions call user code before writing).
+func (w *wtx) call(o *op) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			if w.inUser {
+				w.inUser = false
+				o.panic = p
+				err = nil
+				return
+			}
+			panic(p)
+		}
+	}()
+	return o.run(w)
+}

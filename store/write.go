@@ -1,0 +1,607 @@
+package store
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// InsertStatus tells what Insert did with one record.
+type InsertStatus uint8
+
+// Insert statuses.
+const (
+	// Inserted: the record is stored (pending, or dead when DeadReason was set).
+	Inserted InsertStatus = iota
+	// AlreadyPresent: a pending or dead record with the same ID and the same
+	// content exists; nothing was written (idempotent re-enqueue).
+	AlreadyPresent
+	// Duplicate: the ID has a live tombstone (delivered, dropped or
+	// superseded within the retention); the record was dropped.
+	Duplicate
+)
+
+// String returns "inserted", "already-present" or "duplicate".
+func (s InsertStatus) String() string {
+	switch s {
+	case Inserted:
+		return "inserted"
+	case AlreadyPresent:
+		return "already-present"
+	case Duplicate:
+		return "duplicate"
+	}
+	return fmt.Sprintf("InsertStatus(%d)", uint8(s))
+}
+
+func validateRecord(r *Record) error {
+	switch {
+	case r == nil:
+		return fmt.Errorf("%w: nil record", ErrInvalid)
+	case r.ID == "":
+		return fmt.Errorf("%w: empty ID", ErrInvalid)
+	case len(r.ID) > MaxIDLen:
+		return fmt.Errorf("%w: ID of %d bytes (max %d)", ErrInvalid, len(r.ID), MaxIDLen)
+	case len(r.Key) > MaxKeyLen:
+		return fmt.Errorf("%w: key of %d bytes (max %d)", ErrInvalid, len(r.Key), MaxKeyLen)
+	}
+	return nil
+}
+
+// Insert stores recs atomically and durably: it returns after the
+// transaction holding them has committed and been fsynced. Concurrent calls
+// share commits (group commit). It returns one status per record and sets
+// each record's Version (for AlreadyPresent, the stored version); every other
+// field is the caller's and is not modified.
+//
+// A zero CreatedAt becomes Options.Now(); a zero NextAttemptAt becomes
+// CreatedAt (due at once). A record with DeadReason set goes straight to the
+// dead letters (DeadAt defaults to now).
+//
+// If any record conflicts (same ID stored with other content, or repeated in
+// recs with other content), nothing of this call is stored and the error is a
+// *ConflictError; other callers sharing the commit are unaffected. When ctx
+// ends while the call waits, it returns ctx.Err() and the records may still
+// be committed.
+func (s *Store) Insert(ctx context.Context, recs []*Record) ([]InsertStatus, error) {
+	cp := make([]*Record, len(recs))
+	for i, r := range recs {
+		if err := validateRecord(r); err != nil {
+			return nil, fmt.Errorf("record %d: %w", i, err)
+		}
+		cp[i] = r.clone()
+	}
+	if len(cp) == 0 {
+		return nil, nil
+	}
+	statuses := make([]InsertStatus, len(cp))
+	versions := make([]uint64, len(cp))
+	err := s.do(ctx, len(cp), func(w *wtx) error {
+		var seen map[string]int
+		if len(cp) > 1 {
+			seen = make(map[string]int, len(cp))
+		}
+		for i, r := range cp {
+			if j, ok := seen[r.ID]; ok {
+				if !cp[j].SameContent(r) {
+					return &ConflictError{ID: r.ID}
+				}
+				statuses[i] = AlreadyPresent
+				continue
+			}
+			st, version, err := w.insertCheck(r)
+			if err != nil {
+				return err
+			}
+			statuses[i], versions[i] = st, version
+			if seen != nil {
+				seen[r.ID] = i
+			}
+		}
+		for i, r := range cp {
+			if statuses[i] == Inserted && versions[i] == 0 {
+				w.insertNew(r)
+				versions[i] = r.Version
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range recs {
+		if versions[i] != 0 {
+			r.Version = versions[i]
+		}
+	}
+	return statuses, nil
+}
+
+// insertCheck decides what inserting r would do, without writing.
+func (w *wtx) insertCheck(r *Record) (InsertStatus, uint64, error) {
+	cur, err := w.getPending(r.ID)
+	if err != nil {
+		return 0, 0, err
+	}
+	if cur == nil {
+		if cur, err = w.getDead(r.ID); err != nil {
+			return 0, 0, err
+		}
+	}
+	if cur != nil {
+		if !cur.SameContent(r) {
+			return 0, 0, &ConflictError{ID: r.ID}
+		}
+		return AlreadyPresent, cur.Version, nil
+	}
+	if w.tombs.Get([]byte(r.ID)) != nil {
+		return Duplicate, 0, nil
+	}
+	return Inserted, 0, nil
+}
+
+// insertNew writes a new record r (pending, or dead when DeadReason is set),
+// with its changelog entry, and sets r.Version.
+func (w *wtx) insertNew(r *Record) {
+	if r.CreatedAt.IsZero() {
+		r.CreatedAt = w.now
+	}
+	if r.NextAttemptAt.IsZero() {
+		r.NextAttemptAt = r.CreatedAt
+	}
+	lsn := w.next()
+	r.Version = lsn
+	if r.DeadReason != "" {
+		if r.DeadAt.IsZero() {
+			r.DeadAt = w.now
+		}
+		r.seq = 0
+		frame := EncodeRecord(r)
+		w.putDead(r, frame, false)
+		w.log(lsn, OpDead, r.ID, frame, r.DeadReason)
+		return
+	}
+	r.DeadAt = time.Time{}
+	r.seq = lsn
+	frame := EncodeRecord(r)
+	w.putPending(r, nil, frame)
+	w.log(lsn, OpEnqueue, r.ID, frame, "")
+}
+
+// OutcomeKind is what to do with a delivered record.
+type OutcomeKind uint8
+
+// Outcome kinds.
+const (
+	// OutcomeDelete removes the record and writes a tombstone (delivered).
+	OutcomeDelete OutcomeKind = iota
+	// OutcomeReschedule records the attempt and sets the next attempt time.
+	OutcomeReschedule
+	// OutcomeDead moves the record to the dead letters.
+	OutcomeDead
+)
+
+// String returns "delete", "reschedule" or "dead".
+func (k OutcomeKind) String() string {
+	switch k {
+	case OutcomeDelete:
+		return "delete"
+	case OutcomeReschedule:
+		return "reschedule"
+	case OutcomeDead:
+		return "dead"
+	}
+	return fmt.Sprintf("OutcomeKind(%d)", uint8(k))
+}
+
+// Outcome is the result of one delivery attempt, applied by compare-and-set
+// on the version that was delivered.
+type Outcome struct {
+	Kind OutcomeKind
+	ID   string
+	// Version is the record version that was delivered. When the stored
+	// record has another version (or is gone), nothing is done: Stale.
+	Version uint64
+	// Attempts and Deliveries are the new counts (reschedule and dead).
+	Attempts   int
+	Deliveries int
+	// NextAttemptAt is the next attempt time (reschedule).
+	NextAttemptAt time.Time
+	LastStatus    int
+	LastError     string
+	// Reason goes to the changelog entry; for OutcomeDead it is the dead
+	// reason (default "dead"), for OutcomeDelete the default is "delivered".
+	Reason string
+}
+
+// EndpointState is the durable state of one endpoint.
+type EndpointState struct {
+	Name           string
+	Disabled       bool
+	DisabledReason string
+	DisabledAt     time.Time
+	// NotBefore is the time the endpoint is throttled until.
+	NotBefore     time.Time
+	FailureStreak int
+	LastStatus    int
+	UpdatedAt     time.Time
+}
+
+// OutcomeResult tells what Apply did with one outcome.
+type OutcomeResult uint8
+
+// Outcome results.
+const (
+	// Applied: the outcome was committed.
+	Applied OutcomeResult = iota
+	// Stale: the record's version changed or the record is gone; nothing
+	// was done and the newer state is kept.
+	Stale
+)
+
+// String returns "applied" or "stale".
+func (r OutcomeResult) String() string {
+	switch r {
+	case Applied:
+		return "applied"
+	case Stale:
+		return "stale"
+	}
+	return fmt.Sprintf("OutcomeResult(%d)", uint8(r))
+}
+
+// Err returns nil for Applied and ErrStale for Stale.
+func (r OutcomeResult) Err() error {
+	if r == Stale {
+		return ErrStale
+	}
+	return nil
+}
+
+// Apply commits a batch of outcomes and endpoint state updates in one write
+// transaction (processed in ID and name order), each change with its
+// changelog entry. It returns one result per outcome, in the order given.
+// Endpoint states are stored as given (UpdatedAt defaults to now).
+func (s *Store) Apply(ctx context.Context, outs []Outcome, eps []EndpointState) ([]OutcomeResult, error) {
+	for i := range outs {
+		if outs[i].ID == "" || outs[i].Kind > OutcomeDead {
+			return nil, fmt.Errorf("%w: outcome %d: empty ID or unknown kind", ErrInvalid, i)
+		}
+	}
+	for i := range eps {
+		if eps[i].Name == "" || len(eps[i].Name) > MaxIDLen {
+			return nil, fmt.Errorf("%w: endpoint state %d: bad name", ErrInvalid, i)
+		}
+	}
+	order := make([]int, len(outs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(outs[a].ID, outs[b].ID) })
+	eps = slices.Clone(eps)
+	slices.SortStableFunc(eps, func(a, b EndpointState) int { return cmp.Compare(a.Name, b.Name) })
+	results := make([]OutcomeResult, len(outs))
+	err := s.do(ctx, max(len(outs)+len(eps), 1), func(w *wtx) error {
+		// Decode everything first: a damaged record fails the op before any write.
+		cur := make([]*Record, len(outs))
+		for _, i := range order {
+			r, err := w.getPending(outs[i].ID)
+			if err != nil {
+				return fmt.Errorf("outcome for %q: %w", outs[i].ID, err)
+			}
+			cur[i] = r
+		}
+		for _, i := range order {
+			o := &outs[i]
+			old := cur[i]
+			if old == nil || old.Version != o.Version {
+				results[i] = Stale
+				continue
+			}
+			cur[i] = nil // a repeated ID finds the new version and is stale
+			w.applyOutcome(o, old)
+		}
+		for i := range eps {
+			w.putEndpoint(&eps[i])
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+func (w *wtx) applyOutcome(o *Outcome, old *Record) {
+	lsn := w.next()
+	switch o.Kind {
+	case OutcomeDelete:
+		w.removePending(old)
+		w.tombstone(old.ID)
+		w.log(lsn, OpDelete, old.ID, nil, cmp.Or(o.Reason, "delivered"))
+	case OutcomeReschedule:
+		r := old.clone()
+		r.Attempts, r.Deliveries = o.Attempts, o.Deliveries
+		r.NextAttemptAt = o.NextAttemptAt
+		r.LastStatus, r.LastError = o.LastStatus, o.LastError
+		r.Version = lsn
+		frame := EncodeRecord(r)
+		w.putPending(r, old, frame)
+		w.log(lsn, OpReschedule, r.ID, frame, o.Reason)
+	case OutcomeDead:
+		r := old.clone()
+		r.Attempts, r.Deliveries = o.Attempts, o.Deliveries
+		r.LastStatus, r.LastError = o.LastStatus, o.LastError
+		r.DeadAt = w.now
+		r.DeadReason = cmp.Or(o.Reason, "dead")
+		r.Version = lsn
+		r.seq = 0
+		frame := EncodeRecord(r)
+		w.removePending(old)
+		w.putDead(r, frame, false)
+		w.log(lsn, OpDead, r.ID, frame, r.DeadReason)
+	}
+}
+
+func (w *wtx) putEndpoint(ep *EndpointState) {
+	if ep.UpdatedAt.IsZero() {
+		ep.UpdatedAt = w.now
+	}
+	if w.endpoints.Get([]byte(ep.Name)) == nil {
+		w.endpointsN++
+	}
+	w.put(w.endpoints, []byte(ep.Name), encodeEndpoint(ep))
+}
+
+// PutEndpoint stores one endpoint's state (UpdatedAt defaults to now).
+func (s *Store) PutEndpoint(ctx context.Context, ep EndpointState) error {
+	if ep.Name == "" || len(ep.Name) > MaxIDLen {
+		return fmt.Errorf("%w: bad endpoint name", ErrInvalid)
+	}
+	return s.do(ctx, 1, func(w *wtx) error {
+		w.putEndpoint(&ep)
+		return nil
+	})
+}
+
+// applyEdit copies the fields Update and UpsertKey let a function change
+// from edited onto a copy of cur.
+func applyEdit(cur, edited *Record) *Record {
+	r := cur.clone()
+	r.Payload = bytes.Clone(edited.Payload)
+	r.Headers = edited.Headers
+	if r.Headers != nil {
+		r.Headers = cloneMap(edited.Headers)
+	}
+	r.Method = edited.Method
+	r.Destination = edited.Destination
+	r.Endpoint = edited.Endpoint
+	r.NextAttemptAt = edited.NextAttemptAt
+	r.Key = edited.Key
+	return r
+}
+
+func cloneMap(m map[string]string) map[string]string {
+	c := make(map[string]string, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
+
+// Update runs fn on a copy of the pending record with that ID inside the
+// write transaction, serialized with every other write, and stores the
+// result: a read-modify-write that never loses a concurrent update. fn may
+// change Payload, Headers, Method, Destination, Endpoint, NextAttemptAt and
+// Key; other changes are ignored. If fn returns an error nothing is written
+// and Update returns it. fn runs once, on the committer goroutine, while
+// other writers wait: keep it short and free of I/O. A panic in fn is raised
+// again in the caller's goroutine.
+//
+// It returns a copy of the stored record (with its new Version), or
+// ErrNotFound when no pending record has that ID.
+func (s *Store) Update(ctx context.Context, id string, fn func(r *Record) error) (*Record, error) {
+	var out *Record
+	err := s.do(ctx, 1, func(w *wtx) error {
+		cur, err := w.getPending(id)
+		if err != nil {
+			return err
+		}
+		if cur == nil {
+			return fmt.Errorf("%w: no pending record %q", ErrNotFound, id)
+		}
+		edited := cur.clone()
+		if err := w.user(func() error { return fn(edited) }); err != nil {
+			return err
+		}
+		if len(edited.Key) > MaxKeyLen {
+			return fmt.Errorf("%w: key of %d bytes (max %d)", ErrInvalid, len(edited.Key), MaxKeyLen)
+		}
+		r := applyEdit(cur, edited)
+		w.update(r, cur)
+		out = r.clone()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// update stores r, an edit of the pending record cur, with an OpUpdate entry.
+func (w *wtx) update(r, cur *Record) {
+	lsn := w.next()
+	r.Version = lsn
+	if r.Key != cur.Key {
+		r.seq = lsn // joins the end of its new key's queue
+	}
+	frame := EncodeRecord(r)
+	w.putPending(r, cur, frame)
+	w.log(lsn, OpUpdate, r.ID, frame, "")
+}
+
+// oldestOfKey returns the oldest pending record with that key, or nil.
+func (w *wtx) oldestOfKey(key string) (*Record, error) {
+	p := keyPrefix(key)
+	k, _ := w.keys.Cursor().Seek(p)
+	if k == nil || !bytes.HasPrefix(k, p) || len(k) < len(p)+8 {
+		return nil, nil
+	}
+	id := string(k[len(p)+8:])
+	r, err := w.getPending(id)
+	if err == nil && r == nil {
+		err = fmt.Errorf("%w: key index names %q, which is not pending", ErrCorrupt, id)
+	}
+	return r, err
+}
+
+// UpsertKey finds, inside one write transaction, the oldest pending record
+// with that key (nil if none) and calls fn with a copy of it to get the
+// record to store (coalescing: latest state wins).
+//
+//   - If current != nil and fn returns a record with the same ID, the record
+//     is updated in place (OpUpdate, same fields as Update may change).
+//   - Otherwise the returned record is inserted (OpEnqueue, defaults as in
+//     Insert) and current, if any, is removed with OpSupersede and
+//     tombstoned. The new ID must not be stored or tombstoned already
+//     (*ConflictError).
+//
+// The returned record's Key must be key (an empty Key is set to it). It
+// returns a copy of the stored record. fn runs once on the committer
+// goroutine; a panic in it is raised again in the caller's goroutine.
+func (s *Store) UpsertKey(ctx context.Context, key string, fn func(current *Record) (*Record, error)) (*Record, error) {
+	if key == "" || len(key) > MaxKeyLen {
+		return nil, fmt.Errorf("%w: bad key", ErrInvalid)
+	}
+	var out *Record
+	err := s.do(ctx, 1, func(w *wtx) error {
+		cur, err := w.oldestOfKey(key)
+		if err != nil {
+			return err
+		}
+		var rec *Record
+		if err := w.user(func() (err error) { rec, err = fn(cur.clone()); return err }); err != nil {
+			return err
+		}
+		if err := validateRecord(rec); err != nil {
+			return err
+		}
+		rec = rec.clone()
+		if rec.Key == "" {
+			rec.Key = key
+		}
+		if rec.Key != key {
+			return fmt.Errorf("%w: upsert for key %q returned a record with key %q", ErrInvalid, key, rec.Key)
+		}
+		if cur != nil && rec.ID == cur.ID {
+			r := applyEdit(cur, rec)
+			w.update(r, cur)
+			out = r.clone()
+			return nil
+		}
+		st, _, err := w.insertCheck(rec)
+		if err != nil {
+			return err
+		}
+		if st != Inserted {
+			return &ConflictError{ID: rec.ID}
+		}
+		rec.DeadReason, rec.DeadAt = "", time.Time{}
+		rec.Attempts, rec.Deliveries = 0, 0
+		if cur != nil {
+			lsn := w.next()
+			w.removePending(cur)
+			w.tombstone(cur.ID)
+			w.log(lsn, OpSupersede, cur.ID, nil, "superseded by "+rec.ID)
+		}
+		w.insertNew(rec)
+		out = rec.clone()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Drop deletes a pending or dead record and leaves a tombstone (OpDrop with
+// reason, default "dropped by operator"). ErrNotFound when there is none.
+func (s *Store) Drop(ctx context.Context, id string, reason string) error {
+	return s.do(ctx, 1, func(w *wtx) error {
+		cur, err := w.getPending(id)
+		if err != nil {
+			return err
+		}
+		var dead *Record
+		if cur == nil {
+			if dead, err = w.getDead(id); err != nil {
+				return err
+			}
+			if dead == nil {
+				return fmt.Errorf("%w: no pending or dead record %q", ErrNotFound, id)
+			}
+		}
+		lsn := w.next()
+		if cur != nil {
+			w.removePending(cur)
+		} else {
+			w.removeDead(dead)
+		}
+		w.tombstone(id)
+		w.log(lsn, OpDrop, id, nil, cmp.Or(reason, "dropped by operator"))
+		return nil
+	})
+}
+
+// Replay moves a dead letter back to pending: Attempts reset to 0, DeadAt
+// and DeadReason cleared, due at now (OpReplay). Deliveries, LastStatus and
+// LastError are kept. ErrNotDead when the record is pending, ErrNotFound when
+// it is neither pending nor dead.
+func (s *Store) Replay(ctx context.Context, id string, now time.Time) (*Record, error) {
+	var out *Record
+	err := s.do(ctx, 1, func(w *wtx) error {
+		dead, err := w.getDead(id)
+		if err != nil {
+			return err
+		}
+		if dead == nil {
+			if w.events.Get([]byte(id)) != nil {
+				return fmt.Errorf("%w: %q is pending", ErrNotDead, id)
+			}
+			return fmt.Errorf("%w: no dead record %q", ErrNotFound, id)
+		}
+		lsn := w.next()
+		r := dead.clone()
+		r.Attempts = 0
+		r.DeadAt, r.DeadReason = time.Time{}, ""
+		r.NextAttemptAt = now
+		r.Version, r.seq = lsn, lsn
+		frame := EncodeRecord(r)
+		w.removeDead(dead)
+		w.putPending(r, nil, frame)
+		w.log(lsn, OpReplay, id, frame, "replayed")
+		out = r.clone()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// SetShippedLSN records that every changelog entry up to lsn has been
+// shipped, and turns the shipping floor on for good: from then on
+// TrimChangelog never removes an entry above the shipped LSN.
+func (s *Store) SetShippedLSN(ctx context.Context, lsn uint64) error {
+	return s.do(ctx, 1, func(w *wtx) error {
+		if lsn > w.lsn {
+			return fmt.Errorf("%w: shipped LSN %d is past the last LSN %d", ErrInvalid, lsn, w.lsn)
+		}
+		w.put(w.meta, metaShipped, u64(lsn))
+		w.put(w.meta, metaShipping, []byte{1})
+		return nil
+	})
+}

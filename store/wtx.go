@@ -1,0 +1,245 @@
+package store
+
+import (
+	"encoding/binary"
+	"math"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// wtx is the state of one write transaction of the committer: the buckets,
+// the meta counters (read at the start, written back at the end) and the
+// first write error, which aborts the whole transaction.
+type wtx struct {
+	tx  *bolt.Tx
+	now time.Time
+
+	events, due, dead, tombs, tombTime, keys, endpoints, changelog, meta *bolt.Bucket
+
+	lsn                                          uint64
+	pending, deadN, tombN, endpointsN, changeLen uint64
+
+	err    error
+	inUser bool
+}
+
+func (s *Store) begin(tx *bolt.Tx) *wtx {
+	w := &wtx{
+		tx:        tx,
+		now:       s.opts.Now(),
+		events:    tx.Bucket(bucketEvents),
+		due:       tx.Bucket(bucketDue),
+		dead:      tx.Bucket(bucketDead),
+		tombs:     tx.Bucket(bucketTombs),
+		tombTime:  tx.Bucket(bucketTombTime),
+		keys:      tx.Bucket(bucketKeys),
+		endpoints: tx.Bucket(bucketEndpoints),
+		changelog: tx.Bucket(bucketChangelog),
+		meta:      tx.Bucket(bucketMeta),
+	}
+	// Sequential keys (UUIDv7 IDs, due times, LSNs) append at the right edge
+	// of their trees: fill pages up instead of splitting them in half.
+	w.events.FillPercent = 0.9
+	w.due.FillPercent = 0.9
+	w.dead.FillPercent = 0.9
+	w.tombs.FillPercent = 0.9
+	w.tombTime.FillPercent = 0.95
+	w.changelog.FillPercent = 1.0
+	w.lsn = getU64(w.meta, metaLastLSN)
+	w.pending = getU64(w.meta, metaPending)
+	w.deadN = getU64(w.meta, metaDead)
+	w.tombN = getU64(w.meta, metaTombs)
+	w.endpointsN = getU64(w.meta, metaEndpoints)
+	w.changeLen = getU64(w.meta, metaChangelogN)
+	return w
+}
+
+func (w *wtx) finish() error {
+	w.putU64(metaLastLSN, w.lsn)
+	w.putU64(metaPending, w.pending)
+	w.putU64(metaDead, w.deadN)
+	w.putU64(metaTombs, w.tombN)
+	w.putU64(metaEndpoints, w.endpointsN)
+	w.putU64(metaChangelogN, w.changeLen)
+	return w.err
+}
+
+func (w *wtx) putU64(k []byte, v uint64) { w.put(w.meta, k, u64(v)) }
+
+func (w *wtx) put(b *bolt.Bucket, k, v []byte) {
+	if w.err == nil {
+		w.err = b.Put(k, v)
+	}
+}
+
+func (w *wtx) del(b *bolt.Bucket, k []byte) {
+	if w.err == nil {
+		w.err = b.Delete(k)
+	}
+}
+
+// user runs caller code; a panic in it is raised again in the caller's
+// goroutine (see wtx.call).
+func (w *wtx) user(fn func() error) error {
+	w.inUser = true
+	err := fn()
+	w.inUser = false
+	return err
+}
+
+func dec(n *uint64) {
+	if *n > 0 {
+		*n--
+	}
+}
+
+// nanos maps t to an order-preserving unsigned key: the zero time and times
+// before 1678 sort first, times after 2262 last.
+func nanos(t time.Time) uint64 {
+	var n int64
+	switch {
+	case t.IsZero():
+		n = math.MinInt64
+	case t.Year() < 1678:
+		n = math.MinInt64 + 1
+	case t.Year() > 2261:
+		n = math.MaxInt64
+	default:
+		n = t.UnixNano()
+	}
+	return uint64(n) ^ (1 << 63)
+}
+
+func fromNanos(u uint64) time.Time {
+	n := int64(u ^ (1 << 63))
+	if n == math.MinInt64 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+// dueKey is the due index key: due time (8 bytes) ‖ ID.
+func dueKey(t time.Time, id string) []byte {
+	k := make([]byte, 8, 8+len(id))
+	binary.BigEndian.PutUint64(k, nanos(t))
+	return append(k, id...)
+}
+
+// keyPrefix is the prefix of the key index entries of one Key: its length
+// (2 bytes) ‖ Key.
+func keyPrefix(key string) []byte {
+	p := make([]byte, 2, 2+len(key)+8)
+	binary.BigEndian.PutUint16(p, uint16(len(key)))
+	return append(p, key...)
+}
+
+// keyIndex is the key index entry of a pending record: keyPrefix ‖ seq (8
+// bytes) ‖ ID, so the oldest pending record of a Key comes first.
+func keyIndex(key string, seq uint64, id string) []byte {
+	k := keyPrefix(key)
+	k = binary.BigEndian.AppendUint64(k, seq)
+	return append(k, id...)
+}
+
+// next assigns the next LSN.
+func (w *wtx) next() uint64 {
+	w.lsn++
+	return w.lsn
+}
+
+// log appends a changelog entry for a change of id under lsn. frame is the
+// record's encoding after the change, nil for a deleting op.
+func (w *wtx) log(lsn uint64, op Op, id string, frame []byte, reason string) {
+	e := Entry{LSN: lsn, Op: op, ID: id, Version: lsn, Time: w.now, Reason: reason}
+	w.put(w.changelog, u64(lsn), encodeEntryWith(&e, frame))
+	w.changeLen++
+}
+
+// getPending returns the pending record with id, or nil.
+func (w *wtx) getPending(id string) (*Record, error) {
+	v := w.events.Get([]byte(id))
+	if v == nil {
+		return nil, nil
+	}
+	return DecodeRecord(v)
+}
+
+func (w *wtx) getDead(id string) (*Record, error) {
+	v := w.dead.Get([]byte(id))
+	if v == nil {
+		return nil, nil
+	}
+	return DecodeRecord(v)
+}
+
+// putPending writes r (Version set) as pending with its indexes, replacing
+// old (the stored version of the same ID, or nil).
+func (w *wtx) putPending(r, old *Record, frame []byte) {
+	if old != nil {
+		if !old.NextAttemptAt.Equal(r.NextAttemptAt) {
+			w.del(w.due, dueKey(old.NextAttemptAt, old.ID))
+		}
+		if old.Key != r.Key || old.seq != r.seq {
+			if old.Key != "" {
+				w.del(w.keys, keyIndex(old.Key, old.seq, old.ID))
+			}
+		}
+	} else {
+		w.pending++
+	}
+	w.put(w.events, []byte(r.ID), frame)
+	if old == nil || !old.NextAttemptAt.Equal(r.NextAttemptAt) {
+		w.put(w.due, dueKey(r.NextAttemptAt, r.ID), nil)
+	}
+	if r.Key != "" && (old == nil || old.Key != r.Key || old.seq != r.seq) {
+		w.put(w.keys, keyIndex(r.Key, r.seq, r.ID), nil)
+	}
+}
+
+// removePending deletes the stored pending record old and its indexes.
+func (w *wtx) removePending(old *Record) {
+	w.del(w.events, []byte(old.ID))
+	w.del(w.due, dueKey(old.NextAttemptAt, old.ID))
+	if old.Key != "" {
+		w.del(w.keys, keyIndex(old.Key, old.seq, old.ID))
+	}
+	dec(&w.pending)
+}
+
+func (w *wtx) removeDead(old *Record) {
+	w.del(w.dead, []byte(old.ID))
+	dec(&w.deadN)
+}
+
+func (w *wtx) putDead(r *Record, frame []byte, existed bool) {
+	w.put(w.dead, []byte(r.ID), frame)
+	if !existed {
+		w.deadN++
+	}
+}
+
+// tombstone records that id was deleted at w.now.
+func (w *wtx) tombstone(id string) {
+	if old := w.tombs.Get([]byte(id)); len(old) == 8 {
+		w.del(w.tombTime, append(append([]byte(nil), old...), id...))
+	} else {
+		w.tombN++
+	}
+	t := u64(nanos(w.now))
+	w.put(w.tombs, []byte(id), t)
+	w.put(w.tombTime, append(t, id...), nil)
+}
+
+// untombstone removes id's tombstone, if any.
+func (w *wtx) untombstone(id string) {
+	old := w.tombs.Get([]byte(id))
+	if old == nil {
+		return
+	}
+	if len(old) == 8 {
+		w.del(w.tombTime, append(append([]byte(nil), old...), id...))
+	}
+	w.del(w.tombs, []byte(id))
+	dec(&w.tombN)
+}
