@@ -1,0 +1,353 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/outboxd/outbox/store"
+)
+
+// Get returns the event with that ID: pending, dead, or delivered (only its
+// ID and State are known then, while its tombstone lasts). ErrNotFound
+// otherwise.
+func (o *Outbox) Get(ctx context.Context, id string) (Event, error) {
+	if err := o.enter(); err != nil {
+		return Event{}, err
+	}
+	defer o.ops.Done()
+	if err := ctx.Err(); err != nil {
+		return Event{}, err
+	}
+	r, st, err := o.st.Get(id)
+	if err != nil {
+		return Event{}, mapErr("get", id, err)
+	}
+	state := fromStoreState(st)
+	if r == nil {
+		if state != StateDelivered {
+			return Event{}, fmt.Errorf("outbox: get %q: %w", id, ErrNotFound)
+		}
+		return Event{ID: id, State: StateDelivered}, nil
+	}
+	return eventFromRecord(r, state), nil
+}
+
+// ListOptions selects the events List returns.
+type ListOptions struct {
+	// State is StatePending (the default) or StateDead.
+	State State
+	// After is the cursor: only events with a greater ID are returned. Pass
+	// the previous call's next value to get the following page.
+	After string
+	// Limit caps the events returned. Default 100, at most 1000.
+	Limit int
+	// Destination, when set, keeps only the events for that destination.
+	Destination string
+}
+
+// Maximum and default page sizes of List.
+const (
+	DefaultListLimit = 100
+	MaxListLimit     = 1000
+)
+
+// List returns one page of pending or dead events in ID order, and the
+// cursor of the next page ("" after the last page).
+func (o *Outbox) List(ctx context.Context, opt ListOptions) ([]Event, string, error) {
+	if err := o.enter(); err != nil {
+		return nil, "", err
+	}
+	defer o.ops.Done()
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
+	state := opt.State
+	if state == 0 {
+		state = StatePending
+	}
+	if state != StatePending && state != StateDead {
+		return nil, "", fmt.Errorf("outbox: list: %w: state must be pending or dead", ErrInvalid)
+	}
+	limit := opt.Limit
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	limit = min(limit, MaxListLimit)
+	q := store.ListQuery{State: toStoreState(state), After: opt.After, Limit: limit}
+	if opt.Destination != "" {
+		q.Filter = func(r *store.Record) bool { return r.Destination == opt.Destination }
+	}
+	recs, next, err := o.st.List(q)
+	if err != nil {
+		return nil, "", mapErr("list", "", err)
+	}
+	evs := make([]Event, len(recs))
+	for i, r := range recs {
+		evs[i] = eventFromRecord(r, state)
+	}
+	return evs, next, nil
+}
+
+// Delete drops a pending or dead event: it is removed through the changelog
+// and its ID is remembered for the dedup window, like a delivered one.
+// ErrNotFound when no pending or dead event has that ID. An attempt in flight
+// still completes, but its outcome does not bring the event back.
+func (o *Outbox) Delete(ctx context.Context, id string) error {
+	if err := o.enter(); err != nil {
+		return err
+	}
+	defer o.ops.Done()
+	return mapErr("delete", id, o.st.Drop(ctx, id, "dropped by operator"))
+}
+
+// Replay moves a dead event back to pending, due now, with its attempts
+// reset. ErrNotFound when there is no such event, ErrNotDead when it is not a
+// dead letter.
+func (o *Outbox) Replay(ctx context.Context, id string) error {
+	if err := o.enter(); err != nil {
+		return err
+	}
+	defer o.ops.Done()
+	if _, err := o.st.Replay(ctx, id, o.clock.Now().UTC()); err != nil {
+		return mapErr("replay", id, err)
+	}
+	o.wake()
+	return nil
+}
+
+// ReplayFilter selects dead events for ReplayDead. Zero fields match
+// everything.
+type ReplayFilter struct {
+	// Destination keeps the events for that destination.
+	Destination string
+	// Status keeps the events whose last response had that status.
+	Status int
+	// KeyPrefix keeps the events whose Key starts with it.
+	KeyPrefix string
+	// From and To keep the events that became dead in [From, To).
+	From, To time.Time
+	// Limit caps the events replayed; 0 means all that match.
+	Limit int
+	// Rate is the pace, in events per second. Default 100.
+	Rate float64
+}
+
+// DefaultReplayRate is ReplayFilter.Rate's default, in events per second.
+const DefaultReplayRate = 100
+
+func (f ReplayFilter) match(r *store.Record) bool {
+	switch {
+	case f.Destination != "" && r.Destination != f.Destination,
+		f.Status != 0 && r.LastStatus != f.Status,
+		f.KeyPrefix != "" && !strings.HasPrefix(r.Key, f.KeyPrefix),
+		!f.From.IsZero() && r.DeadAt.Before(f.From),
+		!f.To.IsZero() && !r.DeadAt.Before(f.To):
+		return false
+	}
+	return true
+}
+
+// ReplayDead moves the dead events matching f back to pending at f.Rate per
+// second, so that a receiver that just recovered is not flooded, and
+// returns how many it replayed. It stops early, returning the count so far
+// and the error, when ctx is done or the outbox stops.
+func (o *Outbox) ReplayDead(ctx context.Context, f ReplayFilter) (int, error) {
+	if err := o.enter(); err != nil {
+		return 0, err
+	}
+	defer o.ops.Done()
+	rate := f.Rate
+	if rate < 0 {
+		return 0, fmt.Errorf("outbox: replay dead: %w: rate must not be negative", ErrInvalid)
+	}
+	if rate == 0 {
+		rate = DefaultReplayRate
+	}
+	interval := time.Duration(float64(time.Second) / rate)
+	start := time.Now()
+	n := 0
+	after := ""
+	for {
+		page := MaxListLimit
+		if f.Limit > 0 {
+			page = min(page, f.Limit-n)
+		}
+		recs, next, err := o.st.List(store.ListQuery{State: store.StateDead, After: after, Limit: page, Filter: f.match})
+		if err != nil {
+			return n, mapErr("replay dead", "", err)
+		}
+		for _, r := range recs {
+			if err := o.pace(ctx, start.Add(time.Duration(n)*interval)); err != nil {
+				return n, err
+			}
+			if _, err := o.st.Replay(ctx, r.ID, o.clock.Now().UTC()); err != nil {
+				if isGone(err) {
+					continue // dropped or replayed meanwhile
+				}
+				return n, mapErr("replay dead", r.ID, err)
+			}
+			n++
+			if n == 1 || n%64 == 0 {
+				o.wake()
+			}
+		}
+		if next == "" || (f.Limit > 0 && n >= f.Limit) {
+			break
+		}
+		after = next
+	}
+	if n > 0 {
+		o.wake()
+	}
+	return n, nil
+}
+
+func isGone(err error) bool {
+	return errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrNotDead)
+}
+
+// pace waits until t (monotonic), ctx is done, or the outbox stops.
+func (o *Outbox) pace(ctx context.Context, t time.Time) error {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err()
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-o.stopCh:
+		return ErrClosed
+	}
+}
+
+// EndpointState is the delivery state of one endpoint.
+type EndpointState struct {
+	// Name is the endpoint's name.
+	Name string
+	// Disabled endpoints receive nothing until EnableEndpoint.
+	Disabled bool
+	// DisabledReason says why (e.g. the receiver answered 410 Gone).
+	DisabledReason string
+	// DisabledAt is when the endpoint was disabled.
+	DisabledAt time.Time
+	// ThrottledUntil is the endpoint-wide not-before time set by a throttle
+	// (Retry-After); in the past when the endpoint is not throttled.
+	ThrottledUntil time.Time
+	// FailureStreak counts the failed attempts since the last success.
+	FailureStreak int
+	// LastStatus is the last response status seen from it.
+	LastStatus int
+}
+
+// Endpoints returns the state of every endpoint that has one (endpoints
+// that never failed may have none), sorted by name.
+func (o *Outbox) Endpoints(ctx context.Context) ([]EndpointState, error) {
+	if err := o.enter(); err != nil {
+		return nil, err
+	}
+	defer o.ops.Done()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	eps, err := o.st.Endpoints()
+	if err != nil {
+		return nil, mapErr("endpoints", "", err)
+	}
+	out := make([]EndpointState, len(eps))
+	for i, ep := range eps {
+		out[i] = EndpointState{
+			Name:           ep.Name,
+			Disabled:       ep.Disabled,
+			DisabledReason: ep.DisabledReason,
+			DisabledAt:     ep.DisabledAt,
+			ThrottledUntil: ep.NotBefore,
+			FailureStreak:  ep.FailureStreak,
+			LastStatus:     ep.LastStatus,
+		}
+	}
+	return out, nil
+}
+
+// EnableEndpoint re-enables a disabled endpoint and lifts its throttle; its
+// pending events become due at once. ErrNotFound when the endpoint has no
+// state.
+func (o *Outbox) EnableEndpoint(ctx context.Context, name string) error {
+	if err := o.enter(); err != nil {
+		return err
+	}
+	defer o.ops.Done()
+	ep, ok, err := o.st.Endpoint(name)
+	if err != nil {
+		return mapErr("enable endpoint", name, err)
+	}
+	if !ok {
+		return fmt.Errorf("outbox: enable endpoint %q: %w", name, ErrNotFound)
+	}
+	now := o.clock.Now().UTC()
+	ep.Disabled = false
+	ep.DisabledReason = ""
+	ep.DisabledAt = time.Time{}
+	ep.NotBefore = time.Time{}
+	ep.FailureStreak = 0
+	ep.UpdatedAt = now
+	if err := o.st.PutEndpoint(ctx, ep); err != nil {
+		return mapErr("enable endpoint", name, err)
+	}
+	o.eng.setEndpoint(ep)
+	if err := o.bringForward(ctx, name, now); err != nil {
+		return err
+	}
+	o.wake()
+	return nil
+}
+
+// bringForward makes the pending events of an endpoint due now (those pushed
+// back while it was held), skipping events in flight.
+func (o *Outbox) bringForward(ctx context.Context, endpoint string, now time.Time) error {
+	after := ""
+	for {
+		recs, next, err := o.st.List(store.ListQuery{
+			State: store.StatePending,
+			After: after,
+			Limit: MaxListLimit,
+			Filter: func(r *store.Record) bool {
+				return r.Endpoint == endpoint && r.NextAttemptAt.After(now)
+			},
+		})
+		if err != nil {
+			return mapErr("enable endpoint", endpoint, err)
+		}
+		outs := make([]store.Outcome, 0, len(recs))
+		for _, r := range recs {
+			if o.eng.isInFlight(r.ID) {
+				continue
+			}
+			outs = append(outs, store.Outcome{
+				Kind:          store.OutcomeReschedule,
+				ID:            r.ID,
+				Version:       r.Version,
+				Attempts:      r.Attempts,
+				Deliveries:    r.Deliveries,
+				NextAttemptAt: now,
+				LastStatus:    r.LastStatus,
+				LastError:     r.LastError,
+			})
+		}
+		if len(outs) > 0 {
+			if _, err := o.st.Apply(ctx, outs, nil); err != nil {
+				return mapErr("enable endpoint", endpoint, err)
+			}
+		}
+		if next == "" {
+			return nil
+		}
+		after = next
+	}
+}

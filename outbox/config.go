@@ -1,0 +1,243 @@
+package outbox
+
+import (
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/outboxd/outbox/scheduler"
+	"github.com/outboxd/outbox/store"
+)
+
+// Config configures an Outbox. Only Sink is required; every other field has
+// the default its comment states, applied when the field is left at its zero
+// value. Durations and sizes must not be negative (except where a negative
+// value is documented to mean "no limit").
+type Config struct {
+	// Sink delivers events. Required. When it also implements
+	// EndpointResolver, destinations are validated at enqueue time and
+	// grouped by endpoint; otherwise every destination is its own endpoint.
+	Sink Sink
+
+	// Logger receives the outbox's logs. Default: a logger that discards.
+	Logger *slog.Logger
+
+	// Hooks are called on enqueues, delivery outcomes and punctuations, for
+	// metrics. Default: none. More can be added later with Outbox.AddHooks.
+	Hooks Hooks
+
+	// Clock is the time source of the punctuator and of every timestamp the
+	// outbox writes. Default: scheduler.RealClock(). Tests inject a fake.
+	Clock scheduler.Clock
+
+	// Interval is the period of the delivery punctuation (the events that
+	// became due are picked up at least this often; Enqueue and finished
+	// deliveries wake it earlier). Default: 1s.
+	Interval time.Duration
+
+	// BatchSize caps the events taken from the store in one punctuation.
+	// Default: 1000.
+	BatchSize int
+
+	// Concurrency caps the deliveries in flight at once over all endpoints;
+	// it is also the number of delivery workers. Default: 64.
+	Concurrency int
+
+	// MaxPerEndpoint caps the deliveries in flight at once to one endpoint.
+	// Default: Concurrency. Must not exceed Concurrency.
+	MaxPerEndpoint int
+
+	// MaxAttempts is the number of attempts (parks do not count) after which
+	// a failing event becomes a dead letter. Default: 25.
+	MaxAttempts int
+
+	// MaxAge is the age after which a failing or parked event becomes a dead
+	// letter at its next outcome. Default: 72h.
+	MaxAge time.Duration
+
+	// BackoffInitial is the wait before the second attempt after a retry.
+	// Default: 1s.
+	BackoffInitial time.Duration
+
+	// BackoffMax caps the wait between two attempts. Default: 1h (with the
+	// other defaults, 25 attempts span about 14 hours, well within MaxAge).
+	BackoffMax time.Duration
+
+	// BackoffMultiplier is the growth factor of the backoff; each wait is
+	// jittered by ±50%. Default: 2. Must be at least 1.
+	BackoffMultiplier float64
+
+	// ParkInterval is how long an event whose receiver answered "not yet"
+	// (ActionPark, 404 by default) waits before it is tried again. Parks do
+	// not spend attempts. Default: 30s.
+	ParkInterval time.Duration
+
+	// MaxThrottle caps how long an endpoint is held after ActionThrottle
+	// (a Retry-After larger than this is cut to it). Default: 1h.
+	MaxThrottle time.Duration
+
+	// Ordered turns on per-key FIFO delivery: an event with a Key is
+	// delivered only once every earlier pending event with that Key was
+	// delivered or became dead. Other keys are not blocked. Default: false.
+	Ordered bool
+
+	// TombstoneRetention is how long the ID of a delivered or dropped event
+	// is remembered, so that enqueueing it again is recognised as a duplicate
+	// (the dedup window). Default: 24h.
+	TombstoneRetention time.Duration
+
+	// ChangelogRetention is how long changelog entries are kept (never past
+	// what was shipped, when shipping is on). Default: 24h; negative: no age
+	// limit.
+	ChangelogRetention time.Duration
+
+	// ChangelogMaxEntries caps the number of changelog entries kept.
+	// Default: 1,000,000; negative: no count limit.
+	ChangelogMaxEntries int
+
+	// MaintenanceInterval is the period of the maintenance punctuation that
+	// trims tombstones and the changelog and refreshes Stats. Default: 1m.
+	MaintenanceInterval time.Duration
+
+	// MaxPayloadBytes caps an event's payload. Default: 1 MiB.
+	MaxPayloadBytes int
+
+	// MaxIDBytes caps an event's ID and its Key. Default: 200; at most
+	// store.MaxIDLen.
+	MaxIDBytes int
+
+	// MaxHeaderBytes caps the total size of an event's header names and
+	// values. Default: 64 KiB.
+	MaxHeaderBytes int
+
+	// StoreOptions are passed to store.Open. Its Now defaults to Clock.Now.
+	StoreOptions store.Options
+}
+
+// Defaults of Config, as documented on its fields.
+const (
+	DefaultInterval            = time.Second
+	DefaultBatchSize           = 1000
+	DefaultConcurrency         = 64
+	DefaultMaxAttempts         = 25
+	DefaultMaxAge              = 72 * time.Hour
+	DefaultBackoffInitial      = time.Second
+	DefaultBackoffMax          = time.Hour
+	DefaultBackoffMultiplier   = 2.0
+	DefaultParkInterval        = 30 * time.Second
+	DefaultMaxThrottle         = time.Hour
+	DefaultTombstoneRetention  = 24 * time.Hour
+	DefaultChangelogRetention  = 24 * time.Hour
+	DefaultChangelogMaxEntries = 1_000_000
+	DefaultMaintenanceInterval = time.Minute
+	DefaultMaxPayloadBytes     = 1 << 20
+	DefaultMaxIDBytes          = 200
+	DefaultMaxHeaderBytes      = 64 << 10
+)
+
+// backoffJitter is the randomization factor of the retry backoff (±50%).
+const backoffJitter = 0.5
+
+// withDefaults returns a copy of c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.Clock == nil {
+		c.Clock = scheduler.RealClock()
+	}
+	setDur(&c.Interval, DefaultInterval)
+	setInt(&c.BatchSize, DefaultBatchSize)
+	setInt(&c.Concurrency, DefaultConcurrency)
+	setInt(&c.MaxPerEndpoint, c.Concurrency)
+	setInt(&c.MaxAttempts, DefaultMaxAttempts)
+	setDur(&c.MaxAge, DefaultMaxAge)
+	setDur(&c.BackoffInitial, DefaultBackoffInitial)
+	setDur(&c.BackoffMax, DefaultBackoffMax)
+	if c.BackoffMultiplier == 0 {
+		c.BackoffMultiplier = DefaultBackoffMultiplier
+	}
+	setDur(&c.ParkInterval, DefaultParkInterval)
+	setDur(&c.MaxThrottle, DefaultMaxThrottle)
+	setDur(&c.TombstoneRetention, DefaultTombstoneRetention)
+	setDur(&c.ChangelogRetention, DefaultChangelogRetention)
+	setInt(&c.ChangelogMaxEntries, DefaultChangelogMaxEntries)
+	setDur(&c.MaintenanceInterval, DefaultMaintenanceInterval)
+	setInt(&c.MaxPayloadBytes, DefaultMaxPayloadBytes)
+	setInt(&c.MaxIDBytes, DefaultMaxIDBytes)
+	setInt(&c.MaxHeaderBytes, DefaultMaxHeaderBytes)
+	if c.StoreOptions.Now == nil {
+		c.StoreOptions.Now = c.Clock.Now
+	}
+	return c
+}
+
+func setDur(d *time.Duration, def time.Duration) {
+	if *d == 0 {
+		*d = def
+	}
+}
+
+func setInt(n *int, def int) {
+	if *n == 0 {
+		*n = def
+	}
+}
+
+// validate checks a Config that went through withDefaults.
+func (c Config) validate() error {
+	if c.Sink == nil {
+		return &ConfigError{Field: "Sink", Reason: "required"}
+	}
+	positive := []struct {
+		name string
+		d    time.Duration
+	}{
+		{"Interval", c.Interval},
+		{"MaxAge", c.MaxAge},
+		{"BackoffInitial", c.BackoffInitial},
+		{"BackoffMax", c.BackoffMax},
+		{"ParkInterval", c.ParkInterval},
+		{"MaxThrottle", c.MaxThrottle},
+		{"TombstoneRetention", c.TombstoneRetention},
+		{"MaintenanceInterval", c.MaintenanceInterval},
+	}
+	for _, p := range positive {
+		if p.d < 0 {
+			return &ConfigError{Field: p.name, Reason: "must not be negative"}
+		}
+	}
+	ints := []struct {
+		name string
+		n    int
+	}{
+		{"BatchSize", c.BatchSize},
+		{"Concurrency", c.Concurrency},
+		{"MaxPerEndpoint", c.MaxPerEndpoint},
+		{"MaxAttempts", c.MaxAttempts},
+		{"MaxPayloadBytes", c.MaxPayloadBytes},
+		{"MaxIDBytes", c.MaxIDBytes},
+		{"MaxHeaderBytes", c.MaxHeaderBytes},
+	}
+	for _, p := range ints {
+		if p.n < 0 {
+			return &ConfigError{Field: p.name, Reason: "must not be negative"}
+		}
+	}
+	if c.MaxIDBytes > min(store.MaxIDLen, store.MaxKeyLen) {
+		return &ConfigError{Field: "MaxIDBytes", Reason: "must not exceed the store's limit of " + itoa(min(store.MaxIDLen, store.MaxKeyLen)) + " bytes"}
+	}
+	if c.MaxPerEndpoint > c.Concurrency {
+		return &ConfigError{Field: "MaxPerEndpoint", Reason: "must not exceed Concurrency"}
+	}
+	if c.BackoffMax < c.BackoffInitial {
+		return &ConfigError{Field: "BackoffMax", Reason: "must not be less than BackoffInitial"}
+	}
+	if !(c.BackoffMultiplier >= 1) {
+		return &ConfigError{Field: "BackoffMultiplier", Reason: "must be at least 1"}
+	}
+	if c.StoreOptions.MaxBatch < 0 {
+		return &ConfigError{Field: "StoreOptions.MaxBatch", Reason: "must not be negative"}
+	}
+	return nil
+}

@@ -1,0 +1,83 @@
+// Package outbox is a durable, embeddable retry-and-delete outbox: a Go
+// service enqueues events in its request path (durable on return) and the
+// outbox delivers them in the background through a Sink (HTTP in
+// package httpsink), retrying, parking, throttling and dead-lettering them as
+// the Sink's status policy says, until each one is delivered or dead.
+//
+// # Life cycle
+//
+// Open opens (or creates) the bbolt file and checks the Config; Start starts
+// the punctuations and the delivery workers; Stop stops them, lets deliveries
+// in flight finish until its context is done, commits their outcomes and
+// closes the file. An opened Outbox that was not started accepts events and
+// admin operations without delivering.
+//
+// # Semantics
+//
+// Durable on return: Enqueue returns nil only after the transaction that
+// holds the events committed (fsync). Concurrent callers share commits.
+//
+// Idempotent by ID, one dedup window: enqueueing an ID that is pending or
+// dead with the same content is a no-op; an ID delivered (or dropped) within
+// Config.TombstoneRetention (24h) is a duplicate and is skipped; both are
+// counted in Stats.DuplicatesTotal, neither is an error. The same ID with
+// other content fails with ErrConflict. Events without an ID get a UUIDv7.
+//
+// At-least-once delivery: an event is deleted only after its Sink reported
+// success, by a compare-and-delete on the version that was delivered, written
+// as a tombstone in the store's changelog in the same transaction. A crash
+// between a delivery and the commit of its delete delivers the event again
+// after restart, with the same ID: receivers deduplicate on it (the
+// Idempotency-Key and webhook-id headers of httpsink). A delete is never
+// undone: no snapshot, restart or later outcome brings a deleted event back.
+//
+// No transaction is open during a delivery: each delivery punctuation takes a
+// snapshot of due events in one short read transaction, hands them to a pool
+// of Config.Concurrency workers (at most Config.MaxPerEndpoint per endpoint),
+// and a committer applies the outcomes of whatever finished in one write
+// transaction per batch. Enqueue and finished deliveries wake the punctuation,
+// so a new event's first attempt starts at once; otherwise it runs every
+// Config.Interval, and when nothing is due it costs one key read.
+//
+// # Policy actions
+//
+// The Sink maps each response to an Action (the status policy table):
+//
+//   - ActionSuccess deletes the event.
+//   - ActionRetry spends an attempt and waits a jittered exponential backoff
+//     (Config.BackoffInitial, BackoffMultiplier, BackoffMax) or the
+//     Retry-After the receiver asked for.
+//   - ActionPark ("not yet", 404 by default) waits Config.ParkInterval
+//     without spending an attempt.
+//   - ActionThrottle retries and holds the whole endpoint until a durable
+//     not-before time (Retry-After capped at Config.MaxThrottle, or the
+//     backoff), which survives restarts.
+//   - ActionDisable disables the endpoint (410 Gone); its events stay
+//     pending, with no attempt spent, until EnableEndpoint.
+//   - ActionDead moves the event to the dead letters with the status and
+//     the start of the response body.
+//
+// Config.MaxAttempts (25) and Config.MaxAge (72h) turn a failing event into
+// a dead letter with the reason. Dead letters are kept, listed by List and
+// replayed by Replay or, filtered and paced, by ReplayDead.
+//
+// # Ordering and coalescing
+//
+// With Config.Ordered, events with the same Key are delivered in enqueue
+// order: a later event waits until every earlier one of its key is delivered
+// or dead, even while the earlier one is being retried; other keys are not
+// blocked. Events without a Key are never ordered.
+//
+// Upsert coalesces by key: it replaces the pending event of a key through a
+// read-modify-write in one serialized write transaction (latest state wins,
+// as a compacted topic would, and concurrent upserts never lose an update).
+// An update changes the event's Version, so a delivery of the previous
+// version that succeeds afterwards does not delete the new one.
+//
+// # Observability
+//
+// Stats returns counts (pending, dead, in flight, totals, oldest pending
+// age, held endpoints); Hooks are called on enqueues, deliveries and
+// punctuations; package outboxprom turns them into Prometheus metrics. Logs go
+// to Config.Logger and are discarded by default.
+package outbox

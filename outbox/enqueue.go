@@ -1,0 +1,219 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/outboxd/outbox/store"
+)
+
+// Enqueue stores events for delivery and returns their IDs in order (the
+// generated UUIDv7 for events without one). It returns once the events are
+// durable (committed and fsynced); concurrent callers share commits.
+//
+// Every event is validated first (*ValidationError naming the event and the
+// field, errors.Is(err, ErrInvalid)); nothing is stored when one is invalid.
+// An event whose ID is already pending or dead with the same content, or was
+// delivered within the tombstone retention, is a duplicate: it is counted and
+// skipped, not an error. An ID reused with other content fails the whole call
+// with an error wrapping ErrConflict.
+//
+// Only the caller-owned fields of the events are read (ID, Key,
+// Destination, Method, Headers, Payload); the outbox keeps its own copies.
+func (o *Outbox) Enqueue(ctx context.Context, events ...Event) ([]string, error) {
+	if err := o.enter(); err != nil {
+		return nil, err
+	}
+	defer o.ops.Done()
+	if len(events) == 0 {
+		return nil, nil
+	}
+	now := o.clock.Now().UTC()
+	recs := make([]*store.Record, len(events))
+	ids := make([]string, len(events))
+	for i := range events {
+		r, err := o.newRecord(i, events[i], now)
+		if err != nil {
+			return nil, err
+		}
+		recs[i] = r
+		ids[i] = r.ID
+	}
+	statuses, err := o.st.Insert(ctx, recs)
+	if err != nil {
+		return nil, mapErr("enqueue", "", err)
+	}
+	o.countInserted(statuses)
+	return ids, nil
+}
+
+// EnqueueDead stores ev directly as a dead letter with reason, for input that
+// cannot be delivered as it is (an unmappable Kafka record, say) but must not
+// be lost. It validates like Enqueue, except that the destination may be
+// unknown to the Sink. It returns the event's ID.
+func (o *Outbox) EnqueueDead(ctx context.Context, ev Event, reason string) (string, error) {
+	if err := o.enter(); err != nil {
+		return "", err
+	}
+	defer o.ops.Done()
+	if reason == "" {
+		reason = "enqueued as dead"
+	}
+	now := o.clock.Now().UTC()
+	r, err := o.newRecordLax(ev, now)
+	if err != nil {
+		return "", err
+	}
+	r.DeadReason = reason
+	r.DeadAt = now
+	statuses, err := o.st.Insert(ctx, []*store.Record{r})
+	if err != nil {
+		return "", mapErr("enqueue dead", "", err)
+	}
+	o.countInserted(statuses)
+	return r.ID, nil
+}
+
+func (o *Outbox) countInserted(statuses []store.InsertStatus) {
+	inserted, dups := 0, 0
+	for _, s := range statuses {
+		if s == store.Inserted {
+			inserted++
+		} else {
+			dups++
+		}
+	}
+	o.enqueuedTotal.Add(uint64(inserted))
+	o.duplicatesTotal.Add(uint64(dups))
+	o.hookEnqueue(inserted)
+	o.hookDuplicate(dups)
+	if inserted > 0 {
+		o.wake()
+	}
+}
+
+// newRecord validates ev (index i of the call) and builds its record.
+func (o *Outbox) newRecord(i int, ev Event, now time.Time) (*store.Record, error) {
+	endpoint, err := o.validateEvent(i, &ev, true)
+	if err != nil {
+		return nil, err
+	}
+	return o.buildRecord(ev, endpoint, now)
+}
+
+// newRecordLax is newRecord for dead letters: a destination the Sink
+// rejects is kept as it is, as its own endpoint (that may be why the event is
+// dead); everything else is validated as usual.
+func (o *Outbox) newRecordLax(ev Event, now time.Time) (*store.Record, error) {
+	endpoint, err := o.validateEvent(0, &ev, false)
+	if err != nil {
+		return nil, err
+	}
+	if o.resolver != nil {
+		if ep, rerr := o.resolver.ResolveEndpoint(ev.Destination); rerr == nil && ep != "" {
+			endpoint = ep
+		}
+	}
+	return o.buildRecord(ev, endpoint, now)
+}
+
+func (o *Outbox) buildRecord(ev Event, endpoint string, now time.Time) (*store.Record, error) {
+	if ev.ID == "" {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return nil, fmt.Errorf("outbox: generate ID: %w", err)
+		}
+		ev.ID = id.String()
+	}
+	return &store.Record{
+		ID:            ev.ID,
+		Key:           ev.Key,
+		Destination:   ev.Destination,
+		Endpoint:      endpoint,
+		Method:        ev.Method,
+		Headers:       maps.Clone(ev.Headers),
+		Payload:       append([]byte(nil), ev.Payload...),
+		CreatedAt:     now,
+		NextAttemptAt: now,
+	}, nil
+}
+
+// Upsert coalesces by key (latest state wins, as a compacted topic would):
+// inside one serialized write transaction it finds the oldest pending event
+// with that key (nil when none), calls fn with a copy of it, and stores the
+// event fn returns. Concurrent upserts of one key never lose an update, since
+// each fn sees the result of the previous one.
+//
+// When fn returns an event with an empty ID or the current event's ID, the
+// current event is updated in place: its payload, headers, method and
+// destination are replaced, its attempts and schedule are kept, and its
+// Version changes, so that a delivery of the old version that succeeds
+// afterwards does not delete the new one (it is delivered in turn). Another
+// ID replaces the current event (its tombstone says it was superseded) with a
+// new one. fn runs while the store's write lock is held: keep it short and do
+// not call the Outbox from it; an error from fn aborts the upsert and is
+// returned. The event's Key is always key.
+func (o *Outbox) Upsert(ctx context.Context, key string, fn func(current *Event) (Event, error)) (Event, error) {
+	if err := o.enter(); err != nil {
+		return Event{}, err
+	}
+	defer o.ops.Done()
+	if key == "" {
+		return Event{}, &ValidationError{Field: "key", Reason: "required for Upsert"}
+	}
+	if fn == nil {
+		return Event{}, &ValidationError{Field: "fn", Reason: "required for Upsert"}
+	}
+	inserted := false
+	stored, err := o.st.UpsertKey(ctx, key, func(cur *store.Record) (*store.Record, error) {
+		inserted = false
+		var curEv *Event
+		if cur != nil {
+			e := eventFromRecord(cur, StatePending)
+			curEv = &e
+		}
+		ev, err := fn(curEv)
+		if err != nil {
+			return nil, err
+		}
+		if ev.Key != "" && ev.Key != key {
+			return nil, &ValidationError{Field: "key", Reason: "differs from the upserted key " + quote(key)}
+		}
+		ev.Key = key
+		if ev.ID == "" && cur != nil {
+			ev.ID = cur.ID
+		}
+		endpoint, err := o.validateEvent(0, &ev, true)
+		if err != nil {
+			return nil, err
+		}
+		now := o.clock.Now().UTC()
+		if cur != nil && ev.ID == cur.ID {
+			r := *cur
+			r.Destination = ev.Destination
+			r.Endpoint = endpoint
+			r.Method = ev.Method
+			r.Headers = maps.Clone(ev.Headers)
+			r.Payload = append([]byte(nil), ev.Payload...)
+			return &r, nil
+		}
+		inserted = true
+		return o.buildRecord(ev, endpoint, now)
+	})
+	if err != nil {
+		if _, ok := err.(*ValidationError); ok {
+			return Event{}, err
+		}
+		return Event{}, mapErr("upsert", key, err)
+	}
+	if inserted {
+		o.enqueuedTotal.Add(1)
+		o.hookEnqueue(1)
+	}
+	o.wake()
+	return eventFromRecord(stored, StatePending), nil
+}

@@ -1,0 +1,58 @@
+package outbox
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors returned by the outbox. Test for them with errors.Is; the
+// returned errors wrap them with the details (event ID, field, file).
+var (
+	// ErrClosed is returned by every method once Stop has been called.
+	ErrClosed = errors.New("outbox: closed")
+	// ErrNotFound is returned when no event (or endpoint) has the given name.
+	ErrNotFound = errors.New("outbox: not found")
+	// ErrConflict is returned by Enqueue when an event reuses the ID of a
+	// pending or dead event with other content (key, destination, method,
+	// headers or payload). Nothing of that Enqueue call is stored.
+	ErrConflict = errors.New("outbox: conflicting event with the same ID")
+	// ErrNotDead is returned by Replay for an event that is not a dead letter.
+	ErrNotDead = errors.New("outbox: event is not dead")
+	// ErrInvalid is matched by every *ValidationError.
+	ErrInvalid = errors.New("outbox: invalid event")
+)
+
+// ValidationError reports an event that Enqueue, EnqueueDead or Upsert
+// refused. errors.Is(err, ErrInvalid) is true for it.
+type ValidationError struct {
+	// Index is the position of the event in the Enqueue call (0 for
+	// EnqueueDead and Upsert).
+	Index int
+	// Field names the offending field: "id", "key", "destination", "method",
+	// "headers" or "payload".
+	Field string
+	// Reason says what is wrong with it.
+	Reason string
+}
+
+// Error implements error.
+func (e *ValidationError) Error() string {
+	return fmt.Sprintf("outbox: invalid event %d: %s: %s", e.Index, e.Field, e.Reason)
+}
+
+// Unwrap returns ErrInvalid.
+func (e *ValidationError) Unwrap() error { return ErrInvalid }
+
+// ConfigError reports a Config field that Open refused.
+type ConfigError struct {
+	// Field is the name of the Config field, e.g. "Concurrency" or
+	// "StoreOptions.MaxBatch".
+	Field string
+	// Reason says what is wrong with it.
+	Reason string
+}
+
+// Error implements error.
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("outbox: config: %s: %s", e.Field, e.Reason)
+}

@@ -1,0 +1,257 @@
+package outbox
+
+import (
+	"maps"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/outboxd/outbox/store"
+)
+
+// Event is one message for one destination. Callers set ID (optional), Key,
+// Destination, Method, Headers and Payload; the outbox sets the rest.
+type Event struct {
+	// ID identifies the event for deduplication: re-enqueueing the same ID
+	// with the same content is a no-op, within the tombstone retention after
+	// delivery it is a duplicate, with other content it is ErrConflict.
+	// Generated as a UUIDv7 when empty. Receivers see it as the
+	// Idempotency-Key / webhook-id of every attempt.
+	ID string
+	// Key is optional: the unit of per-key ordering (Config.Ordered) and of
+	// coalescing (Upsert).
+	Key string
+	// Destination is an endpoint name known to the Sink or an absolute URL.
+	Destination string
+	// Method is the HTTP method; POST when empty.
+	Method string
+	// Headers are sent verbatim with every attempt.
+	Headers map[string]string
+	// Payload is delivered verbatim.
+	Payload []byte
+
+	// Endpoint is the endpoint the destination resolved to. Set by the outbox.
+	Endpoint string
+	// State is pending, dead or delivered. Set by the outbox.
+	State State
+	// CreatedAt is when the event was first enqueued (UTC). Set by the outbox.
+	CreatedAt time.Time
+	// Attempts is the number of attempts spent (parks do not spend one).
+	// Set by the outbox.
+	Attempts int
+	// NextAttemptAt is when the next attempt is due (pending events). Set by
+	// the outbox.
+	NextAttemptAt time.Time
+	// LastStatus is the status of the last response, 0 when none. Set by the
+	// outbox.
+	LastStatus int
+	// LastError is the last transport error or response excerpt. Set by the
+	// outbox.
+	LastError string
+	// Version is the changelog LSN of the last change to the event. Set by
+	// the outbox.
+	Version uint64
+	// DeadReason says why a dead event is dead; empty otherwise. Set by the
+	// outbox.
+	DeadReason string
+	// DeadAt is when the event became dead; zero otherwise. Set by the outbox.
+	DeadAt time.Time
+}
+
+// State is the life-cycle state of an event.
+type State uint8
+
+// The states of an event. The zero State means "unspecified" (ListOptions
+// defaults it to StatePending).
+const (
+	// StatePending events wait for their next attempt or are in flight.
+	StatePending State = iota + 1
+	// StateDead events are dead letters: kept, listable and replayable.
+	StateDead
+	// StateDelivered events were delivered (or dropped); only their
+	// tombstone remains, for the tombstone retention.
+	StateDelivered
+)
+
+// String returns "pending", "dead" or "delivered" ("unknown" otherwise).
+func (s State) String() string {
+	switch s {
+	case StatePending:
+		return "pending"
+	case StateDead:
+		return "dead"
+	case StateDelivered:
+		return "delivered"
+	}
+	return "unknown"
+}
+
+// ParseState parses a state name as returned by State.String.
+func ParseState(s string) (State, bool) {
+	for st := StatePending; st <= StateDelivered; st++ {
+		if st.String() == s {
+			return st, true
+		}
+	}
+	return 0, false
+}
+
+func toStoreState(s State) store.State {
+	switch s {
+	case StateDead:
+		return store.StateDead
+	case StateDelivered:
+		return store.StateDelivered
+	}
+	return store.StatePending
+}
+
+func fromStoreState(s store.State) State {
+	switch s {
+	case store.StateDead:
+		return StateDead
+	case store.StateDelivered:
+		return StateDelivered
+	case store.StatePending:
+		return StatePending
+	}
+	return 0
+}
+
+// eventFromRecord converts a stored record. It copies everything it keeps.
+func eventFromRecord(r *store.Record, st State) Event {
+	return Event{
+		ID:            r.ID,
+		Key:           r.Key,
+		Destination:   r.Destination,
+		Method:        r.Method,
+		Headers:       maps.Clone(r.Headers),
+		Payload:       append([]byte(nil), r.Payload...),
+		Endpoint:      r.Endpoint,
+		State:         st,
+		CreatedAt:     r.CreatedAt,
+		Attempts:      r.Attempts,
+		NextAttemptAt: r.NextAttemptAt,
+		LastStatus:    r.LastStatus,
+		LastError:     r.LastError,
+		Version:       r.Version,
+		DeadReason:    r.DeadReason,
+		DeadAt:        r.DeadAt,
+	}
+}
+
+// validateEvent checks the caller-owned fields of ev, fills the defaults
+// (Method) and returns the endpoint the destination resolves to (itself
+// when resolve is false or the Sink resolves nothing).
+func (o *Outbox) validateEvent(i int, ev *Event, resolve bool) (endpoint string, err error) {
+	c := &o.cfg
+	bad := func(field, reason string) error {
+		return &ValidationError{Index: i, Field: field, Reason: reason}
+	}
+	if len(ev.ID) > c.MaxIDBytes {
+		return "", bad("id", "longer than the limit of "+itoa(c.MaxIDBytes)+" bytes")
+	}
+	if ev.ID != "" && !printable(ev.ID) {
+		return "", bad("id", "must be valid UTF-8 without control characters")
+	}
+	if len(ev.Key) > c.MaxIDBytes {
+		return "", bad("key", "longer than the limit of "+itoa(c.MaxIDBytes)+" bytes")
+	}
+	if !printable(ev.Key) {
+		return "", bad("key", "must be valid UTF-8 without control characters")
+	}
+	if ev.Destination == "" {
+		return "", bad("destination", "required")
+	}
+	if !printable(ev.Destination) {
+		return "", bad("destination", "must be valid UTF-8 without control characters")
+	}
+	endpoint = ev.Destination
+	if resolve && o.resolver != nil {
+		ep, err := o.resolver.ResolveEndpoint(ev.Destination)
+		if err != nil {
+			return "", bad("destination", err.Error())
+		}
+		if ep == "" {
+			return "", bad("destination", "resolves to no endpoint")
+		}
+		endpoint = ep
+	}
+	if ev.Method == "" {
+		ev.Method = "POST"
+	} else if !isToken(ev.Method) {
+		return "", bad("method", "not a valid HTTP method token")
+	}
+	size := 0
+	for name, value := range ev.Headers {
+		if !isToken(name) {
+			return "", bad("headers", "invalid header name "+quote(name))
+		}
+		if !validHeaderValue(value) {
+			return "", bad("headers", "invalid value for header "+quote(name))
+		}
+		size += len(name) + len(value)
+	}
+	if size > c.MaxHeaderBytes {
+		return "", bad("headers", "larger than the limit of "+itoa(c.MaxHeaderBytes)+" bytes")
+	}
+	if len(ev.Payload) > c.MaxPayloadBytes {
+		return "", bad("payload", "larger than the limit of "+itoa(c.MaxPayloadBytes)+" bytes")
+	}
+	return endpoint, nil
+}
+
+// printable reports whether s is valid UTF-8 without control characters.
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return false
+		}
+	}
+	return true
+}
+
+// isToken reports whether s is an RFC 9110 token (header field names and
+// methods).
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isTokenByte(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isTokenByte(b byte) bool {
+	switch {
+	case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
+		return true
+	}
+	switch b {
+	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
+		return true
+	}
+	return false
+}
+
+// validHeaderValue reports whether v is a valid field value (RFC 9110:
+// visible characters, spaces and tabs; no CR, LF or NUL).
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		b := v[i]
+		if (b < 0x20 && b != '\t') || b == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func quote(s string) string { return strconv.Quote(s) }

@@ -1,0 +1,94 @@
+package outbox
+
+import "time"
+
+// Hooks are optional callbacks for metrics and tracing. Each is called
+// synchronously from the outbox's own goroutines, so it must be fast and
+// must not call back into the Outbox. Nil fields are skipped.
+type Hooks struct {
+	// OnEnqueue is called after an Enqueue, EnqueueDead or Upsert call
+	// stored n new events (duplicates are not counted).
+	OnEnqueue func(n int)
+	// OnDuplicate is called with the number of events of an Enqueue call
+	// that were already known (pending, dead, or delivered within the dedup
+	// window) and so were not stored again.
+	OnDuplicate func(n int)
+	// OnDelivery is called once per delivery attempt after its outcome was
+	// committed.
+	OnDelivery func(DeliveryInfo)
+	// OnPunctuation is called after each delivery punctuation with its
+	// duration and the number of deliveries it started.
+	OnPunctuation func(d time.Duration, due int)
+}
+
+// DeliveryInfo describes one delivery attempt for Hooks.OnDelivery.
+type DeliveryInfo struct {
+	// ID is the event's ID.
+	ID string
+	// Endpoint is the endpoint the event was delivered to.
+	Endpoint string
+	// Action is what the Sink asked for.
+	Action Action
+	// Dead reports that the attempt made the event a dead letter (the
+	// Sink's ActionDead, or max attempts / max age reached).
+	Dead bool
+	// Status is the response status, 0 when none.
+	Status int
+	// Attempt is the attempt number (1 for the first; parks count).
+	Attempt int
+	// Duration is how long the Sink took.
+	Duration time.Duration
+	// SinceEnqueue is the time from the event's enqueue to the end of this
+	// attempt.
+	SinceEnqueue time.Duration
+}
+
+// AddHooks installs more hooks, called after those already installed. It is
+// safe at any time, including while deliveries run.
+func (o *Outbox) AddHooks(h Hooks) {
+	o.hooksMu.Lock()
+	defer o.hooksMu.Unlock()
+	old := *o.hooks.Load()
+	next := make([]Hooks, len(old), len(old)+1)
+	copy(next, old)
+	next = append(next, h)
+	o.hooks.Store(&next)
+}
+
+func (o *Outbox) hookEnqueue(n int) {
+	if n == 0 {
+		return
+	}
+	for _, h := range *o.hooks.Load() {
+		if h.OnEnqueue != nil {
+			h.OnEnqueue(n)
+		}
+	}
+}
+
+func (o *Outbox) hookDuplicate(n int) {
+	if n == 0 {
+		return
+	}
+	for _, h := range *o.hooks.Load() {
+		if h.OnDuplicate != nil {
+			h.OnDuplicate(n)
+		}
+	}
+}
+
+func (o *Outbox) hookDelivery(info DeliveryInfo) {
+	for _, h := range *o.hooks.Load() {
+		if h.OnDelivery != nil {
+			h.OnDelivery(info)
+		}
+	}
+}
+
+func (o *Outbox) hookPunctuation(d time.Duration, due int) {
+	for _, h := range *o.hooks.Load() {
+		if h.OnPunctuation != nil {
+			h.OnPunctuation(d, due)
+		}
+	}
+}

@@ -1,0 +1,227 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/outboxd/outbox/scheduler"
+	"github.com/outboxd/outbox/store"
+)
+
+// Outbox is a durable outbox on one bbolt file: events enqueued are kept
+// until a Sink delivered them (then deleted through the changelog) or they
+// became dead letters. Its methods are safe for concurrent use.
+//
+// The life cycle is Open → Start → Stop. An opened but not started Outbox
+// accepts events and admin operations but delivers nothing (useful for
+// offline tools); Stop closes the file and every later call returns ErrClosed.
+type Outbox struct {
+	cfg      Config
+	log      *slog.Logger
+	clock    scheduler.Clock
+	sink     Sink
+	resolver EndpointResolver
+	st       *store.Store
+
+	hooksMu sync.Mutex
+	hooks   atomic.Pointer[[]Hooks]
+
+	mu       sync.Mutex
+	started  bool
+	stopping bool
+	ops      sync.WaitGroup // API calls in progress
+	stopCh   chan struct{}  // closed when Stop begins
+	stopDone chan struct{}  // closed when Stop has finished
+	stopErr  error
+
+	sched    *scheduler.Scheduler
+	deliverP *scheduler.Punctuation
+	maintP   *scheduler.Punctuation
+
+	eng *engine
+
+	enqueuedTotal   atomic.Uint64
+	duplicatesTotal atomic.Uint64
+	deliveredTotal  atomic.Uint64
+	failedTotal     atomic.Uint64
+	deadTotal       atomic.Uint64
+}
+
+// Open opens (creating it if needed) the outbox file at path and checks cfg.
+// It returns a *ConfigError naming the field when cfg is invalid, and the
+// store's error (for instance store.ErrLocked when another process holds
+// the file) when the file cannot be opened. Call Start to begin delivering.
+func Open(path string, cfg Config) (*Outbox, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	st, err := store.Open(path, cfg.StoreOptions)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: open: %w", err)
+	}
+	o := &Outbox{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		clock:    cfg.Clock,
+		sink:     cfg.Sink,
+		st:       st,
+		stopCh:   make(chan struct{}),
+		stopDone: make(chan struct{}),
+	}
+	o.resolver, _ = cfg.Sink.(EndpointResolver)
+	o.hooks.Store(&[]Hooks{cfg.Hooks})
+	o.eng, err = newEngine(o)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("outbox: open: %w", err), st.Close())
+	}
+	return o, nil
+}
+
+// Start starts the delivery and maintenance punctuations and the delivery
+// workers. It is idempotent; after Stop it returns ErrClosed.
+func (o *Outbox) Start() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.stopping {
+		return ErrClosed
+	}
+	if o.started {
+		return nil
+	}
+	sched := scheduler.New(scheduler.Config{
+		Clock:  o.clock,
+		Logger: o.log,
+		OnPanic: func(name string, v any) {
+			o.log.Error("outbox: punctuation panicked", "punctuation", name, "panic", fmt.Sprint(v))
+		},
+	})
+	o.eng.start()
+	dp, err := sched.Schedule(o.cfg.Interval, scheduler.WallClock, o.eng.punctuate, scheduler.Options{Name: "deliver"})
+	if err == nil {
+		o.deliverP = dp
+		o.maintP, err = sched.Schedule(o.cfg.MaintenanceInterval, scheduler.WallClock, o.maintain, scheduler.Options{Name: "maintain"})
+	}
+	if err != nil {
+		cerr := sched.Close(context.Background())
+		o.eng.stop(context.Background())
+		return errors.Join(fmt.Errorf("outbox: start: %w", err), cerr)
+	}
+	o.sched = sched
+	o.started = true
+	o.deliverP.Wake()
+	return nil
+}
+
+// Stop stops the outbox: no new deliveries start, deliveries in flight may
+// finish until ctx is done (then their contexts are cancelled and they are
+// left pending, without spending an attempt), the outcomes of finished
+// deliveries are committed, and the file is closed. It returns ctx's error
+// (wrapped) when deliveries had to be cancelled.
+//
+// Stop is idempotent (later calls wait for the first and return its
+// result), safe before Start, and safe while other goroutines use the
+// outbox: once Stop has begun, every other method returns ErrClosed.
+func (o *Outbox) Stop(ctx context.Context) error {
+	o.mu.Lock()
+	if o.stopping {
+		o.mu.Unlock()
+		select {
+		case <-o.stopDone:
+			return o.stopErr
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	o.stopping = true
+	close(o.stopCh)
+	started, sched := o.started, o.sched
+	o.mu.Unlock()
+
+	var errs []error
+	if started {
+		if err := sched.Close(ctx); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			errs = append(errs, fmt.Errorf("outbox: stop scheduler: %w", err))
+		}
+		if err := o.eng.stop(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// Let API calls in progress finish (they are short: one store call each;
+	// ReplayDead stops pacing when stopCh is closed).
+	opsDone := make(chan struct{})
+	go func() { o.ops.Wait(); close(opsDone) }()
+	select {
+	case <-opsDone:
+	case <-ctx.Done():
+		// Closing the store below makes them fail with ErrClosed.
+	}
+	if err := o.st.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("outbox: close store: %w", err))
+	}
+	<-opsDone
+	o.stopErr = errors.Join(errs...)
+	close(o.stopDone)
+	return o.stopErr
+}
+
+// enter registers an API call in progress; it fails with ErrClosed once Stop
+// has begun. Every successful enter must be paired with o.ops.Done().
+func (o *Outbox) enter() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.stopping {
+		return ErrClosed
+	}
+	o.ops.Add(1)
+	return nil
+}
+
+// Ready reports whether the outbox is started, not stopping, and its file
+// is open: the sidecar's readiness probe.
+func (o *Outbox) Ready() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.started && !o.stopping
+}
+
+// Store returns the underlying store, for changelog shipping and offline
+// tools. Writing to it directly bypasses the outbox's validation and
+// in-memory state (endpoint holds, counters); prefer the Outbox's methods.
+func (o *Outbox) Store() *store.Store { return o.st }
+
+// Config returns the configuration in use, with every default filled in.
+func (o *Outbox) Config() Config { return o.cfg }
+
+// wake asks the delivery punctuation to run now (coalesced). It is a no-op
+// before Start.
+func (o *Outbox) wake() {
+	o.mu.Lock()
+	p := o.deliverP
+	stopping := o.stopping
+	o.mu.Unlock()
+	if p != nil && !stopping {
+		p.Wake()
+	}
+}
+
+// mapErr translates store errors into the outbox's sentinels.
+func mapErr(op, id string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("outbox: %s %q: %w", op, id, ErrNotFound)
+	case errors.Is(err, store.ErrNotDead):
+		return fmt.Errorf("outbox: %s %q: %w", op, id, ErrNotDead)
+	case errors.Is(err, store.ErrConflict):
+		return fmt.Errorf("outbox: %s: %w: %w", op, ErrConflict, err)
+	case errors.Is(err, store.ErrClosed):
+		return fmt.Errorf("outbox: %s: %w", op, ErrClosed)
+	}
+	return fmt.Errorf("outbox: %s: %w", op, err)
+}

@@ -1,0 +1,167 @@
+package outbox
+
+import (
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/outboxd/outbox/store"
+)
+
+// maxErrorBytes caps LastError and dead reasons.
+const maxErrorBytes = 1024
+
+// actionNone marks a job that was not attempted (its endpoint became held
+// while it waited for a worker): no outcome, the event stays as it was.
+const actionNone Action = 0
+
+// outcome turns a delivery result into the store outcome to commit (nil
+// when the event stays untouched) and the endpoint's new state. dead reports
+// that the event becomes a dead letter.
+func (o *Outbox) outcome(r *store.Record, res Result, ep store.EndpointState, now time.Time) (out *store.Outcome, newEP store.EndpointState, dead bool) {
+	c := &o.cfg
+	newEP = ep
+	if res.Action == actionNone {
+		return nil, newEP, false
+	}
+	if res.Status != 0 {
+		newEP.LastStatus = res.Status
+	}
+	lastErr := describe(res)
+	base := store.Outcome{
+		ID:         r.ID,
+		Version:    r.Version,
+		Attempts:   r.Attempts,
+		Deliveries: r.Deliveries + 1,
+		LastStatus: res.Status,
+		LastError:  lastErr,
+	}
+	age := now.Sub(r.CreatedAt)
+	deadOut := func(reason string) (*store.Outcome, store.EndpointState, bool) {
+		out := base
+		out.Kind = store.OutcomeDead
+		out.Reason = truncate(reason, maxErrorBytes)
+		return &out, newEP, true
+	}
+	reschedule := func(at time.Time) (*store.Outcome, store.EndpointState, bool) {
+		out := base
+		out.Kind = store.OutcomeReschedule
+		out.NextAttemptAt = at
+		return &out, newEP, false
+	}
+
+	switch res.Action {
+	case ActionSuccess:
+		newEP.FailureStreak = 0
+		out := base
+		out.Kind = store.OutcomeDelete
+		out.Reason = "delivered"
+		return &out, newEP, false
+
+	case ActionPark:
+		if age >= c.MaxAge {
+			return deadOut(fmt.Sprintf("max age %s reached while parked: %s", c.MaxAge, lastErr))
+		}
+		return reschedule(now.Add(c.ParkInterval))
+
+	case ActionDisable:
+		if !newEP.Disabled {
+			newEP.Disabled = true
+			newEP.DisabledAt = now
+			newEP.DisabledReason = truncate("disabled by the receiver: "+lastErr, maxErrorBytes)
+		}
+		// The event itself is untouched: it waits for the endpoint.
+		return nil, newEP, false
+
+	case ActionDead:
+		return deadOut(lastErr)
+
+	case ActionThrottle:
+		newEP.FailureStreak++
+		wait := res.RetryAfter
+		if wait <= 0 {
+			wait = o.backoff(newEP.FailureStreak)
+		}
+		wait = min(wait, c.MaxThrottle)
+		if until := now.Add(wait); until.After(newEP.NotBefore) {
+			newEP.NotBefore = until
+		}
+		base.Attempts++
+		if base.Attempts >= c.MaxAttempts {
+			return deadOut(fmt.Sprintf("max attempts (%d) reached: %s", c.MaxAttempts, lastErr))
+		}
+		if age >= c.MaxAge {
+			return deadOut(fmt.Sprintf("max age %s reached: %s", c.MaxAge, lastErr))
+		}
+		return reschedule(newEP.NotBefore)
+
+	default: // ActionRetry, and anything unknown
+		newEP.FailureStreak++
+		base.Attempts++
+		if base.Attempts >= c.MaxAttempts {
+			return deadOut(fmt.Sprintf("max attempts (%d) reached: %s", c.MaxAttempts, lastErr))
+		}
+		if age >= c.MaxAge {
+			return deadOut(fmt.Sprintf("max age %s reached: %s", c.MaxAge, lastErr))
+		}
+		wait := res.RetryAfter
+		if wait > 0 {
+			wait = min(wait, c.MaxThrottle)
+		} else {
+			wait = o.backoff(base.Attempts)
+		}
+		return reschedule(now.Add(wait))
+	}
+}
+
+// backoff returns the jittered wait after n failures (n >= 1): about
+// BackoffInitial·BackoffMultiplier^(n-1), ±50%, at most BackoffMax.
+func (o *Outbox) backoff(n int) time.Duration {
+	b := &backoff.ExponentialBackOff{
+		InitialInterval:     o.cfg.BackoffInitial,
+		RandomizationFactor: backoffJitter,
+		Multiplier:          o.cfg.BackoffMultiplier,
+		MaxInterval:         o.cfg.BackoffMax,
+		MaxElapsedTime:      0,
+		Stop:                backoff.Stop,
+		Clock:               backoff.SystemClock,
+	}
+	b.Reset()
+	var d time.Duration
+	for range max(n, 1) {
+		d = b.NextBackOff()
+	}
+	return min(d, o.cfg.BackoffMax)
+}
+
+// describe renders a result for LastError and dead reasons.
+func describe(res Result) string {
+	var s string
+	switch {
+	case res.Err != nil && res.Status != 0:
+		s = fmt.Sprintf("status %d: %v", res.Status, res.Err)
+	case res.Err != nil:
+		s = res.Err.Error()
+	case res.Status != 0 && res.Body != "":
+		s = fmt.Sprintf("status %d: %s", res.Status, res.Body)
+	case res.Status != 0:
+		s = fmt.Sprintf("status %d", res.Status)
+	default:
+		s = res.Action.String()
+	}
+	return truncate(s, maxErrorBytes)
+}
+
+// truncate cuts s to at most n bytes on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
