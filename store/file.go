@@ -146,8 +146,16 @@ func Compact(path string) error {
 		return fail(err)
 	}
 	err = bolt.Compact(dst, src, 64<<20)
+	var used int64
+	if err == nil {
+		err = dst.View(func(tx *bolt.Tx) error { used = tx.Size(); return nil })
+	}
 	if cerr := dst.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil {
+		// bbolt grows files in steps; drop the unused tail.
+		err = os.Truncate(tmp, used)
 	}
 	if err == nil {
 		err = syncFile(tmp)
