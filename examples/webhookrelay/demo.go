@@ -1,0 +1,306 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/outboxd/outbox/outbox"
+)
+
+// demoTargets are the internal services of the demo, on one local server
+// (one path per target), each with a behaviour worth watching:
+//
+//	ci       answers 200
+//	billing  answers 500 to the first attempt of each event (retried)
+//	crm      answers 404 three times per event ("customer not created yet": parked)
+//	audit    answers 422 to disputes (dead letter); 200 otherwise
+//
+// Every target checks the relay's own Standard Webhooks signature on what it
+// receives, with its secret.
+type demoTargets struct {
+	out  *console
+	ln   net.Listener
+	srv  *http.Server
+	done chan struct{}
+
+	keys    map[string][]byte // target -> signing key of the relay's deliveries
+	sources map[string]string // source -> secret as configured
+
+	mu        sync.Mutex
+	attempts  map[string]int            // event ID -> attempts seen
+	delivered map[string]map[string]int // target -> event ID -> 2xx answers
+}
+
+var demoBehaviour = map[string]string{
+	"ci":      "answers 200",
+	"billing": "fails the first attempt of each event with 500",
+	"crm":     "answers 404 three times per event (not created yet)",
+	"audit":   "refuses disputes with 422, answers 200 otherwise",
+}
+
+func startDemoTargets(out *console) (*demoTargets, error) {
+	d := &demoTargets{
+		out:       out,
+		done:      make(chan struct{}),
+		keys:      map[string][]byte{},
+		attempts:  map[string]int{},
+		delivered: map[string]map[string]int{},
+	}
+	for name := range demoBehaviour {
+		d.keys[name] = randomBytes(24)
+		d.delivered[name] = map[string]int{}
+	}
+	d.sources = map[string]string{
+		"github": "gh-" + hex.EncodeToString(randomBytes(16)),
+		"stripe": "whsec_" + hex.EncodeToString(randomBytes(16)),
+		"acme":   "whsec_" + base64.StdEncoding.EncodeToString(randomBytes(24)),
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	d.ln = ln
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /{target}", d.serve)
+	d.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		defer close(d.done)
+		_ = d.srv.Serve(ln)
+	}()
+	for _, name := range slices.Sorted(maps.Keys(demoBehaviour)) {
+		out.printf("demo target %-8s at http://%s/%s %s", name, ln.Addr(), name, demoBehaviour[name])
+	}
+	return d, nil
+}
+
+func (d *demoTargets) close() {
+	_ = d.srv.Close()
+	<-d.done
+}
+
+// config is the relay configuration of the demo: three providers, four
+// targets.
+func (d *demoTargets) config() *Config {
+	c := &Config{Listen: "127.0.0.1:0", Targets: map[string]*Target{}, Sources: map[string]*Source{
+		"github": {Scheme: SchemeGitHub, Secrets: []string{d.sources["github"]}, Targets: []string{"ci", "audit"}},
+		"stripe": {Scheme: SchemeStripe, Secrets: []string{d.sources["stripe"]}, Targets: []string{"billing", "audit"}},
+		"acme":   {Scheme: SchemeStandardWebhooks, Secrets: []string{d.sources["acme"]}, Targets: []string{"crm", "audit"}},
+	}}
+	for name, key := range d.keys {
+		c.Targets[name] = &Target{
+			URL:          fmt.Sprintf("http://%s/%s", d.ln.Addr(), name),
+			Secrets:      []string{"whsec_" + base64.StdEncoding.EncodeToString(key)},
+			AllowPrivate: true, // the demo targets are on loopback
+		}
+	}
+	if err := c.prepare(func(string) string { return "" }); err != nil {
+		panic("demo configuration: " + err.Error()) // a bug in this file
+	}
+	return c
+}
+
+// serve is the handler of every demo target.
+func (d *demoTargets) serve(w http.ResponseWriter, r *http.Request) {
+	target := r.PathValue("target")
+	key, ok := d.keys[target]
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	v := &standardWebhooks{keys: [][]byte{key}, tolerance: DefaultTolerance}
+	if _, err := v.verify(r.Header, body, time.Now()); err != nil {
+		d.out.printf("  %s: the relay's signature does not verify: %v", target, err)
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	id := r.Header.Get("webhook-id")
+
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.attempts[id]++
+	n := d.attempts[id]
+	status := http.StatusOK
+	switch {
+	case target == "billing" && n == 1:
+		status = http.StatusInternalServerError
+	case target == "crm" && n <= 3:
+		status = http.StatusNotFound
+	case target == "audit" && bytes.Contains(body, []byte(`"charge.dispute.created"`)):
+		status = http.StatusUnprocessableEntity
+	}
+	if status == http.StatusOK {
+		d.delivered[target][id]++
+	}
+	w.WriteHeader(status)
+}
+
+// run sends the demo traffic to the relay at base and waits until every
+// stored event was delivered or dead-lettered, then prints a summary.
+func (d *demoTargets) run(ctx context.Context, base string, box *outbox.Outbox) error {
+	gh := newID()
+	steps := []struct {
+		what   string
+		req    func() (*http.Request, error)
+		status int
+	}{
+		{"github sends a push event", func() (*http.Request, error) {
+			return d.github(base, gh, "push", `{"ref":"refs/heads/main","after":"9fceb02"}`, false)
+		}, http.StatusAccepted},
+		{"stripe sends invoice.paid", func() (*http.Request, error) {
+			return d.stripe(base, `{"id":"evt_1001","object":"event","type":"invoice.paid","data":{"object":{"id":"in_77","amount_paid":4200}}}`, time.Now())
+		}, http.StatusAccepted},
+		{"acme (Standard Webhooks) sends customer.created", func() (*http.Request, error) {
+			return d.acme(base, "msg_2001", `{"type":"customer.created","data":{"customer":"cus_9"}}`, time.Now())
+		}, http.StatusAccepted},
+		{"someone forges a github delivery (body changed after signing)", func() (*http.Request, error) {
+			return d.github(base, newID(), "push", `{"ref":"refs/heads/main","after":"deadbeef"}`, true)
+		}, http.StatusUnauthorized},
+		{"someone replays a stripe event signed 10 minutes ago", func() (*http.Request, error) {
+			return d.stripe(base, `{"id":"evt_1002","object":"event","type":"invoice.paid","data":{}}`, time.Now().Add(-10*time.Minute))
+		}, http.StatusUnauthorized},
+		{"github redelivers the push event (same delivery ID)", func() (*http.Request, error) {
+			return d.github(base, gh, "push", `{"ref":"refs/heads/main","after":"9fceb02"}`, false)
+		}, http.StatusOK},
+		{"stripe sends charge.dispute.created", func() (*http.Request, error) {
+			return d.stripe(base, `{"id":"evt_1003","object":"event","type":"charge.dispute.created","data":{"object":{"id":"dp_5"}}}`, time.Now())
+		}, http.StatusAccepted},
+		{"acme retries customer.created (same webhook-id, signed again)", func() (*http.Request, error) {
+			return d.acme(base, "msg_2001", `{"type":"customer.created","data":{"customer":"cus_9"}}`, time.Now())
+		}, http.StatusOK},
+	}
+	for _, s := range steps {
+		d.out.printf("▶ %s", s.what)
+		req, err := s.req()
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != s.status {
+			return fmt.Errorf("%s: relay answered %d, want %d", s.what, resp.StatusCode, s.status)
+		}
+	}
+
+	// Wait until nothing is pending: every event delivered or dead.
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.Now().Add(2 * time.Minute)
+	for st := box.Stats(); st.Pending > 0 || st.InFlight > 0; st = box.Stats() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("still %d events pending after 2 minutes", st.Pending)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+
+	d.mu.Lock()
+	var lines []string
+	for _, t := range slices.Sorted(maps.Keys(d.delivered)) {
+		n := 0
+		for _, c := range d.delivered[t] {
+			n += c
+		}
+		lines = append(lines, fmt.Sprintf("%s %d", t, n))
+	}
+	d.mu.Unlock()
+	d.out.printf("summary: delivered per target: %s", strings.Join(lines, ", "))
+	dead, _, err := box.List(ctx, outbox.ListOptions{State: outbox.StateDead})
+	if err != nil {
+		return err
+	}
+	for _, ev := range dead {
+		d.out.printf("summary: dead letter %s (status %d): %s — replayable once the target accepts it", ev.ID, ev.LastStatus, ev.DeadReason)
+	}
+	return nil
+}
+
+// The demo's providers. They sign the way the providers document it.
+
+func (d *demoTargets) github(base, delivery, event, body string, forge bool) (*http.Request, error) {
+	m := hmac.New(sha256.New, []byte(d.sources["github"]))
+	m.Write([]byte(body))
+	sig := "sha256=" + hex.EncodeToString(m.Sum(nil))
+	if forge {
+		body = strings.Replace(body, "}", `,"forced":true}`, 1)
+	}
+	req, err := http.NewRequest(http.MethodPost, base+"/hooks/github", strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", event)
+	req.Header.Set("X-GitHub-Delivery", delivery)
+	req.Header.Set("X-Hub-Signature-256", sig)
+	return req, nil
+}
+
+func (d *demoTargets) stripe(base, body string, at time.Time) (*http.Request, error) {
+	ts := strconv.FormatInt(at.Unix(), 10)
+	m := hmac.New(sha256.New, []byte(d.sources["stripe"]))
+	m.Write([]byte(ts + "." + body))
+	req, err := http.NewRequest(http.MethodPost, base+"/hooks/stripe", strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json; charset=utf-8")
+	req.Header.Set("Stripe-Signature", "t="+ts+",v1="+hex.EncodeToString(m.Sum(nil)))
+	return req, nil
+}
+
+func (d *demoTargets) acme(base, id, body string, at time.Time) (*http.Request, error) {
+	key, err := decodeWhsec(d.sources["acme"])
+	if err != nil {
+		return nil, err
+	}
+	ts := strconv.FormatInt(at.Unix(), 10)
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(id + "." + ts + "." + body))
+	req, err := http.NewRequest(http.MethodPost, base+"/hooks/acme", strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("webhook-id", id)
+	req.Header.Set("webhook-timestamp", ts)
+	req.Header.Set("webhook-signature", "v1,"+base64.StdEncoding.EncodeToString(m.Sum(nil)))
+	return req, nil
+}
+
+func randomBytes(n int) []byte {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // never fails: crypto/rand crashes the program instead
+	return b
+}
+
+// newID returns a GUID-like delivery ID, as GitHub's X-GitHub-Delivery.
+func newID() string {
+	b := randomBytes(16)
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}

@@ -1,0 +1,237 @@
+// Command webhookrelay receives signed webhooks from providers, verifies
+// them, and relays them reliably to internal services.
+//
+// Providers post to /hooks/{source}. Each source names its signature scheme
+// (Standard Webhooks, GitHub's X-Hub-Signature-256, Stripe's
+// Stripe-Signature with its timestamp tolerance), its secret, and the
+// internal targets its events go to:
+//
+//   - A request whose signature does not verify gets 401 and nothing is
+//     stored.
+//   - A verified request is stored as one outbox event per target, and the
+//     provider gets its 2xx only once those events are durable: a crash after
+//     the answer loses nothing.
+//   - The event IDs are <source>:<provider delivery ID>:<target>, so when a
+//     provider delivers the same webhook again (it never saw our answer, or
+//     someone pressed "redeliver"), the outbox recognises the IDs and the
+//     targets do not get it twice.
+//   - Each target is a named endpoint of the HTTP sink with its own retries:
+//     a target answering 404 ("not there yet") is parked and checked again
+//     later without spending attempts, a target that is down is retried with
+//     backoff, a target that refuses an event (other 4xx) dead-letters that
+//     one event, and none of this holds back the other targets.
+//
+// Run it with a configuration file (see Config for the format):
+//
+//	webhookrelay --config relay.yaml
+//
+// or see it work with nothing else running:
+//
+//	go run ./examples/webhookrelay --demo
+//
+// The demo starts four internal targets (one parks, one fails once, one
+// dead-letters a kind of event), sends signed webhooks as GitHub, Stripe
+// and a Standard Webhooks provider would, plus a forged one, a stale one and
+// redeliveries, and prints what happens. Ctrl-C stops it cleanly; with
+// --demo-exit it stops by itself once everything has settled.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/outboxd/outbox/httpsink"
+	"github.com/outboxd/outbox/outbox"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "webhookrelay:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("webhookrelay", flag.ContinueOnError)
+	configPath := fs.String("config", "", "YAML configuration file (required unless --demo)")
+	listen := fs.String("listen", "", "address to receive webhooks on (default: the config's listen; --demo: a free port on 127.0.0.1)")
+	db := fs.String("db", "", "the outbox's file (default: the config's db; --demo: a temporary file)")
+	interval := fs.Duration("interval", time.Second, "how often due deliveries are picked up")
+	park := fs.Duration("park-interval", 30*time.Second, "how long a delivery answered 404 waits before the target is asked again")
+	backoff := fs.Duration("backoff", time.Second, "wait before the first retry of a failed delivery (then doubling, jittered)")
+	maxAttempts := fs.Int("max-attempts", outbox.DefaultMaxAttempts, "failed attempts (parks not counted) before a delivery becomes a dead letter")
+	demo := fs.Bool("demo", false, "start demo targets and send demo webhooks to this relay")
+	demoExit := fs.Bool("demo-exit", false, "with --demo: exit once the demo traffic has settled")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *demoExit && !*demo {
+		return errors.New("--demo-exit needs --demo")
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	out := &console{w: stdout}
+
+	var (
+		cfg     *Config
+		targets *demoTargets
+		err     error
+	)
+	if *demo {
+		if *configPath != "" {
+			return errors.New("--demo brings its own configuration: drop --config")
+		}
+		// Demo pace: seconds, not the production defaults' minutes.
+		for name, d := range map[string]*time.Duration{"interval": interval, "park-interval": park, "backoff": backoff} {
+			if !set[name] {
+				*d = map[string]time.Duration{"interval": 100 * time.Millisecond, "park-interval": 500 * time.Millisecond, "backoff": 300 * time.Millisecond}[name]
+			}
+		}
+		targets, err = startDemoTargets(out)
+		if err != nil {
+			return err
+		}
+		defer targets.close()
+		cfg = targets.config()
+		if *db == "" {
+			dir, err := os.MkdirTemp("", "webhookrelay-demo-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			cfg.DB = filepath.Join(dir, "relay.db")
+		}
+	} else {
+		if *configPath == "" {
+			return errors.New("--config is required (or try --demo)")
+		}
+		if cfg, err = loadConfig(*configPath); err != nil {
+			return err
+		}
+	}
+	if *listen != "" {
+		cfg.Listen = *listen
+	}
+	if *db != "" {
+		cfg.DB = *db
+	}
+
+	sink, err := newSink(cfg)
+	if err != nil {
+		return err
+	}
+	defer sink.Close()
+	box, err := outbox.Open(cfg.DB, outbox.Config{
+		Sink:               sink,
+		Hooks:              outbox.Hooks{OnDelivery: out.printDelivery},
+		Interval:           *interval,
+		ParkInterval:       *park,
+		BackoffInitial:     *backoff,
+		MaxAttempts:        *maxAttempts,
+		TombstoneRetention: cfg.DedupWindow,
+	})
+	if err != nil {
+		return err
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = box.Stop(context.Background())
+		}
+	}()
+	if err := box.Start(); err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("POST /hooks/{source}", &relay{cfg: cfg, box: box, out: out, now: time.Now})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	base := "http://" + ln.Addr().String()
+	out.printf("webhookrelay listening on %s/hooks/{source} (outbox file %s)", base, cfg.DB)
+
+	demoDone := make(chan error, 1)
+	if *demo {
+		go func() { demoDone <- targets.run(ctx, base, box) }()
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		out.printf("interrupted: shutting down")
+	case err := <-serveErr:
+		runErr = err
+	case err := <-demoDone:
+		if err != nil {
+			runErr = fmt.Errorf("demo: %w", err)
+		} else if *demoExit {
+			out.printf("demo complete: shutting down")
+		} else {
+			out.printf("the relay keeps running: post your own signed webhooks to %s/hooks/{source}, Ctrl-C to stop", base)
+			select {
+			case <-ctx.Done():
+				out.printf("interrupted: shutting down")
+			case err := <-serveErr:
+				runErr = err
+			}
+		}
+	}
+
+	// Stop taking webhooks first, then let deliveries in flight finish.
+	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutCtx); err != nil && runErr == nil {
+		runErr = err
+	}
+	stopped = true
+	if err := box.Stop(shutCtx); err != nil && runErr == nil {
+		runErr = err
+	}
+	if runErr == nil {
+		out.printf("stopped cleanly; undelivered events stay in %s for the next start", cfg.DB)
+	}
+	return runErr
+}
+
+// newSink builds the HTTP sink with one named endpoint per target.
+func newSink(cfg *Config) (*httpsink.Sink, error) {
+	policy, err := httpsink.ParsePolicy(cfg.Policy...)
+	if err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	hc := httpsink.Config{Policy: policy}
+	for name, t := range cfg.Targets {
+		hc.Endpoints = append(hc.Endpoints, httpsink.Endpoint{
+			Name:         name,
+			URL:          t.URL,
+			Secrets:      t.Secrets,
+			Timeout:      t.Timeout,
+			AllowPrivate: t.AllowPrivate,
+		})
+	}
+	return httpsink.New(hc)
+}
