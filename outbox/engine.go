@@ -457,4 +457,3 @@ func (e *engine) isInFlight(id string) bool {
 	_, ok := e.inflight[id]
 	return ok
 }
-

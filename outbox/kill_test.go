@@ -1,0 +1,216 @@
+package outbox_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/outboxd/outbox/outbox"
+)
+
+// The child process of TestKillRestart runs an outbox under load until it is
+// killed. It is this test binary re-executed with these variables set.
+const (
+	childEnv         = "OUTBOX_TEST_CHILD"
+	childDBEnv       = "OUTBOX_TEST_DB"
+	childURLEnv      = "OUTBOX_TEST_URL"
+	childFromEnv     = "OUTBOX_TEST_FROM"
+	childCountEnv    = "OUTBOX_TEST_COUNT"
+	childGenEnv      = "OUTBOX_TEST_GEN"
+	childDrainEnv    = "OUTBOX_TEST_DRAIN"
+	childConcurrency = 8
+)
+
+// runChild opens the outbox (durable: fsync on), enqueues its range of
+// events from 4 goroutines, printing "ok <id>" once each is durable, and
+// delivers until killed; in drain mode it delivers what is pending, stops
+// cleanly and exits 0.
+func runChild() int {
+	from, _ := strconv.Atoi(os.Getenv(childFromEnv))
+	count, _ := strconv.Atoi(os.Getenv(childCountEnv))
+	gen := os.Getenv(childGenEnv)
+	web := newWebSink()
+	sink := sinkFunc(func(ctx context.Context, d *outbox.Delivery) outbox.Result {
+		if d.Headers == nil {
+			d.Headers = map[string]string{}
+		}
+		d.Headers["X-Gen"] = gen
+		return web.Deliver(ctx, d)
+	})
+	o, err := outbox.Open(os.Getenv(childDBEnv), outbox.Config{
+		Sink:           sinkWithResolver{sink, web},
+		Interval:       10 * time.Millisecond,
+		Concurrency:    childConcurrency,
+		BackoffInitial: time.Millisecond,
+		BackoffMax:     5 * time.Millisecond,
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "open:", err)
+		return 2
+	}
+	if err := o.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "start:", err)
+		return 2
+	}
+	var out sync.Mutex
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := from + w; i < from+count; i += 4 {
+				id := fmt.Sprintf("ev-%06d", i)
+				_, err := o.Enqueue(context.Background(), outbox.Event{ID: id, Destination: os.Getenv(childURLEnv) + "/hook", Payload: []byte(id)})
+				if err != nil {
+					fmt.Fprintln(os.Stderr, "enqueue:", err)
+					os.Exit(3)
+				}
+				out.Lock()
+				fmt.Printf("ok %s\n", id)
+				out.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if os.Getenv(childDrainEnv) == "" {
+		select {} // deliver until killed
+	}
+	for o.Stats().Pending > 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := o.Stop(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, "stop:", err)
+		return 4
+	}
+	fmt.Println("drained")
+	return 0
+}
+
+// sinkWithResolver gives a sinkFunc the webSink's endpoint resolution.
+type sinkWithResolver struct {
+	outbox.Sink
+	r outbox.EndpointResolver
+}
+
+func (s sinkWithResolver) ResolveEndpoint(d string) (string, error) { return s.r.ResolveEndpoint(d) }
+
+func TestKillRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts child processes")
+	}
+	type delivery struct{ gen int }
+	var mu sync.Mutex
+	got := map[string][]delivery{}
+	rc := newReceiver(t, func(r *http.Request, id string, n int) (int, http.Header) {
+		g, _ := strconv.Atoi(r.Header.Get("X-Gen"))
+		mu.Lock()
+		got[id] = append(got[id], delivery{g})
+		mu.Unlock()
+		return http.StatusOK, nil
+	})
+	db := filepath.Join(t.TempDir(), "outbox.db")
+	acked := map[string]bool{}
+
+	run := func(gen, from, count int, drain bool, killAfter int) {
+		t.Helper()
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(),
+			childEnv+"=1", childDBEnv+"="+db, childURLEnv+"="+rc.srv.URL,
+			childFromEnv+"="+strconv.Itoa(from), childCountEnv+"="+strconv.Itoa(count),
+			childGenEnv+"="+strconv.Itoa(gen))
+		if drain {
+			cmd.Env = append(cmd.Env, childDrainEnv+"=1")
+		}
+		cmd.Stderr = os.Stderr
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(stdout)
+		n := 0
+		killed := false
+		for sc.Scan() {
+			line := sc.Text()
+			if id, ok := strings.CutPrefix(line, "ok "); ok {
+				acked[id] = true
+				n++
+			}
+			if !drain && n >= killAfter && !killed {
+				if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+				killed = true
+			}
+		}
+		err = cmd.Wait()
+		if drain && err != nil {
+			t.Fatalf("drain child: %v", err)
+		}
+		if !drain && !killed {
+			t.Fatalf("child %d exited before it was killed: %v", gen, err)
+		}
+	}
+
+	const gens, per = 6, 300
+	for g := range gens {
+		// Kill at a random moment: after a random number of durable
+		// enqueues, while earlier events are being delivered.
+		run(g, g*per, per, false, 1+rand.IntN(per-1))
+	}
+	run(gens, 0, 0, true, 0)
+	// Deletes stay deleted across a clean stop/start: nothing is delivered
+	// again.
+	mu.Lock()
+	before := len(got)
+	total := 0
+	for _, ds := range got {
+		total += len(ds)
+	}
+	mu.Unlock()
+	run(gens+1, 0, 0, true, 0)
+
+	mu.Lock()
+	defer mu.Unlock()
+	after := 0
+	for _, ds := range got {
+		after += len(ds)
+	}
+	if after != total || len(got) != before {
+		t.Fatalf("a clean restart delivered %d more requests", after-total)
+	}
+	for id := range acked {
+		if len(got[id]) == 0 {
+			t.Errorf("event %s was acknowledged as durable but never delivered", id)
+		}
+	}
+	// An event is delivered again only if it was in flight at a kill: its
+	// earlier deliveries come from killed generations, and a kill leaves at
+	// most Concurrency deliveries uncommitted.
+	redelivered := map[int]int{}
+	for id, ds := range got {
+		for _, d := range ds[:len(ds)-1] {
+			if d.gen >= gens {
+				t.Errorf("event %s delivered by the cleanly stopped generation %d and again later", id, d.gen)
+			}
+			redelivered[d.gen]++
+		}
+	}
+	for g, n := range redelivered {
+		if n > childConcurrency {
+			t.Errorf("generation %d: %d events delivered again, more than the %d that can be in flight", g, n, childConcurrency)
+		}
+	}
+	t.Logf("%d events acknowledged, %d delivered, redelivered after kills: %v", len(acked), len(got), redelivered)
+}

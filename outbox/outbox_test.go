@@ -1,0 +1,339 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/outboxd/outbox/outbox"
+)
+
+// receiver is an httptest server that records what it receives and answers
+// with the status its decide function returns.
+type receiver struct {
+	srv    *httptest.Server
+	mu     sync.Mutex
+	got    map[string][]int // ID -> statuses answered, in order
+	order  []string         // IDs of 2xx answers, in order
+	decide func(r *http.Request, id string, n int) (status int, hdr http.Header)
+}
+
+func newReceiver(t testing.TB, decide func(r *http.Request, id string, n int) (int, http.Header)) *receiver {
+	rc := &receiver{got: make(map[string][]int), decide: decide}
+	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("Idempotency-Key")
+		rc.mu.Lock()
+		n := len(rc.got[id])
+		rc.mu.Unlock()
+		status, hdr := http.StatusOK, http.Header(nil)
+		if rc.decide != nil {
+			status, hdr = rc.decide(r, id, n)
+		}
+		rc.mu.Lock()
+		rc.got[id] = append(rc.got[id], status)
+		if status/100 == 2 {
+			rc.order = append(rc.order, id)
+		}
+		rc.mu.Unlock()
+		for k, v := range hdr {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte("answer " + http.StatusText(status)))
+	}))
+	t.Cleanup(rc.srv.Close)
+	return rc
+}
+
+func (rc *receiver) successes(id string) int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	n := 0
+	for _, s := range rc.got[id] {
+		if s/100 == 2 {
+			n++
+		}
+	}
+	return n
+}
+
+func (rc *receiver) delivered() int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return len(rc.order)
+}
+
+func (rc *receiver) requests(id string) []int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]int(nil), rc.got[id]...)
+}
+
+func TestConfigErrorsNameTheField(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "o.db")
+	sink := sinkFunc(func(context.Context, *outbox.Delivery) outbox.Result { return outbox.Result{Action: outbox.ActionSuccess} })
+	cases := []struct {
+		field string
+		cfg   outbox.Config
+	}{
+		{"Sink", outbox.Config{}},
+		{"Interval", outbox.Config{Sink: sink, Interval: -time.Second}},
+		{"Concurrency", outbox.Config{Sink: sink, Concurrency: -1}},
+		{"MaxPerEndpoint", outbox.Config{Sink: sink, Concurrency: 4, MaxPerEndpoint: 8}},
+		{"BackoffMax", outbox.Config{Sink: sink, BackoffInitial: time.Minute, BackoffMax: time.Second}},
+		{"BackoffMultiplier", outbox.Config{Sink: sink, BackoffMultiplier: 0.5}},
+		{"MaxIDBytes", outbox.Config{Sink: sink, MaxIDBytes: 1 << 20}},
+	}
+	for _, c := range cases {
+		_, err := outbox.Open(path, c.cfg)
+		var ce *outbox.ConfigError
+		if !errors.As(err, &ce) || ce.Field != c.field {
+			t.Errorf("%s: got %v, want a *ConfigError naming %s", c.field, err, c.field)
+		}
+	}
+}
+
+func TestEnqueueValidation(t *testing.T) {
+	o, _ := open(t, testConfig(newWebSink()))
+	ctx := context.Background()
+	good := outbox.Event{Destination: "http://127.0.0.1:1/x", Payload: []byte("{}")}
+	cases := []struct {
+		field string
+		ev    outbox.Event
+	}{
+		{"destination", outbox.Event{}},
+		{"destination", outbox.Event{Destination: "not a url"}},
+		{"id", outbox.Event{ID: strings.Repeat("x", 201), Destination: good.Destination}},
+		{"id", outbox.Event{ID: "a\nb", Destination: good.Destination}},
+		{"method", outbox.Event{Destination: good.Destination, Method: "PO ST"}},
+		{"headers", outbox.Event{Destination: good.Destination, Headers: map[string]string{"Bad Name": "v"}}},
+		{"headers", outbox.Event{Destination: good.Destination, Headers: map[string]string{"X-Ok": "a\r\nInjected: 1"}}},
+		{"payload", outbox.Event{Destination: good.Destination, Payload: make([]byte, 1<<20+1)}},
+	}
+	for _, c := range cases {
+		_, err := o.Enqueue(ctx, good, c.ev)
+		var ve *outbox.ValidationError
+		if !errors.As(err, &ve) || ve.Field != c.field || ve.Index != 1 || !errors.Is(err, outbox.ErrInvalid) {
+			t.Errorf("%s: got %v, want a ValidationError for event 1 field %s", c.field, err, c.field)
+		}
+	}
+	if s := o.Stats(); s.Pending != 0 || s.EnqueuedTotal != 0 {
+		t.Fatalf("a refused call stored events: %+v", s)
+	}
+}
+
+func TestDeliveredToReceiver(t *testing.T) {
+	rc := newReceiver(t, nil)
+	sink := newWebSink()
+	defer sink.close()
+	o, _ := open(t, testConfig(sink))
+	if err := o.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ids, err := o.Enqueue(ctx,
+		outbox.Event{ID: "one", Destination: rc.srv.URL + "/hook", Payload: []byte(`{"n":1}`)},
+		outbox.Event{Destination: rc.srv.URL + "/hook", Payload: []byte(`{"n":2}`), Headers: map[string]string{"X-Tenant": "t1"}},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids[0] != "one" || len(ids[1]) != 36 {
+		t.Fatalf("ids = %q, want the given one and a generated UUID", ids)
+	}
+	waitFor(t, "both delivered", 10*time.Second, func() bool { return rc.delivered() == 2 })
+	waitFor(t, "delete committed", 10*time.Second, func() bool { return o.Stats().Pending == 0 })
+	for _, id := range ids {
+		ev, err := o.Get(ctx, id)
+		if err != nil || ev.State != outbox.StateDelivered {
+			t.Fatalf("Get(%s) = %+v, %v; want delivered", id, ev, err)
+		}
+	}
+	// Re-enqueueing a delivered ID within the dedup window is a duplicate.
+	if _, err := o.Enqueue(ctx, outbox.Event{ID: "one", Destination: rc.srv.URL + "/hook", Payload: []byte(`{"n":1}`)}); err != nil {
+		t.Fatalf("re-enqueue of a delivered ID: %v", err)
+	}
+	s := o.Stats()
+	if s.DuplicatesTotal != 1 || s.EnqueuedTotal != 2 || s.DeliveredTotal != 2 {
+		t.Fatalf("stats = %+v", s)
+	}
+	if rc.successes("one") != 1 {
+		t.Fatalf("event delivered %d times", rc.successes("one"))
+	}
+}
+
+func TestEnqueueIdempotentAndConflict(t *testing.T) {
+	o, _ := open(t, testConfig(newWebSink()))
+	ctx := context.Background()
+	ev := outbox.Event{ID: "e1", Destination: "http://127.0.0.1:1/a", Payload: []byte("x")}
+	for range 2 {
+		if _, err := o.Enqueue(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ev2 := ev
+	ev2.Payload = []byte("other")
+	_, err := o.Enqueue(ctx, outbox.Event{ID: "e2", Destination: ev.Destination}, ev2)
+	if !errors.Is(err, outbox.ErrConflict) {
+		t.Fatalf("conflicting enqueue: %v, want ErrConflict", err)
+	}
+	if _, err := o.Get(ctx, "e2"); !errors.Is(err, outbox.ErrNotFound) {
+		t.Fatalf("the conflicting call stored e2: %v", err)
+	}
+	s := o.Stats()
+	if s.Pending != 1 || s.EnqueuedTotal != 1 || s.DuplicatesTotal != 1 {
+		t.Fatalf("stats = %+v", s)
+	}
+}
+
+func TestAdminOperations(t *testing.T) {
+	var dead atomic.Bool
+	dead.Store(true)
+	rc := newReceiver(t, func(r *http.Request, id string, n int) (int, http.Header) {
+		if strings.HasSuffix(r.URL.Path, "/gone") {
+			return http.StatusGone, nil
+		}
+		if dead.Load() {
+			return http.StatusBadRequest, nil
+		}
+		return http.StatusOK, nil
+	})
+	sink := newWebSink()
+	defer sink.close()
+	o, _ := open(t, testConfig(sink))
+	ctx := context.Background()
+	if err := o.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var evs []outbox.Event
+	for i := range 5 {
+		evs = append(evs, outbox.Event{ID: "d" + string(rune('0'+i)), Key: "k" + string(rune('0'+i%2)), Destination: rc.srv.URL + "/a"})
+	}
+	if _, err := o.Enqueue(ctx, evs...); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "dead letters", 10*time.Second, func() bool { return o.Stats().Dead == 5 })
+	ev, err := o.Get(ctx, "d0")
+	if err != nil || ev.State != outbox.StateDead || ev.LastStatus != 400 || !strings.Contains(ev.DeadReason, "400") || ev.DeadAt.IsZero() {
+		t.Fatalf("Get dead = %+v, %v", ev, err)
+	}
+	page, next, err := o.List(ctx, outbox.ListOptions{State: outbox.StateDead, Limit: 2})
+	if err != nil || len(page) != 2 || next == "" {
+		t.Fatalf("List page 1 = %d events, next %q, %v", len(page), next, err)
+	}
+	rest, next2, err := o.List(ctx, outbox.ListOptions{State: outbox.StateDead, After: next, Limit: 10})
+	if err != nil || len(rest) != 3 || next2 != "" || rest[0].ID <= page[1].ID {
+		t.Fatalf("List page 2 = %d events, next %q, %v", len(rest), next2, err)
+	}
+	if err := o.Replay(ctx, "nope"); !errors.Is(err, outbox.ErrNotFound) {
+		t.Fatalf("Replay unknown: %v", err)
+	}
+	if err := o.Delete(ctx, "d4"); err != nil {
+		t.Fatal(err)
+	}
+	if ev, err := o.Get(ctx, "d4"); err != nil || ev.State != outbox.StateDelivered {
+		t.Fatalf("Get dropped = %+v, %v", ev, err)
+	}
+	if err := o.Delete(ctx, "d4"); !errors.Is(err, outbox.ErrNotFound) {
+		t.Fatalf("Delete twice: %v", err)
+	}
+	dead.Store(false)
+	if err := o.Replay(ctx, "d0"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "replayed event delivered", 10*time.Second, func() bool { return rc.successes("d0") == 1 })
+	// Left dead: d1 (k1), d2 (k0), d3 (k1).
+	n, err := o.ReplayDead(ctx, outbox.ReplayFilter{KeyPrefix: "k1", Rate: 1000})
+	if err != nil || n != 2 {
+		t.Fatalf("ReplayDead(k1) = %d, %v; want 2", n, err)
+	}
+	n, err = o.ReplayDead(ctx, outbox.ReplayFilter{Rate: 1000})
+	if err != nil || n != 1 {
+		t.Fatalf("ReplayDead(all) = %d, %v; want 1", n, err)
+	}
+	waitFor(t, "all replayed delivered", 10*time.Second, func() bool { return rc.delivered() == 4 })
+	if err := o.Replay(ctx, "d0"); !errors.Is(err, outbox.ErrNotFound) && !errors.Is(err, outbox.ErrNotDead) {
+		t.Fatalf("Replay delivered: %v", err)
+	}
+
+	// A 410 disables the endpoint; its event stays pending with no attempt.
+	if _, err := o.Enqueue(ctx, outbox.Event{ID: "g", Destination: rc.srv.URL + "/gone"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "endpoint disabled", 10*time.Second, func() bool { return o.Stats().EndpointsDisabled == 1 })
+	eps, err := o.Endpoints(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gone outbox.EndpointState
+	for _, ep := range eps {
+		if ep.Disabled {
+			gone = ep
+		}
+	}
+	if !strings.Contains(gone.DisabledReason, "410") {
+		t.Fatalf("endpoints = %+v", eps)
+	}
+	if ev, err := o.Get(ctx, "g"); err != nil || ev.State != outbox.StatePending || ev.Attempts != 0 {
+		t.Fatalf("event of disabled endpoint = %+v, %v", ev, err)
+	}
+	if err := o.EnableEndpoint(ctx, "nope"); !errors.Is(err, outbox.ErrNotFound) {
+		t.Fatalf("EnableEndpoint unknown: %v", err)
+	}
+	before := len(rc.requests("g"))
+	if err := o.EnableEndpoint(ctx, gone.Name); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "retried after enable", 10*time.Second, func() bool { return len(rc.requests("g")) > before })
+
+	stop(t, o)
+	if _, err := o.Enqueue(ctx, outbox.Event{Destination: rc.srv.URL + "/a"}); !errors.Is(err, outbox.ErrClosed) {
+		t.Fatalf("Enqueue after Stop: %v", err)
+	}
+	if _, err := o.Get(ctx, "d0"); !errors.Is(err, outbox.ErrClosed) {
+		t.Fatalf("Get after Stop: %v", err)
+	}
+	if err := o.Start(); !errors.Is(err, outbox.ErrClosed) {
+		t.Fatalf("Start after Stop: %v", err)
+	}
+	if o.Ready() {
+		t.Fatal("Ready after Stop")
+	}
+}
+
+func TestStopBeforeStartAndTwice(t *testing.T) {
+	o, path := open(t, testConfig(newWebSink()))
+	if o.Ready() {
+		t.Fatal("Ready before Start")
+	}
+	if _, err := o.Enqueue(context.Background(), outbox.Event{ID: "x", Destination: "http://127.0.0.1:1/a"}); err != nil {
+		t.Fatal(err)
+	}
+	stop(t, o)
+	stop(t, o)
+	// The file is closed: it can be opened again, and the event is there.
+	o2, err := outbox.Open(path, testConfig(newWebSink()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop(t, o2)
+	if ev, err := o2.Get(context.Background(), "x"); err != nil || ev.State != outbox.StatePending {
+		t.Fatalf("after reopen: %+v, %v", ev, err)
+	}
+	if err := o2.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := o2.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if !o2.Ready() {
+		t.Fatal("not Ready after Start")
+	}
+}
