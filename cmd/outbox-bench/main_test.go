@@ -1,0 +1,104 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	// The open scenario re-executes this binary as a probe.
+	if os.Getenv(probeEnv) != "" {
+		os.Exit(probeMain(os.Stdout))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// TestRunPrintsEveryFigureBesideItsBaseline runs every scenario at a tiny
+// scale and checks what a reader of docs/benchmarks.md relies on: one table
+// row per figure, each with a baseline from the same run and their ratio,
+// and a chart that is a valid PNG.
+func TestRunPrintsEveryFigureBesideItsBaseline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs every scenario (a few seconds)")
+	}
+	dir := t.TempDir()
+	chart := filepath.Join(dir, "chart.png")
+	var out, log bytes.Buffer
+	err := run(context.Background(), []string{
+		"-duration", "200ms", "-events", "300", "-pending", "2000", "-parked", "0,2000",
+		"-concurrency", "1,4", "-callers", "8", "-batch", "100", "-http-batch", "10",
+		"-receiver-delay", "1ms", "-dir", filepath.Join(dir, "db"), "-chart", chart,
+	}, &out, &log)
+	if err != nil {
+		t.Fatalf("run: %v\nlog:\n%s", err, log.String())
+	}
+	var rows int
+	for _, line := range strings.Split(out.String(), "\n") {
+		if !strings.HasPrefix(line, "| ") || strings.HasPrefix(line, "| scenario") {
+			continue
+		}
+		rows++
+		cells := strings.Split(strings.Trim(line, "| "), " | ")
+		if len(cells) != 5 {
+			t.Errorf("row %q has %d cells, want 5", line, len(cells))
+			continue
+		}
+		if !strings.HasSuffix(cells[4], "×") {
+			t.Errorf("row %q: ratio %q is not a ratio", line, cells[4])
+		}
+	}
+	for _, want := range []string{"durable enqueue, 1 caller", "durable enqueue, 8 callers", "drain 300 events",
+		"file size after offline compaction", "HTTP ingest, 1 event/request", "HTTP ingest, 10 events/request",
+		"enqueue → delivery p99", "concurrency 4", "punctuation (median), 2,000 parked", "open, 2,000 pending", "RSS after open"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+	if rows < 17 {
+		t.Errorf("table has %d rows, want at least 17:\n%s", rows, out.String())
+	}
+	f, err := os.Open(chart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("chart is not a PNG: %v", err)
+	}
+	if b := img.Bounds(); b.Dx() < 600 || b.Dy() < 200 {
+		t.Errorf("chart is %dx%d, too small to read", b.Dx(), b.Dy())
+	}
+}
+
+func TestFlagsRefuseNonsense(t *testing.T) {
+	for _, args := range [][]string{
+		{"-concurrency", "0"},
+		{"-concurrency", "x"},
+		{"-parked", "-1"},
+		{"-duration", "0s"},
+		{"-events", "0"},
+		{"-only", "("},
+		{"stray"},
+	} {
+		var log bytes.Buffer
+		if err := run(context.Background(), args, &bytes.Buffer{}, &log); err == nil {
+			t.Errorf("run %q: no error", args)
+		}
+	}
+}
+
+func TestThousands(t *testing.T) {
+	for v, want := range map[float64]string{0: "0", 999: "999", 1000: "1,000", 1234567.4: "1,234,567", -45000: "-45,000"} {
+		if got := thousands(v); got != want {
+			t.Errorf("thousands(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
