@@ -1,0 +1,65 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/outboxd/outbox/cmd/outboxd/internal/config"
+)
+
+// Env is what a command gets from its process.
+type Env struct {
+	// Args are the arguments after the program name.
+	Args []string
+	// Getenv looks up environment variables.
+	Getenv config.Env
+	// Stdout and Stderr are the output streams.
+	Stdout, Stderr io.Writer
+	// Exit ends the process at once (a second signal during shutdown).
+	Exit func(code int)
+}
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1 // the command failed
+	exitUsage = 2 // bad arguments or settings
+)
+
+const usage = `outboxd: a durable retry-and-delete outbox sidecar
+
+Usage:
+  outboxd serve [flags]             run the HTTP API and deliver events (-h for the settings)
+  outboxd inspect --db FILE [--id ID] [--state pending|dead] [--limit N] [--json]
+                                    read-only view of a database file (server stopped)
+  outboxd compact --db FILE         compact a database file (server stopped)
+  outboxd restore --from-kafka --changelog-topic TOPIC --db NEW [--kafka-brokers HOSTS]
+                                    rebuild a database from its shipped changelog
+  outboxd version                   print the version
+`
+
+// Main runs the command named by e.Args[0] and returns the exit code.
+func Main(e Env) int {
+	if len(e.Args) == 0 {
+		fmt.Fprint(e.Stderr, usage)
+		return exitUsage
+	}
+	cmd, args := e.Args[0], e.Args[1:]
+	switch cmd {
+	case "serve":
+		return serve(e, args)
+	case "inspect":
+		return inspect(e, args)
+	case "compact":
+		return compact(e, args)
+	case "restore":
+		return restore(e, args)
+	case "version", "--version", "-version":
+		return version(e)
+	case "help", "-h", "--help", "-help":
+		fmt.Fprint(e.Stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintf(e.Stderr, "outboxd: unknown command %q\n\n%s", cmd, usage)
+	return exitUsage
+}

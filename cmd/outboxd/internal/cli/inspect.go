@@ -1,0 +1,391 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/outboxd/outbox/store"
+)
+
+// openOffline opens a database file read-only for inspect, refusing politely
+// while a server holds it.
+func openOffline(cmd, path string, stderr io.Writer) (*store.Store, bool) {
+	if _, err := os.Stat(path); err != nil {
+		fmt.Fprintf(stderr, "outboxd %s: no database at %s: %v\n", cmd, path, err)
+		return nil, false
+	}
+	st, err := store.Open(path, store.Options{ReadOnly: true, LockTimeout: 500 * time.Millisecond})
+	if err != nil {
+		fmt.Fprintf(stderr, "outboxd %s: %s\n", cmd, describeOpenError(path, err))
+		return nil, false
+	}
+	return st, true
+}
+
+// describeOpenError explains why a database file could not be opened.
+func describeOpenError(path string, err error) string {
+	switch {
+	case errors.Is(err, store.ErrLocked):
+		return fmt.Sprintf("%s is in use: another process (a running outboxd serve?) holds its lock. "+
+			"Stop it first, or ask the running server over its HTTP API (/v1/stats, /v1/events).", path)
+	case errors.Is(err, store.ErrNotDatabase):
+		return fmt.Sprintf("%s is not an outboxd database", path)
+	case errors.Is(err, store.ErrSchemaTooNew):
+		return fmt.Sprintf("%s was written by a newer outboxd; use that version", path)
+	}
+	return fmt.Sprintf("opening %s: %v", path, err)
+}
+
+func inspect(e Env, args []string) int {
+	fs := flag.NewFlagSet("outboxd inspect", flag.ContinueOnError)
+	fs.SetOutput(e.Stderr)
+	db := fs.String("db", "./outboxd.db", "database `file`")
+	id := fs.String("id", "", "show one event and its whole history")
+	state := fs.String("state", "", "list only pending or dead events")
+	limit := fs.Int("limit", 20, "events listed per state")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(e.Stderr, "outboxd inspect: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	if *state != "" && *state != "pending" && *state != "dead" {
+		fmt.Fprintf(e.Stderr, "outboxd inspect: --state: want pending or dead, got %q\n", *state)
+		return exitUsage
+	}
+	if *limit < 1 {
+		fmt.Fprintf(e.Stderr, "outboxd inspect: --limit: must be positive\n")
+		return exitUsage
+	}
+	st, ok := openOffline("inspect", *db, e.Stderr)
+	if !ok {
+		return exitError
+	}
+	defer st.Close()
+	var err error
+	if *id != "" {
+		err = inspectEvent(e.Stdout, st, *id, *asJSON)
+	} else {
+		err = inspectSummary(e.Stdout, st, *state, *limit, *asJSON)
+	}
+	if err != nil {
+		fmt.Fprintf(e.Stderr, "outboxd inspect: %v\n", err)
+		return exitError
+	}
+	return exitOK
+}
+
+// recordView is a record as inspect shows it.
+type recordView struct {
+	ID            string            `json:"id"`
+	Key           string            `json:"key,omitempty"`
+	Destination   string            `json:"destination"`
+	Endpoint      string            `json:"endpoint,omitempty"`
+	Method        string            `json:"method"`
+	Headers       map[string]string `json:"headers,omitempty"`
+	PayloadBytes  int               `json:"payload_bytes"`
+	CreatedAt     string            `json:"created_at,omitempty"`
+	Attempts      int               `json:"attempts"`
+	Deliveries    int               `json:"deliveries"`
+	NextAttemptAt string            `json:"next_attempt_at,omitempty"`
+	LastStatus    int               `json:"last_status,omitempty"`
+	LastError     string            `json:"last_error,omitempty"`
+	Version       uint64            `json:"version"`
+	DeadAt        string            `json:"dead_at,omitempty"`
+	DeadReason    string            `json:"dead_reason,omitempty"`
+}
+
+func ts(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+func viewRecord(r *store.Record) *recordView {
+	if r == nil {
+		return nil
+	}
+	return &recordView{
+		ID: r.ID, Key: r.Key, Destination: r.Destination, Endpoint: r.Endpoint, Method: r.Method,
+		Headers: r.Headers, PayloadBytes: len(r.Payload), CreatedAt: ts(r.CreatedAt),
+		Attempts: r.Attempts, Deliveries: r.Deliveries, NextAttemptAt: ts(r.NextAttemptAt),
+		LastStatus: r.LastStatus, LastError: r.LastError, Version: r.Version,
+		DeadAt: ts(r.DeadAt), DeadReason: r.DeadReason,
+	}
+}
+
+// historyView is one changelog entry of an event, with what it means.
+type historyView struct {
+	LSN    uint64      `json:"lsn"`
+	Time   string      `json:"time"`
+	Op     string      `json:"op"`
+	What   string      `json:"what"`
+	Reason string      `json:"reason,omitempty"`
+	Record *recordView `json:"record,omitempty"`
+}
+
+// describeHistory explains each changelog entry of one event in words.
+func describeHistory(entries []*store.Entry) []historyView {
+	out := make([]historyView, 0, len(entries))
+	var prev *store.Record
+	for _, en := range entries {
+		out = append(out, historyView{
+			LSN: en.LSN, Time: ts(en.Time), Op: en.Op.String(),
+			What: describeEntry(en, prev), Reason: en.Reason, Record: viewRecord(en.Record),
+		})
+		if en.Record != nil {
+			prev = en.Record
+		}
+	}
+	return out
+}
+
+func describeEntry(en *store.Entry, prev *store.Record) string {
+	r := en.Record
+	outcome := func(r *store.Record) string {
+		s := ""
+		if r.LastStatus != 0 {
+			s = fmt.Sprintf("status %d", r.LastStatus)
+		}
+		if r.LastError != "" {
+			if s != "" {
+				s += ": "
+			}
+			s += r.LastError
+		}
+		if s == "" {
+			s = "no response"
+		}
+		return s
+	}
+	switch en.Op {
+	case store.OpEnqueue:
+		return fmt.Sprintf("enqueued: %s to %s, %d-byte payload%s", r.Method, r.Destination, len(r.Payload), keyNote(r.Key))
+	case store.OpUpdate:
+		return fmt.Sprintf("updated in place (coalescing upsert): %d-byte payload", len(r.Payload))
+	case store.OpReschedule:
+		next := ""
+		if !r.NextAttemptAt.IsZero() {
+			next = ", next attempt " + ts(r.NextAttemptAt)
+		}
+		if prev != nil && r.Attempts == prev.Attempts {
+			return fmt.Sprintf("delivery %d parked (not yet; no attempt spent): %s%s", r.Deliveries, outcome(r), next)
+		}
+		return fmt.Sprintf("attempt %d failed, will retry: %s%s", r.Attempts, outcome(r), next)
+	case store.OpDead:
+		if r.Deliveries == 0 {
+			return "stored as a dead letter: " + r.DeadReason
+		}
+		return fmt.Sprintf("dead after delivery %d: %s", r.Deliveries, r.DeadReason)
+	case store.OpReplay:
+		return "replayed: moved from dead back to pending, attempts reset"
+	case store.OpDelete:
+		return "deleted: " + orDash(en.Reason)
+	case store.OpDrop:
+		return "dropped: " + orDash(en.Reason)
+	case store.OpSupersede:
+		return "superseded by a newer event with the same key: " + orDash(en.Reason)
+	}
+	return en.Op.String()
+}
+
+func keyNote(key string) string {
+	if key == "" {
+		return ""
+	}
+	return ", key " + key
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func inspectEvent(w io.Writer, st *store.Store, id string, asJSON bool) error {
+	rec, state, err := st.Get(id)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	hist, err := st.History(id)
+	if err != nil {
+		return fmt.Errorf("reading the history of %q: %w", id, err)
+	}
+	stateName := stateString(state)
+	if asJSON {
+		return writeJSONTo(w, struct {
+			ID      string        `json:"id"`
+			State   string        `json:"state"`
+			Event   *recordView   `json:"event,omitempty"`
+			History []historyView `json:"history"`
+		}{id, stateName, viewRecord(rec), describeHistory(hist)})
+	}
+	fmt.Fprintf(w, "event %s: %s\n", id, stateName)
+	if rec != nil {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "  destination\t%s (endpoint %s)\n", rec.Destination, orDash(rec.Endpoint))
+		fmt.Fprintf(tw, "  method\t%s\n", rec.Method)
+		if rec.Key != "" {
+			fmt.Fprintf(tw, "  key\t%s\n", rec.Key)
+		}
+		fmt.Fprintf(tw, "  payload\t%d bytes\n", len(rec.Payload))
+		fmt.Fprintf(tw, "  created\t%s\n", ts(rec.CreatedAt))
+		fmt.Fprintf(tw, "  attempts\t%d spent, %d deliveries made\n", rec.Attempts, rec.Deliveries)
+		if state == store.StatePending {
+			fmt.Fprintf(tw, "  next attempt\t%s\n", ts(rec.NextAttemptAt))
+		}
+		if rec.LastStatus != 0 || rec.LastError != "" {
+			fmt.Fprintf(tw, "  last outcome\tstatus %d %s\n", rec.LastStatus, rec.LastError)
+		}
+		if rec.DeadReason != "" {
+			fmt.Fprintf(tw, "  dead\t%s: %s\n", ts(rec.DeadAt), rec.DeadReason)
+		}
+		tw.Flush()
+	}
+	if len(hist) == 0 {
+		fmt.Fprintln(w, "history: no changelog entries kept for this ID (never seen, or trimmed)")
+		return nil
+	}
+	fmt.Fprintln(w, "history (changelog, oldest first):")
+	for _, h := range describeHistory(hist) {
+		fmt.Fprintf(w, "  %s  lsn %-6d %s\n", h.Time, h.LSN, h.What)
+	}
+	return nil
+}
+
+func stateString(s store.State) string {
+	switch s {
+	case store.StatePending:
+		return "pending"
+	case store.StateDead:
+		return "dead"
+	case store.StateDelivered:
+		return "delivered (tombstone kept for deduplication)"
+	}
+	return "not found"
+}
+
+func inspectSummary(w io.Writer, st *store.Store, only string, limit int, asJSON bool) error {
+	stats, err := st.Stats()
+	if err != nil {
+		return err
+	}
+	eps, err := st.Endpoints()
+	if err != nil {
+		return err
+	}
+	lists := map[string][]*store.Record{}
+	more := map[string]bool{}
+	for _, s := range []struct {
+		name  string
+		state store.State
+	}{{"pending", store.StatePending}, {"dead", store.StateDead}} {
+		if only != "" && only != s.name {
+			continue
+		}
+		recs, next, err := st.List(store.ListQuery{State: s.state, Limit: limit})
+		if err != nil {
+			return err
+		}
+		lists[s.name], more[s.name] = recs, next != ""
+	}
+	if asJSON {
+		views := map[string][]*recordView{}
+		for name, recs := range lists {
+			v := make([]*recordView, len(recs))
+			for i, r := range recs {
+				v[i] = viewRecord(r)
+			}
+			views[name] = v
+		}
+		return writeJSONTo(w, struct {
+			File      string                   `json:"file"`
+			Stats     store.Stats              `json:"stats"`
+			Endpoints []store.EndpointState    `json:"endpoints"`
+			Events    map[string][]*recordView `json:"events"`
+		}{st.Path(), stats, eps, views})
+	}
+	fmt.Fprintf(w, "database %s (%d bytes)\n", st.Path(), stats.FileSize)
+	fmt.Fprintf(w, "  pending %d, dead %d, tombstones %d, changelog entries %d (last LSN %d, shipped %d)\n",
+		stats.Pending, stats.Dead, stats.Tombstones, stats.ChangelogEntries, stats.LastLSN, stats.ShippedLSN)
+	if len(eps) > 0 {
+		fmt.Fprintln(w, "endpoints:")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  NAME\tSTATE\tFAILURE STREAK\tLAST STATUS")
+		for _, ep := range eps {
+			s := "enabled"
+			switch {
+			case ep.Disabled:
+				s = "disabled since " + ts(ep.DisabledAt) + ": " + ep.DisabledReason
+			case ep.NotBefore.After(time.Now()):
+				s = "throttled until " + ts(ep.NotBefore)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\n", ep.Name, s, ep.FailureStreak, ep.LastStatus)
+		}
+		tw.Flush()
+	}
+	for _, name := range []string{"pending", "dead"} {
+		recs, ok := lists[name]
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(w, "%s events (first %d by ID):\n", name, limit)
+		if len(recs) == 0 {
+			fmt.Fprintln(w, "  none")
+			continue
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		if name == "pending" {
+			fmt.Fprintln(tw, "  ID\tDESTINATION\tATTEMPTS\tNEXT ATTEMPT\tLAST")
+		} else {
+			fmt.Fprintln(tw, "  ID\tDESTINATION\tATTEMPTS\tDEAD AT\tREASON")
+		}
+		for _, r := range recs {
+			if name == "pending" {
+				fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\n", r.ID, r.Destination, r.Attempts, ts(r.NextAttemptAt), lastOutcome(r))
+			} else {
+				fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\n", r.ID, r.Destination, r.Attempts, ts(r.DeadAt), oneLine(r.DeadReason))
+			}
+		}
+		tw.Flush()
+		if more[name] {
+			fmt.Fprintf(w, "  ... more (use --limit, or --state %s --json)\n", name)
+		}
+	}
+	return nil
+}
+
+func lastOutcome(r *store.Record) string {
+	if r.LastStatus == 0 && r.LastError == "" {
+		return "-"
+	}
+	return oneLine(fmt.Sprintf("%d %s", r.LastStatus, r.LastError))
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > 100 {
+		s = s[:100] + "..."
+	}
+	return s
+}
+
+func writeJSONTo(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

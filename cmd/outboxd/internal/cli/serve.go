@@ -1,0 +1,232 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/outboxd/outbox/cmd/outboxd/internal/config"
+	"github.com/outboxd/outbox/httpsink"
+	"github.com/outboxd/outbox/outbox"
+	"github.com/outboxd/outbox/outbox/httpapi"
+	"github.com/outboxd/outbox/outbox/outboxprom"
+	"github.com/outboxd/outbox/store"
+)
+
+// serve runs the sidecar until SIGTERM or SIGINT.
+func serve(e Env, args []string) int {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+
+	l := config.NewLoader("outboxd serve", e.Stderr)
+	cfg, err := l.Load(args, e.Getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(e.Stderr, "outboxd serve: %v\n", err)
+		return exitUsage
+	}
+	logger := newLogger(cfg.Log, e.Stderr)
+	s := &server{cfg: &cfg, log: logger, env: e}
+	return s.run(sigs)
+}
+
+// server is one run of outboxd serve.
+type server struct {
+	cfg      *config.Config
+	log      *slog.Logger
+	env      Env
+	o        *outbox.Outbox
+	kafka    kafkaRunner
+	stopping atomic.Bool
+}
+
+// fail reports an error that stops serve from starting.
+func (s *server) fail(code int, format string, args ...any) int {
+	msg := fmt.Sprintf(format, args...)
+	s.log.Error(msg)
+	fmt.Fprintf(s.env.Stderr, "outboxd serve: %s\n", msg)
+	return code
+}
+
+func (s *server) run(sigs <-chan os.Signal) int {
+	cfg := s.cfg
+	scfg, err := sinkConfig(cfg, s.log)
+	if err != nil {
+		return s.fail(exitUsage, "%v", err)
+	}
+	sink, err := httpsink.New(scfg)
+	if err != nil {
+		return s.fail(exitUsage, "%v", explainConfigError(err))
+	}
+	defer sink.Close()
+
+	o, err := outbox.Open(cfg.DB, outboxConfig(cfg, sink, s.log))
+	if err != nil {
+		if errors.Is(err, store.ErrLocked) {
+			return s.fail(exitError, "database %s is locked by another process (is another outboxd serve running on it?): %v", cfg.DB, err)
+		}
+		var ce *outbox.ConfigError
+		if errors.As(err, &ce) {
+			return s.fail(exitUsage, "%v", explainConfigError(err))
+		}
+		return s.fail(exitError, "opening database %s: %v", cfg.DB, err)
+	}
+	s.o = o
+	stopOutbox := func(ctx context.Context) error {
+		if err := o.Stop(ctx); err != nil {
+			s.log.Error("stopping the outbox", "err", err)
+			return err
+		}
+		return nil
+	}
+
+	reg := prometheus.NewRegistry()
+	collector, hooks := outboxprom.New(o)
+	o.AddHooks(hooks)
+	reg.MustRegister(collector,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		_ = stopOutbox(context.Background())
+		return s.fail(exitError, "listening on %s: %v", cfg.Listen, err)
+	}
+	if err := o.Start(); err != nil {
+		ln.Close()
+		_ = stopOutbox(context.Background())
+		return s.fail(exitError, "starting the outbox: %v", err)
+	}
+	if cfg.Kafka.Enabled() {
+		r, err := startKafka(context.Background(), o, cfg.Kafka, s.log)
+		if err != nil {
+			ln.Close()
+			_ = stopOutbox(context.Background())
+			return s.fail(exitUsage, "starting Kafka: %v", err)
+		}
+		s.kafka = r
+		reg.MustRegister(r.Collectors()...)
+	}
+
+	srv := &http.Server{
+		Handler:           s.routes(reg),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	s.log.Info("listening", "addr", ln.Addr().String(), "db", cfg.DB,
+		"endpoints", len(cfg.Endpoints), "kafka", cfg.Kafka.Enabled())
+
+	code := exitOK
+	select {
+	case sig := <-sigs:
+		s.log.Info("shutting down", "signal", sig.String(), "grace", cfg.ShutdownGrace)
+	case err := <-served:
+		s.log.Error("HTTP server failed", "err", err)
+		code = exitError
+	}
+	go func() {
+		// A second signal ends the process at once. Everything
+		// acknowledged is already durable; in-flight deliveries are
+		// attempted again after the restart.
+		if sig, ok := <-sigs; ok {
+			s.log.Warn("second signal: exiting at once", "signal", sig.String())
+			s.env.Exit(exitError)
+		}
+	}()
+	if err := s.shutdown(srv); err != nil {
+		code = exitError
+	}
+	<-served
+	return code
+}
+
+// shutdown stops accepting requests, lets those under way finish, stops the
+// Kafka runner and the outbox (finishing or cancelling in-flight deliveries
+// and committing their outcomes), all within the shutdown grace period.
+func (s *server) shutdown(srv *http.Server) error {
+	s.stopping.Store(true)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownGrace)
+	defer cancel()
+	// Requests get a third of the grace; the deliveries in flight the rest.
+	httpCtx, httpCancel := context.WithTimeout(ctx, s.cfg.ShutdownGrace/3)
+	defer httpCancel()
+	var errs []error
+	if err := srv.Shutdown(httpCtx); err != nil {
+		s.log.Warn("requests still running at the deadline: closing their connections", "err", err)
+		_ = srv.Close()
+	}
+	if s.kafka != nil {
+		if err := s.kafka.Close(ctx); err != nil {
+			s.log.Error("stopping Kafka", "err", err)
+			errs = append(errs, err)
+		}
+	}
+	if err := s.o.Stop(ctx); err != nil {
+		s.log.Error("stopping the outbox", "err", err)
+		errs = append(errs, err)
+	}
+	s.log.Info("stopped", "took", time.Since(start).Round(time.Millisecond))
+	return errors.Join(errs...)
+}
+
+// routes is the process's mux: the API, metrics and health checks.
+func (s *server) routes(reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeStatus(w, http.StatusOK, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if reason := s.notReady(); reason != "" {
+			writeStatus(w, http.StatusServiceUnavailable, "not ready: "+reason)
+			return
+		}
+		writeStatus(w, http.StatusOK, "ready")
+	})
+	for _, p := range []string{"/metrics", "/healthz", "/readyz"} {
+		mux.Handle(p, httpapi.MethodNotAllowed(http.MethodGet))
+	}
+	mux.Handle("/", httpapi.New(s.o, apiConfig(s.cfg, s.log)))
+	return mux
+}
+
+// notReady says why the server is not ready, or "" when it is.
+func (s *server) notReady() string {
+	switch {
+	case s.stopping.Load():
+		return "shutting down"
+	case !s.o.Ready():
+		return "outbox not running"
+	case s.kafka != nil && !s.kafka.Ready():
+		return "Kafka ingest not connected"
+	}
+	return ""
+}
+
+func writeStatus(w http.ResponseWriter, code int, status string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	fmt.Fprintf(w, "{\"status\":%q}\n", status)
+}

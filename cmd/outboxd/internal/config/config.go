@@ -1,0 +1,196 @@
+package config
+
+import (
+	"time"
+
+	"github.com/outboxd/outbox/outbox"
+	"github.com/outboxd/outbox/outbox/httpapi"
+)
+
+// Config is everything outboxd serve can be told. Its YAML form is the
+// configuration file (see outboxd.example.yaml); the field comments give
+// each setting's default.
+type Config struct {
+	// DB is the path of the database file. Default ./outboxd.db.
+	DB string `yaml:"db"`
+	// Listen is the HTTP API's address. Default 127.0.0.1:8080; port 0
+	// picks a free port (the bound address is logged).
+	Listen string `yaml:"listen"`
+	// Token, when set, is the bearer token every /v1 request must carry.
+	// Default: none.
+	Token string `yaml:"token"`
+	// ShutdownGrace bounds a graceful shutdown after SIGTERM or SIGINT.
+	// Default 15s.
+	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
+	// Log configures logging to stderr.
+	Log Log `yaml:"log"`
+	// Limits bound what the HTTP API accepts.
+	Limits Limits `yaml:"limits"`
+	// Delivery configures the outbox's delivery loop and the HTTP sink.
+	Delivery Delivery `yaml:"delivery"`
+	// AllowRawURLs lets events name an absolute URL as destination.
+	// Default false: only configured endpoint names.
+	AllowRawURLs bool `yaml:"allow_raw_urls"`
+	// AllowPrivateNetworks lets deliveries go to private, loopback and
+	// link-local addresses. Default false.
+	AllowPrivateNetworks bool `yaml:"allow_private_networks"`
+	// Endpoints are the named delivery targets.
+	Endpoints []Endpoint `yaml:"endpoints"`
+	// Kafka configures ingest from a topic and changelog shipping. Default:
+	// off.
+	Kafka Kafka `yaml:"kafka"`
+}
+
+// Log configures logging.
+type Log struct {
+	// Level is debug, info, warn or error. Default info.
+	Level string `yaml:"level"`
+	// Format is text or json. Default text.
+	Format string `yaml:"format"`
+}
+
+// Limits bound what the HTTP API accepts.
+type Limits struct {
+	// MaxBodyBytes bounds a request body. Default 5 MiB.
+	MaxBodyBytes ByteSize `yaml:"max_body_bytes"`
+	// MaxPayloadBytes bounds one event's payload. Default 1 MiB.
+	MaxPayloadBytes ByteSize `yaml:"max_payload_bytes"`
+	// MaxBatch bounds the events of one request. Default 1000.
+	MaxBatch int `yaml:"max_batch"`
+	// MaxIDBytes bounds an event ID. Default 200.
+	MaxIDBytes int `yaml:"max_id_bytes"`
+}
+
+// Delivery configures delivery.
+type Delivery struct {
+	// Interval is the delivery punctuation's period. Default 1s.
+	Interval time.Duration `yaml:"interval"`
+	// BatchSize caps the events taken in one punctuation. Default 1000.
+	BatchSize int `yaml:"batch_size"`
+	// Concurrency caps the deliveries in flight. Default 64.
+	Concurrency int `yaml:"concurrency"`
+	// MaxPerEndpoint caps the deliveries in flight to one endpoint.
+	// Default: concurrency.
+	MaxPerEndpoint int `yaml:"max_per_endpoint"`
+	// MaxAttempts moves an event to the dead letters after this many
+	// attempts (parks do not count). Default 25.
+	MaxAttempts int `yaml:"max_attempts"`
+	// MaxAge moves a failing or parked event older than this to the dead
+	// letters. Default 72h.
+	MaxAge time.Duration `yaml:"max_age"`
+	// BackoffInitial is the first retry's wait. Default 1s.
+	BackoffInitial time.Duration `yaml:"backoff_initial"`
+	// BackoffMax caps the wait between attempts. Default 1h.
+	BackoffMax time.Duration `yaml:"backoff_max"`
+	// ParkInterval is the wait after a "not yet" answer (404). Default 30s.
+	ParkInterval time.Duration `yaml:"park_interval"`
+	// Ordered turns on per-key FIFO delivery. Default false.
+	Ordered bool `yaml:"ordered"`
+	// Timeout bounds one delivery. Default 30s.
+	Timeout time.Duration `yaml:"timeout"`
+	// MaxRetryAfter caps a receiver's Retry-After and an endpoint's
+	// throttle. Default 1h.
+	MaxRetryAfter time.Duration `yaml:"max_retry_after"`
+	// TombstoneRetention is the dedup window for delivered IDs. Default 24h.
+	TombstoneRetention time.Duration `yaml:"tombstone_retention"`
+	// Policy overrides rows of the status policy table, e.g. "404=retry",
+	// "4xx=dead", "error=throttle". Default: none (the design's table).
+	Policy []string `yaml:"policy"`
+}
+
+// Endpoint is a named delivery target.
+type Endpoint struct {
+	// Name is what events give as destination. Required.
+	Name string `yaml:"name"`
+	// URL is the absolute http(s) URL. Required.
+	URL string `yaml:"url"`
+	// Secrets are Standard Webhooks signing secrets (whsec_...). Default:
+	// none (no signature).
+	Secrets []string `yaml:"secrets"`
+	// Timeout bounds one delivery here. Default: delivery.timeout.
+	Timeout time.Duration `yaml:"timeout"`
+	// Headers are sent on every request to this endpoint.
+	Headers map[string]string `yaml:"headers"`
+	// MaxInFlight caps deliveries to this endpoint. Default 0: no cap
+	// beyond delivery.max_per_endpoint.
+	MaxInFlight int `yaml:"max_in_flight"`
+	// AllowPrivate lets this endpoint be on a private or loopback address.
+	// Default false.
+	AllowPrivate bool `yaml:"allow_private"`
+}
+
+// Kafka configures the Kafka integration (see package kafka for the
+// meaning and defaults of each field).
+type Kafka struct {
+	Brokers           []string  `yaml:"brokers"`
+	Topic             string    `yaml:"topic"`
+	Group             string    `yaml:"group"`
+	Destination       string    `yaml:"destination"`
+	DestinationHeader string    `yaml:"destination_header"`
+	IDHeader          string    `yaml:"id_header"`
+	StartOffset       string    `yaml:"start_offset"`
+	ChangelogTopic    string    `yaml:"changelog_topic"`
+	ClientID          string    `yaml:"client_id"`
+	TLS               KafkaTLS  `yaml:"tls"`
+	SASL              KafkaSASL `yaml:"sasl"`
+}
+
+// KafkaTLS configures TLS to the brokers.
+type KafkaTLS struct {
+	Enabled            bool   `yaml:"enabled"`
+	CAFile             string `yaml:"ca_file"`
+	CertFile           string `yaml:"cert_file"`
+	KeyFile            string `yaml:"key_file"`
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
+}
+
+// KafkaSASL configures SASL authentication to the brokers.
+type KafkaSASL struct {
+	// Mechanism is "", "plain", "scram-sha-256" or "scram-sha-512".
+	Mechanism string `yaml:"mechanism"`
+	Username  string `yaml:"username"`
+	// Password; prefer the OUTBOXD_KAFKA_SASL_PASSWORD variable.
+	Password string `yaml:"password"`
+}
+
+// Enabled reports whether any Kafka feature is configured: brokers and an
+// ingest or changelog topic.
+func (k Kafka) Enabled() bool {
+	return len(k.Brokers) > 0 && (k.Topic != "" || k.ChangelogTopic != "")
+}
+
+// Defaults of Config.
+const (
+	DefaultDB            = "./outboxd.db"
+	DefaultListen        = "127.0.0.1:8080"
+	DefaultShutdownGrace = 15 * time.Second
+)
+
+// Default returns the configuration used when nothing is set.
+func Default() Config {
+	return Config{
+		DB:            DefaultDB,
+		Listen:        DefaultListen,
+		ShutdownGrace: DefaultShutdownGrace,
+		Log:           Log{Level: "info", Format: "text"},
+		Limits: Limits{
+			MaxBodyBytes:    httpapi.DefaultMaxBodyBytes,
+			MaxPayloadBytes: httpapi.DefaultMaxPayloadBytes,
+			MaxBatch:        httpapi.DefaultMaxBatch,
+			MaxIDBytes:      httpapi.DefaultMaxIDBytes,
+		},
+		Delivery: Delivery{
+			Interval:           outbox.DefaultInterval,
+			BatchSize:          outbox.DefaultBatchSize,
+			Concurrency:        outbox.DefaultConcurrency,
+			MaxAttempts:        outbox.DefaultMaxAttempts,
+			MaxAge:             outbox.DefaultMaxAge,
+			BackoffInitial:     outbox.DefaultBackoffInitial,
+			BackoffMax:         outbox.DefaultBackoffMax,
+			ParkInterval:       outbox.DefaultParkInterval,
+			Timeout:            30 * time.Second,
+			MaxRetryAfter:      time.Hour,
+			TombstoneRetention: outbox.DefaultTombstoneRetention,
+		},
+	}
+}

@@ -1,0 +1,240 @@
+package config
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// setting is one configurable value: its YAML path, flag and environment
+// variable, and how a string sets it.
+type setting struct {
+	path   string // YAML path, e.g. "delivery.interval"
+	flag   string // flag name without dashes; "" when there is none
+	env    string // environment variable; "" when there is none
+	usage  string
+	isBool bool
+	// set applies one value. For list settings it adds to the list.
+	set func(c *Config, v string) error
+	// list settings take several values: a repeated flag, or an
+	// environment variable holding several separated by split.
+	list  bool
+	split func(string) []string
+}
+
+func str(f func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error { *f(c) = v; return nil }
+}
+
+func dur(f func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("invalid duration %q (want e.g. 500ms, 30s, 5m, 72h)", v)
+		}
+		*f(c) = d
+		return nil
+	}
+}
+
+func integer(f func(*Config) *int) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("invalid whole number %q", v)
+		}
+		*f(c) = n
+		return nil
+	}
+}
+
+func boolean(f func(*Config) *bool) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("invalid boolean %q (want true or false)", v)
+		}
+		*f(c) = b
+		return nil
+	}
+}
+
+func size(f func(*Config) *ByteSize) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		b, err := ParseByteSize(v)
+		if err != nil {
+			return err
+		}
+		*f(c) = b
+		return nil
+	}
+}
+
+func commaList(f func(*Config) *[]string) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		var out []string
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
+			}
+		}
+		*f(c) = out
+		return nil
+	}
+}
+
+// settings lists every setting that has a flag or an environment variable.
+// Settings only the YAML file can hold (endpoint headers, Kafka TLS...) are
+// documented in outboxd.example.yaml.
+func settings() []setting {
+	return []setting{
+		{path: "db", flag: "db", env: "OUTBOXD_DB", usage: "database `file`",
+			set: str(func(c *Config) *string { return &c.DB })},
+		{path: "listen", flag: "listen", env: "OUTBOXD_LISTEN", usage: "HTTP API `address` (port 0 picks a free one)",
+			set: str(func(c *Config) *string { return &c.Listen })},
+		{path: "token", flag: "token", env: "OUTBOXD_TOKEN", usage: "bearer `token` required on /v1 requests (prefer OUTBOXD_TOKEN: flags show in ps)",
+			set: str(func(c *Config) *string { return &c.Token })},
+		{path: "shutdown_grace", flag: "shutdown-grace", env: "OUTBOXD_SHUTDOWN_GRACE", usage: "how long a graceful shutdown may take",
+			set: dur(func(c *Config) *time.Duration { return &c.ShutdownGrace })},
+		{path: "log.level", flag: "log-level", env: "OUTBOXD_LOG_LEVEL", usage: "log `level`: debug, info, warn or error",
+			set: str(func(c *Config) *string { return &c.Log.Level })},
+		{path: "log.format", flag: "log-format", env: "OUTBOXD_LOG_FORMAT", usage: "log `format`: text or json",
+			set: str(func(c *Config) *string { return &c.Log.Format })},
+		{path: "limits.max_body_bytes", flag: "max-body-bytes", env: "OUTBOXD_MAX_BODY_BYTES", usage: "largest request `size` (e.g. 5MiB)",
+			set: size(func(c *Config) *ByteSize { return &c.Limits.MaxBodyBytes })},
+		{path: "limits.max_payload_bytes", flag: "max-payload-bytes", env: "OUTBOXD_MAX_PAYLOAD_BYTES", usage: "largest event payload `size` (e.g. 1MiB)",
+			set: size(func(c *Config) *ByteSize { return &c.Limits.MaxPayloadBytes })},
+		{path: "limits.max_batch", flag: "max-batch", env: "OUTBOXD_MAX_BATCH", usage: "most events in one request",
+			set: integer(func(c *Config) *int { return &c.Limits.MaxBatch })},
+		{path: "limits.max_id_bytes", flag: "max-id-bytes", env: "OUTBOXD_MAX_ID_BYTES", usage: "longest event ID in bytes",
+			set: integer(func(c *Config) *int { return &c.Limits.MaxIDBytes })},
+		{path: "delivery.interval", flag: "interval", env: "OUTBOXD_INTERVAL", usage: "delivery punctuation period",
+			set: dur(func(c *Config) *time.Duration { return &c.Delivery.Interval })},
+		{path: "delivery.batch_size", flag: "batch-size", env: "OUTBOXD_BATCH_SIZE", usage: "most events taken in one punctuation",
+			set: integer(func(c *Config) *int { return &c.Delivery.BatchSize })},
+		{path: "delivery.concurrency", flag: "concurrency", env: "OUTBOXD_CONCURRENCY", usage: "most deliveries in flight",
+			set: integer(func(c *Config) *int { return &c.Delivery.Concurrency })},
+		{path: "delivery.max_per_endpoint", flag: "max-per-endpoint", env: "OUTBOXD_MAX_PER_ENDPOINT", usage: "most deliveries in flight to one endpoint (0: concurrency)",
+			set: integer(func(c *Config) *int { return &c.Delivery.MaxPerEndpoint })},
+		{path: "delivery.max_attempts", flag: "max-attempts", env: "OUTBOXD_MAX_ATTEMPTS", usage: "attempts before an event is dead (parks do not count)",
+			set: integer(func(c *Config) *int { return &c.Delivery.MaxAttempts })},
+		{path: "delivery.max_age", flag: "max-age", env: "OUTBOXD_MAX_AGE", usage: "age at which a failing or parked event is dead",
+			set: dur(func(c *Config) *time.Duration { return &c.Delivery.MaxAge })},
+		{path: "delivery.backoff_initial", flag: "backoff-initial", env: "OUTBOXD_BACKOFF_INITIAL", usage: "first retry's wait",
+			set: dur(func(c *Config) *time.Duration { return &c.Delivery.BackoffInitial })},
+		{path: "delivery.backoff_max", flag: "backoff-max", env: "OUTBOXD_BACKOFF_MAX", usage: "longest wait between attempts",
+			set: dur(func(c *Config) *time.Duration { return &c.Delivery.BackoffMax })},
+		{path: "delivery.park_interval", flag: "park-interval", env: "OUTBOXD_PARK_INTERVAL", usage: "wait after a \"not yet\" answer (404 by default)",
+			set: dur(func(c *Config) *time.Duration { return &c.Delivery.ParkInterval })},
+		{path: "delivery.ordered", flag: "ordered", env: "OUTBOXD_ORDERED", usage: "deliver events of one key in order", isBool: true,
+			set: boolean(func(c *Config) *bool { return &c.Delivery.Ordered })},
+		{path: "delivery.timeout", flag: "timeout", env: "OUTBOXD_TIMEOUT", usage: "bound of one delivery",
+			set: dur(func(c *Config) *time.Duration { return &c.Delivery.Timeout })},
+		{path: "delivery.max_retry_after", flag: "max-retry-after", env: "OUTBOXD_MAX_RETRY_AFTER", usage: "cap of a receiver's Retry-After and of an endpoint throttle",
+			set: dur(func(c *Config) *time.Duration { return &c.Delivery.MaxRetryAfter })},
+		{path: "delivery.tombstone_retention", flag: "tombstone-retention", env: "OUTBOXD_TOMBSTONE_RETENTION", usage: "dedup window for delivered and dropped IDs",
+			set: dur(func(c *Config) *time.Duration { return &c.Delivery.TombstoneRetention })},
+		{path: "delivery.policy", flag: "policy", env: "OUTBOXD_POLICY", usage: "status policy `rule` such as 404=retry, 4xx=dead, error=throttle (repeatable; env: space or comma separated)",
+			list: true, split: splitSpaceOrComma,
+			set: func(c *Config, v string) error { c.Delivery.Policy = append(c.Delivery.Policy, v); return nil }},
+		{path: "allow_raw_urls", flag: "allow-raw-urls", env: "OUTBOXD_ALLOW_RAW_URLS", usage: "let events name an absolute URL as destination", isBool: true,
+			set: boolean(func(c *Config) *bool { return &c.AllowRawURLs })},
+		{path: "allow_private_networks", flag: "allow-private-networks", env: "OUTBOXD_ALLOW_PRIVATE_NETWORKS", usage: "let deliveries reach private, loopback and link-local addresses", isBool: true,
+			set: boolean(func(c *Config) *bool { return &c.AllowPrivateNetworks })},
+		{path: "endpoints", flag: "endpoint", env: "OUTBOXD_ENDPOINTS",
+			usage: "named endpoint `NAME=URL[,secret=whsec_...][,timeout=D][,max-in-flight=N][,allow-private]` (repeatable; env: space separated); replaces a file endpoint of that name",
+			list:  true, split: strings.Fields, set: addEndpointSpec},
+		{path: "kafka.brokers", flag: "kafka-brokers", env: "OUTBOXD_KAFKA_BROKERS", usage: "Kafka broker `addresses`, comma separated",
+			set: commaList(func(c *Config) *[]string { return &c.Kafka.Brokers })},
+		{path: "kafka.topic", flag: "kafka-topic", env: "OUTBOXD_KAFKA_TOPIC", usage: "Kafka `topic` to ingest events from (empty: no ingest)",
+			set: str(func(c *Config) *string { return &c.Kafka.Topic })},
+		{path: "kafka.group", flag: "kafka-group", env: "OUTBOXD_KAFKA_GROUP", usage: "Kafka consumer `group` (default outboxd)",
+			set: str(func(c *Config) *string { return &c.Kafka.Group })},
+		{path: "kafka.destination", flag: "kafka-destination", env: "OUTBOXD_KAFKA_DESTINATION", usage: "destination of Kafka records without the destination header",
+			set: str(func(c *Config) *string { return &c.Kafka.Destination })},
+		{path: "kafka.changelog_topic", flag: "changelog-topic", env: "OUTBOXD_CHANGELOG_TOPIC", usage: "compacted Kafka `topic` the changelog is shipped to (empty: no shipping)",
+			set: str(func(c *Config) *string { return &c.Kafka.ChangelogTopic })},
+		{path: "kafka.client_id", flag: "kafka-client-id", env: "OUTBOXD_KAFKA_CLIENT_ID", usage: "Kafka client `ID` (default outboxd)",
+			set: str(func(c *Config) *string { return &c.Kafka.ClientID })},
+		{path: "kafka.sasl.username", env: "OUTBOXD_KAFKA_SASL_USERNAME",
+			set: str(func(c *Config) *string { return &c.Kafka.SASL.Username })},
+		{path: "kafka.sasl.password", env: "OUTBOXD_KAFKA_SASL_PASSWORD",
+			set: str(func(c *Config) *string { return &c.Kafka.SASL.Password })},
+	}
+}
+
+func splitSpaceOrComma(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' })
+}
+
+// addEndpointSpec parses NAME=URL[,secret=whsec_...][,timeout=D]
+// [,max-in-flight=N][,allow-private] and puts the endpoint in c, replacing
+// one of the same name.
+func addEndpointSpec(c *Config, spec string) error {
+	ep, err := ParseEndpointSpec(spec)
+	if err != nil {
+		return err
+	}
+	for i := range c.Endpoints {
+		if c.Endpoints[i].Name == ep.Name {
+			c.Endpoints[i] = ep
+			return nil
+		}
+	}
+	c.Endpoints = append(c.Endpoints, ep)
+	return nil
+}
+
+// ParseEndpointSpec parses an endpoint given on the command line:
+// NAME=URL, then optional comma-separated options secret=whsec_...
+// (repeatable), timeout=DURATION, max-in-flight=N and allow-private. The URL
+// must not contain a comma.
+func ParseEndpointSpec(spec string) (Endpoint, error) {
+	parts := strings.Split(spec, ",")
+	name, u, ok := strings.Cut(parts[0], "=")
+	name, u = strings.TrimSpace(name), strings.TrimSpace(u)
+	if !ok || name == "" || u == "" {
+		return Endpoint{}, fmt.Errorf("endpoint %q: want NAME=URL[,secret=whsec_...]", redactSpec(spec))
+	}
+	ep := Endpoint{Name: name, URL: u}
+	for _, opt := range parts[1:] {
+		k, v, _ := strings.Cut(strings.TrimSpace(opt), "=")
+		switch k {
+		case "secret":
+			ep.Secrets = append(ep.Secrets, v)
+		case "timeout":
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return Endpoint{}, fmt.Errorf("endpoint %s: timeout: invalid duration %q", name, v)
+			}
+			ep.Timeout = d
+		case "max-in-flight":
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return Endpoint{}, fmt.Errorf("endpoint %s: max-in-flight: invalid whole number %q", name, v)
+			}
+			ep.MaxInFlight = n
+		case "allow-private":
+			b := true
+			if v != "" {
+				var err error
+				if b, err = strconv.ParseBool(v); err != nil {
+					return Endpoint{}, fmt.Errorf("endpoint %s: allow-private: invalid boolean %q", name, v)
+				}
+			}
+			ep.AllowPrivate = b
+		default:
+			return Endpoint{}, fmt.Errorf("endpoint %s: unknown option %q (known: secret, timeout, max-in-flight, allow-private)", name, k)
+		}
+	}
+	return ep, nil
+}
+
+// redactSpec keeps secrets out of error messages.
+func redactSpec(spec string) string {
+	if i := strings.Index(spec, "secret="); i >= 0 {
+		return spec[:i] + "secret=..."
+	}
+	return spec
+}
