@@ -1,0 +1,226 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// envOf returns an Env backed by a map.
+func envOf(m map[string]string) Env {
+	return func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
+	}
+}
+
+func load(t *testing.T, args []string, env map[string]string) (Config, error) {
+	t.Helper()
+	return NewLoader("outboxd serve", io.Discard).Load(args, envOf(env))
+}
+
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "outboxd.yaml")
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestNothingSetGivesTheDocumentedDefaults(t *testing.T) {
+	cfg, err := load(t, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.DB != "./outboxd.db" || cfg.Listen != "127.0.0.1:8080" {
+		t.Errorf("db %q listen %q, want ./outboxd.db and 127.0.0.1:8080", cfg.DB, cfg.Listen)
+	}
+	if cfg.Limits.MaxBodyBytes != 5<<20 || cfg.Limits.MaxPayloadBytes != 1<<20 || cfg.Limits.MaxBatch != 1000 {
+		t.Errorf("limits %+v, want 5 MiB body, 1 MiB payload, 1000 per batch", cfg.Limits)
+	}
+	if cfg.Delivery.MaxAttempts != 25 || cfg.Delivery.MaxAge != 72*time.Hour {
+		t.Errorf("delivery %+v, want 25 attempts and 72h", cfg.Delivery)
+	}
+	if cfg.Kafka.Enabled() {
+		t.Error("Kafka enabled by default")
+	}
+}
+
+func TestPrecedenceFlagOverEnvOverFileOverDefault(t *testing.T) {
+	file := writeFile(t, "delivery:\n  interval: 2s\n  park_interval: 7s\nlisten: 127.0.0.1:9000\n")
+	env := map[string]string{"OUTBOXD_INTERVAL": "3s", "OUTBOXD_LISTEN": "127.0.0.1:9001"}
+	cases := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want time.Duration
+	}{
+		{"default", nil, nil, time.Second},
+		{"file", []string{"--config", file}, nil, 2 * time.Second},
+		{"env over file", []string{"--config", file}, env, 3 * time.Second},
+		{"flag over env", []string{"--config", file, "--interval", "4s"}, env, 4 * time.Second},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := load(t, c.args, c.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Delivery.Interval != c.want {
+				t.Errorf("interval %s, want %s", cfg.Delivery.Interval, c.want)
+			}
+		})
+	}
+	// Settings the flags do not touch keep the file's value.
+	cfg, err := load(t, []string{"--config", file, "--interval", "4s"}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Delivery.ParkInterval != 7*time.Second || cfg.Listen != "127.0.0.1:9001" {
+		t.Errorf("park interval %s listen %s, want 7s from the file and 127.0.0.1:9001 from env", cfg.Delivery.ParkInterval, cfg.Listen)
+	}
+	// OUTBOXD_CONFIG names the file when --config does not.
+	cfg, err = load(t, nil, map[string]string{"OUTBOXD_CONFIG": file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Delivery.Interval != 2*time.Second {
+		t.Errorf("OUTBOXD_CONFIG: interval %s, want 2s", cfg.Delivery.Interval)
+	}
+}
+
+func TestExampleFileIsAcceptedAsIs(t *testing.T) {
+	cfg, err := load(t, []string{"--config", "../../outboxd.example.yaml"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Endpoints) != 2 || cfg.Endpoints[0].Name != "orders" || len(cfg.Endpoints[0].Secrets) != 1 {
+		t.Errorf("endpoints %+v, want orders (one secret) and billing", cfg.Endpoints)
+	}
+	// The example documents the defaults: apart from endpoints it must
+	// change nothing.
+	def := Default()
+	if len(cfg.Delivery.Policy) != 0 || cfg.Kafka.Enabled() {
+		t.Errorf("policy %v kafka %+v, want none", cfg.Delivery.Policy, cfg.Kafka)
+	}
+	cfg.Delivery.Policy = nil
+	if !reflect.DeepEqual(cfg.Delivery, def.Delivery) || cfg.Limits != def.Limits || cfg.Log != def.Log ||
+		cfg.DB != def.DB || cfg.Listen != def.Listen || cfg.ShutdownGrace != def.ShutdownGrace {
+		t.Errorf("the example's values differ from the defaults:\n got %+v\nwant %+v", cfg, def)
+	}
+}
+
+func TestEndpointsFromFlagsAndEnv(t *testing.T) {
+	file := writeFile(t, "endpoints:\n  - name: orders\n    url: https://old.example.com/\n    max_in_flight: 3\n  - name: billing\n    url: https://billing.example.com/\n")
+	cfg, err := load(t, []string{"--config", file,
+		"--endpoint", "orders=https://new.example.com/hook,secret=whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw,allow-private,timeout=2s,max-in-flight=4",
+		"--endpoint", "audit=http://127.0.0.1:9/x"},
+		map[string]string{"OUTBOXD_ENDPOINTS": "fromenv=https://env.example.com/ other=https://other.example.com/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]Endpoint{}
+	for _, e := range cfg.Endpoints {
+		got[e.Name] = e
+	}
+	if len(got) != 5 {
+		t.Fatalf("endpoints %v, want orders, billing, audit, fromenv, other", cfg.Endpoints)
+	}
+	o := got["orders"]
+	if o.URL != "https://new.example.com/hook" || !o.AllowPrivate || o.Timeout != 2*time.Second || o.MaxInFlight != 4 || len(o.Secrets) != 1 {
+		t.Errorf("orders %+v: the flag must replace the file's endpoint", o)
+	}
+}
+
+func TestBadSettingsAreRefusedNamingTheSetting(t *testing.T) {
+	cases := []struct {
+		name string
+		file string
+		args []string
+		env  map[string]string
+		want []string
+	}{
+		{name: "negative flag duration", args: []string{"--interval", "-1s"}, want: []string{"delivery.interval", "--interval", "OUTBOXD_INTERVAL", "positive"}},
+		{name: "unparsable flag", args: []string{"--max-attempts", "many"}, want: []string{"flag --max-attempts", "many"}},
+		{name: "unparsable env", env: map[string]string{"OUTBOXD_BACKOFF_MAX": "soon"}, want: []string{"OUTBOXD_BACKOFF_MAX", "soon"}},
+		{name: "backoff order", args: []string{"--backoff-initial", "1m", "--backoff-max", "1s"}, want: []string{"delivery.backoff_max", "backoff_initial"}},
+		{name: "policy", args: []string{"--policy", "404=maybe"}, want: []string{"delivery.policy", "--policy"}},
+		{name: "listen", args: []string{"--listen", "8080"}, want: []string{"listen", "HOST:PORT"}},
+		{name: "log level", env: map[string]string{"OUTBOXD_LOG_LEVEL": "loud"}, want: []string{"log.level", "loud"}},
+		{name: "payload over body", args: []string{"--max-body-bytes", "1KiB", "--max-payload-bytes", "2KiB"}, want: []string{"limits.max_payload_bytes"}},
+		{name: "size", args: []string{"--max-body-bytes", "big"}, want: []string{"--max-body-bytes", "big"}},
+		{name: "endpoint spec", args: []string{"--endpoint", "orders"}, want: []string{"--endpoint", "NAME=URL"}},
+		{name: "endpoint option", args: []string{"--endpoint", "a=https://a.example.com/,colour=red"}, want: []string{"unknown option", "colour"}},
+		{name: "endpoint url", args: []string{"--endpoint", "a=ftp://a.example.com/"}, want: []string{"endpoints[0].url", "http"}},
+		{name: "secret", args: []string{"--endpoint", "a=https://a.example.com/,secret=hunter2"}, want: []string{"endpoints[0].secrets[0]", "whsec_"}},
+		{name: "duplicate endpoint", file: "endpoints:\n  - {name: a, url: 'https://a.example.com/'}\n  - {name: a, url: 'https://b.example.com/'}\n", want: []string{"endpoints[1].name", "twice"}},
+		{name: "unknown file setting", file: "delivery:\n  intervall: 1s\n", want: []string{"config file", "unknown setting intervall", "line 2"}},
+		{name: "wrong file type", file: "delivery:\n  max_attempts: lots\n", want: []string{"config file", "line 2"}},
+		{name: "kafka topic without brokers", args: []string{"--kafka-topic", "events"}, want: []string{"kafka.brokers", "--kafka-brokers"}},
+		{name: "stray argument", args: []string{"now"}, want: []string{"unexpected argument"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			args := c.args
+			if c.file != "" {
+				args = append([]string{"--config", writeFile(t, c.file)}, args...)
+			}
+			_, err := load(t, args, c.env)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("error %q shows the secret", err)
+			}
+		})
+	}
+}
+
+func TestMissingConfigFileIsAnError(t *testing.T) {
+	_, err := load(t, []string{"--config", filepath.Join(t.TempDir(), "nope.yaml")}, nil)
+	if err == nil || !strings.Contains(err.Error(), "nope.yaml") {
+		t.Fatalf("err = %v, want one naming the file", err)
+	}
+}
+
+func TestHelpIsNotAnError(t *testing.T) {
+	_, err := load(t, []string{"-h"}, nil)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("err = %v, want flag.ErrHelp", err)
+	}
+}
+
+func TestByteSize(t *testing.T) {
+	for in, want := range map[string]ByteSize{"0": 0, "1048576": 1 << 20, "5MiB": 5 << 20, "512 KiB": 512 << 10, "1GB": 1 << 30, "10B": 10} {
+		got, err := ParseByteSize(in)
+		if err != nil || got != want {
+			t.Errorf("ParseByteSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "-1", "1.5MiB", "MiB", "1TiB", "99999999999999999999"} {
+		if _, err := ParseByteSize(in); err == nil {
+			t.Errorf("ParseByteSize(%q) accepted", in)
+		}
+	}
+	if s := ByteSize(5 << 20).String(); s != "5MiB" {
+		t.Errorf("String = %q", s)
+	}
+}
