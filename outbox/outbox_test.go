@@ -78,7 +78,9 @@ func (rc *receiver) requests(id string) []int {
 
 func TestConfigErrorsNameTheField(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "o.db")
-	sink := sinkFunc(func(context.Context, *outbox.Delivery) outbox.Result { return outbox.Result{Action: outbox.ActionSuccess} })
+	sink := sinkFunc(func(context.Context, *outbox.Delivery) outbox.Result {
+		return outbox.Result{Action: outbox.ActionSuccess}
+	})
 	cases := []struct {
 		field string
 		cfg   outbox.Config

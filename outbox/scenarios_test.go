@@ -1,0 +1,338 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/outboxd/outbox/outbox"
+)
+
+// The room-leave race: every member leaves a room at once, each through a
+// read-modify-write of the room's pending state event. None is lost.
+func TestUpsertConcurrentLeavesLoseNothing(t *testing.T) {
+	o, _ := open(t, testConfig(newWebSink()))
+	ctx := context.Background()
+	dest := "http://127.0.0.1:1/rooms"
+	var members []string
+	for i := range 32 {
+		members = append(members, fmt.Sprintf("user%02d", i))
+	}
+	first, err := o.Upsert(ctx, "room-1", func(cur *outbox.Event) (outbox.Event, error) {
+		if cur != nil {
+			t.Errorf("room-1 already has a pending event")
+		}
+		return outbox.Event{Destination: dest, Payload: []byte(strings.Join(members, ","))}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, m := range members {
+		wg.Go(func() {
+			_, err := o.Upsert(ctx, "room-1", func(cur *outbox.Event) (outbox.Event, error) {
+				left := slices.DeleteFunc(strings.Split(string(cur.Payload), ","), func(s string) bool { return s == m || s == "" })
+				ev := *cur
+				ev.Payload = []byte(strings.Join(left, ","))
+				return ev, nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	ev, err := o.Get(ctx, first.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ev.Payload) != 0 {
+		t.Fatalf("room still lists %q after everybody left", ev.Payload)
+	}
+	if ev.Version <= first.Version {
+		t.Fatalf("version %d did not move past %d", ev.Version, first.Version)
+	}
+	if s := o.Stats(); s.Pending != 1 || s.EnqueuedTotal != 1 {
+		t.Fatalf("coalescing kept %d pending events, enqueued %d", s.Pending, s.EnqueuedTotal)
+	}
+}
+
+// A delivery of version n that succeeds after version n+1 was written does
+// not delete n+1: n+1 is delivered in turn.
+func TestStaleDeliveryDoesNotDeleteNewerVersion(t *testing.T) {
+	inFirst := make(chan struct{})
+	releaseFirst := make(chan struct{})
+	var payloads []string
+	var mu sync.Mutex
+	rc := newReceiver(t, func(r *http.Request, id string, n int) (int, http.Header) {
+		buf := make([]byte, 64)
+		k, _ := r.Body.Read(buf)
+		mu.Lock()
+		payloads = append(payloads, string(buf[:k]))
+		first := len(payloads) == 1
+		mu.Unlock()
+		if first {
+			close(inFirst)
+			<-releaseFirst
+		}
+		return http.StatusOK, nil
+	})
+	sink := newWebSink()
+	defer sink.close()
+	o, _ := open(t, testConfig(sink))
+	ctx := context.Background()
+	if err := o.Start(); err != nil {
+		t.Fatal(err)
+	}
+	v1, err := o.Upsert(ctx, "room-2", func(*outbox.Event) (outbox.Event, error) {
+		return outbox.Event{Destination: rc.srv.URL + "/rooms", Payload: []byte("alice,bob")}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-inFirst // version n is being delivered
+	v2, err := o.Upsert(ctx, "room-2", func(cur *outbox.Event) (outbox.Event, error) {
+		ev := *cur
+		ev.Payload = []byte("alice")
+		return ev, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v2.ID != v1.ID || v2.Version <= v1.Version {
+		t.Fatalf("upsert of a pending key: %s v%d after %s v%d", v2.ID, v2.Version, v1.ID, v1.Version)
+	}
+	close(releaseFirst) // version n succeeds now
+	waitFor(t, "version n+1 delivered", 10*time.Second, func() bool { return rc.delivered() == 2 })
+	waitFor(t, "delete committed", 10*time.Second, func() bool { return o.Stats().Pending == 0 })
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(payloads) != "[alice,bob alice]" {
+		t.Fatalf("receiver saw %q, want the old state then the new one", payloads)
+	}
+}
+
+// With Ordered on, each key's events arrive in enqueue order while the head
+// of one key is retried, and the other keys are not blocked by it.
+func TestOrderedPerKey(t *testing.T) {
+	const keys, per = 5, 20
+	var mu sync.Mutex
+	type request struct {
+		id string
+		ok bool
+	}
+	var requests []request // every request, in arrival order
+	othersDone := 0
+	rc := newReceiver(t, func(r *http.Request, id string, n int) (int, http.Header) {
+		mu.Lock()
+		defer mu.Unlock()
+		if id == "k0/00" && othersDone < (keys-1)*per {
+			requests = append(requests, request{id, false})
+			return http.StatusInternalServerError, nil // the head of k0 fails until every other key is through
+		}
+		requests = append(requests, request{id, true})
+		if !strings.HasPrefix(id, "k0/") {
+			othersDone++
+		}
+		return http.StatusOK, nil
+	})
+	sink := newWebSink()
+	defer sink.close()
+	cfg := testConfig(sink)
+	cfg.Ordered = true
+	cfg.Concurrency = 16
+	cfg.MaxAttempts = 1000
+	o, _ := open(t, cfg)
+	ctx := context.Background()
+	if err := o.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for seq := range per {
+		var batch []outbox.Event
+		for k := range keys {
+			batch = append(batch, outbox.Event{ID: fmt.Sprintf("k%d/%02d", k, seq), Key: fmt.Sprintf("k%d", k), Destination: rc.srv.URL + "/hook"})
+		}
+		if _, err := o.Enqueue(ctx, batch...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "all delivered", 30*time.Second, func() bool { return rc.delivered() == keys*per })
+	mu.Lock()
+	defer mu.Unlock()
+	next := map[string]int{} // key -> next expected seq
+	for _, rq := range requests {
+		key, seq, _ := strings.Cut(rq.id, "/")
+		want := fmt.Sprintf("%02d", next[key])
+		if seq != want {
+			t.Fatalf("key %s: request for event %s before event %s was delivered (requests %v)", key, seq, want, requests)
+		}
+		if rq.ok {
+			next[key]++
+		}
+	}
+	if fails := len(rc.requests("k0/00")); fails < 2 {
+		t.Fatalf("the head of k0 was tried %d times; the scenario needs it retried", fails)
+	}
+}
+
+// Stop under load with a receiver that hangs returns by its deadline,
+// loses nothing and spends no attempt on the cancelled deliveries.
+func TestStopWithHangingReceiver(t *testing.T) {
+	var hanging atomic.Int64
+	rc := newReceiver(t, func(r *http.Request, id string, n int) (int, http.Header) {
+		hanging.Add(1)
+		<-r.Context().Done()
+		return http.StatusOK, nil
+	})
+	sink := newWebSink()
+	defer sink.close()
+	cfg := testConfig(sink)
+	cfg.Concurrency = 8
+	path := t.TempDir() + "/outbox.db"
+	o, err := outbox.Open(path, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+
+	// Callers keep enqueueing until the outbox closes.
+	var mu sync.Mutex
+	var acked []string
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				ids, err := o.Enqueue(ctx, outbox.Event{ID: fmt.Sprintf("w%d-%d", w, i), Destination: rc.srv.URL + "/hook"})
+				if errors.Is(err, outbox.ErrClosed) {
+					return
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				acked = append(acked, ids...)
+				mu.Unlock()
+			}
+		})
+	}
+	waitFor(t, "deliveries hanging", 10*time.Second, func() bool { return hanging.Load() >= 8 && o.Stats().InFlight == 8 })
+	sctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	err = o.Stop(sctx)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Stop = %v, want the deadline's error after cancelling deliveries", err)
+	}
+	wg.Wait()
+	if err := o.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("second Stop = %v, want the first one's result", err)
+	}
+
+	o2, err := outbox.Open(path, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop(t, o2)
+	for _, id := range acked {
+		ev, err := o2.Get(ctx, id)
+		if err != nil || ev.State != outbox.StatePending || ev.Attempts != 0 {
+			t.Fatalf("event %s after Stop: %+v, %v; want pending with no attempt spent", id, ev, err)
+		}
+	}
+	if s := o2.Stats(); s.Pending != len(acked) {
+		t.Fatalf("%d pending, %d acknowledged", s.Pending, len(acked))
+	}
+}
+
+// A 429 with Retry-After: 120 holds every event of the endpoint for 120 s,
+// also across a restart. Time is a fake clock.
+func TestRetryAfterHoldsEndpoint(t *testing.T) {
+	var throttled atomic.Bool
+	rc := newReceiver(t, func(r *http.Request, id string, n int) (int, http.Header) {
+		if throttled.CompareAndSwap(false, true) {
+			return http.StatusTooManyRequests, http.Header{"Retry-After": {"120"}}
+		}
+		return http.StatusOK, nil
+	})
+	sink := newWebSink()
+	defer sink.close()
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	clock := newFakeClock(t0)
+	var puncts atomic.Int64
+	cfg := testConfig(sink)
+	cfg.Clock = clock
+	cfg.Interval = time.Second
+	cfg.Concurrency = 1
+	cfg.Hooks.OnPunctuation = func(time.Duration, int) { puncts.Add(1) }
+	dir := t.TempDir()
+	path := dir + "/outbox.db"
+	o, err := outbox.Open(path, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var evs []outbox.Event
+	for i := range 5 {
+		evs = append(evs, outbox.Event{ID: fmt.Sprintf("t%d", i), Destination: rc.srv.URL + "/hook"})
+	}
+	if _, err := o.Enqueue(ctx, evs...); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "endpoint throttled", 10*time.Second, func() bool { return o.Stats().EndpointsThrottled == 1 })
+	requests := func() int {
+		n := 0
+		for _, ev := range evs {
+			n += len(rc.requests(ev.ID))
+		}
+		return n
+	}
+	// tick advances the fake clock and waits for a punctuation at the new
+	// time to complete.
+	tick := func(o *outbox.Outbox, d time.Duration) {
+		before := puncts.Load()
+		clock.Advance(d)
+		waitFor(t, "a punctuation", 10*time.Second, func() bool { return puncts.Load() > before })
+	}
+	for range 6 {
+		tick(o, 10*time.Second)
+	}
+	if n := requests(); n != 1 {
+		t.Fatalf("%d requests within 60 s of a Retry-After: 120", n)
+	}
+	stop(t, o)
+
+	o2, err := outbox.Open(path, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop(t, o2)
+	eps, err := o2.Endpoints(ctx)
+	if err != nil || len(eps) != 1 || !eps[0].ThrottledUntil.Equal(t0.Add(120*time.Second)) {
+		t.Fatalf("endpoints after restart = %+v, %v; want throttled until t0+120s", eps, err)
+	}
+	if err := o2.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		tick(o2, 11*time.Second) // up to t0+115s
+	}
+	tick(o2, 4*time.Second) // t0+119s
+	if n := requests(); n != 1 {
+		t.Fatalf("%d requests within 119 s of a Retry-After: 120, across a restart", n)
+	}
+	tick(o2, 2*time.Second) // t0+121s
+	waitFor(t, "all delivered after the hold", 10*time.Second, func() bool { return rc.delivered() == 5 })
+}
