@@ -1,0 +1,29 @@
+// Package faults is the fault suite: it builds the real outboxd binary and
+// proves, from the outside, that an acknowledged event is never lost.
+//
+// The scenarios are behind the "fault" build tag, so that go test ./... does
+// not run them:
+//
+//   - crash loop: outboxd under load is SIGKILLed at random moments and
+//     restarted, then drained. Every acknowledged event must arrive, an event
+//     may arrive twice only if it was in flight at a kill (still pending in
+//     the file the killed process left), and the file must pass bbolt's
+//     consistency check after every kill. A companion test rolls the file
+//     back to an earlier state between two runs, as a disk that lied about
+//     fsync would, and requires the suite to report the loss.
+//   - soak: a receiver answers a mix of 200, 404, 429, 500, timeouts and
+//     connection resets; goroutines, heap and file size must stay bounded,
+//     and pending must return to zero once the receiver heals.
+//   - disk full: the database lives on a small tmpfs that fills up; enqueue
+//     must fail with an error while the process stays up, nothing
+//     acknowledged may be lost, and enqueue must work again once space is
+//     freed.
+//
+// Short forms (the CI's .ci/faults):
+//
+//	go test -tags fault -count=1 ./faults/
+//
+// Long forms:
+//
+//	go test -tags fault -count=1 -timeout 30m ./faults/ -kills 100 -soak 10m
+package faults
