@@ -1,0 +1,111 @@
+package kafka
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/outboxd/outbox/store"
+)
+
+// The changelog topic's record format. Key: the event ID. Value:
+// store.EncodeEntry of the changelog entry (which carries the record as it is
+// after the change), or null for a deleting op (delivered, dropped,
+// superseded), so that compaction keeps only the latest state of each event
+// and finally forgets delivered ones. Every record also carries the op and
+// the LSN in headers, so a tombstone says what it was.
+const (
+	// HeaderOp holds the changelog op name ("enqueue", "delete", ...).
+	HeaderOp = "outbox-op"
+	// HeaderLSN holds the entry's LSN in decimal.
+	HeaderLSN = "outbox-lsn"
+)
+
+// entryMessage turns a changelog entry into its changelog topic record.
+func entryMessage(e *store.Entry) kafkago.Message {
+	m := kafkago.Message{
+		Key:  []byte(e.ID),
+		Time: e.Time,
+		Headers: []kafkago.Header{
+			{Key: HeaderOp, Value: []byte(e.Op.String())},
+			{Key: HeaderLSN, Value: strconv.AppendUint(nil, e.LSN, 10)},
+		},
+	}
+	if !e.Op.Deleting() {
+		m.Value = store.EncodeEntry(e)
+	}
+	return m
+}
+
+// decodeChangelogRecord turns a changelog topic record back into the entry it
+// was shipped from (for a tombstone: the op, ID, LSN and time, no record).
+// Errors wrap ErrBadChangelogRecord.
+func decodeChangelogRecord(key, value []byte, headers []kafkago.Header, ts time.Time) (*store.Entry, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrBadChangelogRecord, fmt.Sprintf(format, args...))
+	}
+	if len(key) == 0 {
+		return nil, bad("no key")
+	}
+	var opName, lsnText []byte
+	var haveOp, haveLSN bool
+	for _, h := range headers {
+		switch h.Key {
+		case HeaderOp:
+			opName, haveOp = h.Value, true
+		case HeaderLSN:
+			lsnText, haveLSN = h.Value, true
+		}
+	}
+	var lsn uint64
+	if haveLSN {
+		n, err := strconv.ParseUint(string(lsnText), 10, 64)
+		if err != nil {
+			return nil, bad("key %q: %s header %q is not a number", key, HeaderLSN, lsnText)
+		}
+		lsn = n
+	}
+	if len(value) == 0 {
+		op := store.OpDelete
+		if haveOp {
+			var ok bool
+			if op, ok = parseOp(string(opName)); !ok {
+				return nil, bad("key %q: unknown op %q", key, opName)
+			}
+			if !op.Deleting() {
+				return nil, bad("key %q: null value for non-deleting op %v", key, op)
+			}
+		}
+		return &store.Entry{LSN: lsn, Op: op, ID: string(key), Version: lsn, Time: ts.UTC()}, nil
+	}
+	e, err := store.DecodeEntry(value)
+	if err != nil {
+		return nil, bad("key %q: %v", key, err)
+	}
+	if e.ID != string(key) {
+		return nil, bad("key %q holds an entry for ID %q", key, e.ID)
+	}
+	if e.Op.Deleting() || e.Record == nil {
+		return nil, bad("key %q: %v entry without its record", key, e.Op)
+	}
+	if e.Record.ID != e.ID {
+		return nil, bad("key %q: record ID %q differs", key, e.Record.ID)
+	}
+	return e, nil
+}
+
+// parseOp parses a store.Op name.
+func parseOp(name string) (store.Op, bool) {
+	for op := store.Op(1); op < 64; op++ {
+		s := op.String()
+		if s == name {
+			return op, true
+		}
+		if len(s) > 3 && s[:3] == "Op(" {
+			break
+		}
+	}
+	return 0, false
+}

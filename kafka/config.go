@@ -1,0 +1,416 @@
+package kafka
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	kafkago "github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/sasl"
+	"github.com/segmentio/kafka-go/sasl/plain"
+
+	"github.com/outboxd/outbox/outbox"
+)
+
+// Defaults of Config. Every field of Config documents its own default; these
+// are the same values, for callers that want to show them (flag help, say).
+const (
+	DefaultGroup             = "outboxd"
+	DefaultDestinationHeader = "outbox-destination"
+	DefaultIDHeader          = "outbox-id"
+	DefaultClientID          = "outboxd"
+	DefaultStartOffset       = "earliest"
+	DefaultBatchSize         = 500
+	DefaultCommitInterval    = time.Second
+	DefaultSessionTimeout    = 30 * time.Second
+	DefaultHeartbeatInterval = 3 * time.Second
+	DefaultRebalanceTimeout  = 30 * time.Second
+	DefaultShipBatch         = 1000
+	DefaultShipInterval      = 100 * time.Millisecond
+	DefaultRetryBackoff      = 100 * time.Millisecond
+	DefaultRetryBackoffMax   = 5 * time.Second
+	DefaultDialTimeout       = 10 * time.Second
+	DefaultChangelogMaxBytes = 8 << 20
+)
+
+// TLSConfig configures TLS towards the brokers.
+type TLSConfig struct {
+	// Enabled turns TLS on. The other fields are ignored when it is false.
+	Enabled bool `yaml:"enabled"`
+	// CAFile is a PEM file of CA certificates to trust instead of the system
+	// roots. Default: the system roots.
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are a PEM client certificate and its key, for
+	// brokers that authenticate clients by certificate. Both or neither.
+	CertFile string `yaml:"cert_file"`
+	// KeyFile is the private key of CertFile.
+	KeyFile string `yaml:"key_file"`
+	// InsecureSkipVerify disables the verification of the brokers'
+	// certificates. For tests only.
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
+}
+
+// SASLConfig configures SASL authentication towards the brokers.
+type SASLConfig struct {
+	// Mechanism is "" (no SASL, the default), "plain", "scram-sha-256" or
+	// "scram-sha-512". PLAIN sends the password in the clear: use it with TLS.
+	Mechanism string `yaml:"mechanism"`
+	// Username is required with a mechanism. SCRAM uses it as given (no
+	// SASLprep normalisation), which is what brokers expect for ASCII names.
+	Username string `yaml:"username"`
+	// Password is required with a mechanism.
+	Password string `yaml:"password"`
+}
+
+// Config configures Kafka ingest, changelog shipping and restore. It maps one
+// to one onto outboxd's "kafka" YAML section; the zero value of every field
+// means its documented default.
+type Config struct {
+	// Brokers are the bootstrap brokers, host:port. Required.
+	Brokers []string `yaml:"brokers"`
+	// Topic is the topic to ingest events from, in consumer group Group.
+	// Empty: no ingest.
+	Topic string `yaml:"topic"`
+	// Group is the consumer group of the ingest. Default "outboxd".
+	Group string `yaml:"group"`
+	// Destination is the destination of records without the
+	// DestinationHeader. Empty: such records become dead letters.
+	Destination string `yaml:"destination"`
+	// DestinationHeader names the record header that holds the event's
+	// destination. Default "outbox-destination".
+	DestinationHeader string `yaml:"destination_header"`
+	// IDHeader names the record header that holds the event's ID. Records
+	// without it get "kafka:<topic>:<partition>:<offset>", which is stable
+	// across re-consumption. Default "outbox-id".
+	IDHeader string `yaml:"id_header"`
+	// StartOffset is where the group starts on a partition without a
+	// committed offset: "earliest" (the default: records published before
+	// the first start are not skipped) or "latest".
+	StartOffset string `yaml:"start_offset"`
+	// ChangelogTopic is the compacted topic the store's changelog is shipped
+	// to (created compacted when missing) and restored from. Empty: no
+	// shipping. Give each instance its own changelog topic.
+	ChangelogTopic string `yaml:"changelog_topic"`
+	// ClientID identifies this client to the brokers. Default "outboxd".
+	ClientID string `yaml:"client_id"`
+	// TLS configures TLS. Default: plaintext.
+	TLS TLSConfig `yaml:"tls"`
+	// SASL configures authentication. Default: none.
+	SASL SASLConfig `yaml:"sasl"`
+
+	// BatchSize is the largest number of records of one partition enqueued
+	// in one durable write. Default 500.
+	BatchSize int `yaml:"batch_size"`
+	// CommitInterval is how often the durable offsets are committed; they
+	// are also committed on every rebalance and on Close. Default 1s.
+	CommitInterval time.Duration `yaml:"commit_interval"`
+	// SessionTimeout is the consumer group session timeout: how long a dead
+	// instance keeps its partitions. Default 30s.
+	SessionTimeout time.Duration `yaml:"session_timeout"`
+	// HeartbeatInterval is the group heartbeat interval. Default 3s.
+	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
+	// RebalanceTimeout bounds how long the group waits for members to
+	// rejoin during a rebalance. Default 30s.
+	RebalanceTimeout time.Duration `yaml:"rebalance_timeout"`
+	// ShipBatch is the largest number of changelog entries produced in one
+	// acknowledged write. Default 1000.
+	ShipBatch int `yaml:"ship_batch"`
+	// ShipInterval is how often the shipper looks for new changelog entries
+	// once it has caught up. Default 100ms.
+	ShipInterval time.Duration `yaml:"ship_interval"`
+	// ChangelogPartitions is the number of partitions of the changelog
+	// topic when it is created. Default 1.
+	ChangelogPartitions int `yaml:"changelog_partitions"`
+	// ChangelogReplication is the replication factor of the changelog topic
+	// when it is created. Default: the broker's default.
+	ChangelogReplication int `yaml:"changelog_replication"`
+	// RetryBackoff is the first wait after a failed enqueue, produce or
+	// group join; it doubles up to RetryBackoffMax. Default 100ms.
+	RetryBackoff time.Duration `yaml:"retry_backoff"`
+	// RetryBackoffMax caps RetryBackoff. Default 5s.
+	RetryBackoffMax time.Duration `yaml:"retry_backoff_max"`
+	// DialTimeout bounds connecting to a broker. Default 10s.
+	DialTimeout time.Duration `yaml:"dial_timeout"`
+
+	// BeforeEnqueue, when set, is called before each enqueue of ingested
+	// records with the events about to be stored; an error fails that
+	// enqueue as a storage error would (it is retried). It is a
+	// fault-injection seam for tests; leave it nil.
+	BeforeEnqueue func(ctx context.Context, events []outbox.Event) error `yaml:"-"`
+}
+
+// Enabled reports whether the configuration asks for Kafka at all: brokers
+// and an ingest or changelog topic.
+func (c Config) Enabled() bool {
+	return len(c.Brokers) > 0 && (c.Topic != "" || c.ChangelogTopic != "")
+}
+
+// WithDefaults returns c with every unset field at its default.
+func (c Config) WithDefaults() Config {
+	str := func(s *string, def string) {
+		if *s == "" {
+			*s = def
+		}
+	}
+	dur := func(d *time.Duration, def time.Duration) {
+		if *d == 0 {
+			*d = def
+		}
+	}
+	num := func(n *int, def int) {
+		if *n == 0 {
+			*n = def
+		}
+	}
+	str(&c.Group, DefaultGroup)
+	str(&c.DestinationHeader, DefaultDestinationHeader)
+	str(&c.IDHeader, DefaultIDHeader)
+	str(&c.StartOffset, DefaultStartOffset)
+	str(&c.ClientID, DefaultClientID)
+	num(&c.BatchSize, DefaultBatchSize)
+	dur(&c.CommitInterval, DefaultCommitInterval)
+	dur(&c.SessionTimeout, DefaultSessionTimeout)
+	dur(&c.HeartbeatInterval, DefaultHeartbeatInterval)
+	dur(&c.RebalanceTimeout, DefaultRebalanceTimeout)
+	num(&c.ShipBatch, DefaultShipBatch)
+	dur(&c.ShipInterval, DefaultShipInterval)
+	num(&c.ChangelogPartitions, 1)
+	num(&c.ChangelogReplication, -1)
+	dur(&c.RetryBackoff, DefaultRetryBackoff)
+	dur(&c.RetryBackoffMax, DefaultRetryBackoffMax)
+	dur(&c.DialTimeout, DefaultDialTimeout)
+	return c
+}
+
+// Validate checks the configuration (with defaults applied) and returns a
+// *ConfigError naming the first bad setting as "kafka.<yaml name>". It also
+// loads the TLS files, so that a missing or bad file is reported here rather
+// than at the first connection.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	bad := func(setting, format string, args ...any) error {
+		return &ConfigError{Setting: "kafka." + setting, Reason: fmt.Sprintf(format, args...)}
+	}
+	if len(c.Brokers) == 0 {
+		return bad("brokers", "at least one broker (host:port) is required")
+	}
+	for _, b := range c.Brokers {
+		host, port, err := net.SplitHostPort(strings.TrimSpace(b))
+		if err != nil || host == "" {
+			return bad("brokers", "%q is not host:port", b)
+		}
+		if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
+			return bad("brokers", "%q has no valid port", b)
+		}
+	}
+	if c.Topic != "" {
+		if err := checkTopic(c.Topic); err != nil {
+			return bad("topic", "%v", err)
+		}
+	}
+	if c.ChangelogTopic != "" {
+		if err := checkTopic(c.ChangelogTopic); err != nil {
+			return bad("changelog_topic", "%v", err)
+		}
+		if c.ChangelogTopic == c.Topic {
+			return bad("changelog_topic", "must differ from kafka.topic %q", c.Topic)
+		}
+	}
+	if c.StartOffset != "earliest" && c.StartOffset != "latest" {
+		return bad("start_offset", "%q is neither \"earliest\" nor \"latest\"", c.StartOffset)
+	}
+	if !validHeaderName(c.DestinationHeader) {
+		return bad("destination_header", "%q is not a valid header name", c.DestinationHeader)
+	}
+	if !validHeaderName(c.IDHeader) {
+		return bad("id_header", "%q is not a valid header name", c.IDHeader)
+	}
+	if c.IDHeader == c.DestinationHeader {
+		return bad("id_header", "must differ from kafka.destination_header")
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"commit_interval", c.CommitInterval}, {"session_timeout", c.SessionTimeout},
+		{"heartbeat_interval", c.HeartbeatInterval}, {"rebalance_timeout", c.RebalanceTimeout},
+		{"ship_interval", c.ShipInterval}, {"retry_backoff", c.RetryBackoff},
+		{"retry_backoff_max", c.RetryBackoffMax}, {"dial_timeout", c.DialTimeout},
+	} {
+		if d.v < 0 {
+			return bad(d.name, "must not be negative (got %s)", d.v)
+		}
+	}
+	if c.HeartbeatInterval >= c.SessionTimeout {
+		return bad("heartbeat_interval", "%s must be shorter than kafka.session_timeout (%s)", c.HeartbeatInterval, c.SessionTimeout)
+	}
+	if c.RetryBackoffMax < c.RetryBackoff {
+		return bad("retry_backoff_max", "%s is shorter than kafka.retry_backoff (%s)", c.RetryBackoffMax, c.RetryBackoff)
+	}
+	if c.BatchSize < 0 || c.BatchSize > 100000 {
+		return bad("batch_size", "%d is out of range 1..100000", c.BatchSize)
+	}
+	if c.ShipBatch < 0 || c.ShipBatch > 100000 {
+		return bad("ship_batch", "%d is out of range 1..100000", c.ShipBatch)
+	}
+	if c.ChangelogPartitions < 1 {
+		return bad("changelog_partitions", "%d must be at least 1", c.ChangelogPartitions)
+	}
+	if c.ChangelogReplication < -1 || c.ChangelogReplication == 0 {
+		return bad("changelog_replication", "%d must be positive (or unset for the broker default)", c.ChangelogReplication)
+	}
+	if strings.TrimSpace(c.ClientID) == "" {
+		return bad("client_id", "must not be blank")
+	}
+	switch strings.ToLower(c.SASL.Mechanism) {
+	case "":
+		if c.SASL.Username != "" || c.SASL.Password != "" {
+			return bad("sasl.mechanism", "required when kafka.sasl.username or password is set (plain, scram-sha-256 or scram-sha-512)")
+		}
+	case "plain", "scram-sha-256", "scram-sha-512":
+		if c.SASL.Username == "" {
+			return bad("sasl.username", "required with kafka.sasl.mechanism %q", c.SASL.Mechanism)
+		}
+		if c.SASL.Password == "" {
+			return bad("sasl.password", "required with kafka.sasl.mechanism %q", c.SASL.Mechanism)
+		}
+	default:
+		return bad("sasl.mechanism", "%q is not one of plain, scram-sha-256, scram-sha-512", c.SASL.Mechanism)
+	}
+	if _, err := c.tlsConfig(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// checkTopic applies Kafka's rules for topic names.
+func checkTopic(t string) error {
+	if t == "." || t == ".." {
+		return fmt.Errorf("%q is not a valid topic name", t)
+	}
+	if len(t) > 249 {
+		return fmt.Errorf("longer than 249 characters")
+	}
+	for i := 0; i < len(t); i++ {
+		b := t[i]
+		ok := b == '.' || b == '_' || b == '-' || ('a' <= b && b <= 'z') || ('A' <= b && b <= 'Z') || ('0' <= b && b <= '9')
+		if !ok {
+			return fmt.Errorf("%q has a character other than ASCII letters, digits, '.', '_' and '-'", t)
+		}
+	}
+	return nil
+}
+
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// tlsConfig builds the TLS configuration, or nil when TLS is off.
+func (c Config) tlsConfig() (*tls.Config, error) {
+	t := c.TLS
+	if !t.Enabled {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: t.InsecureSkipVerify} //nolint:gosec // documented test setting
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, &ConfigError{Setting: "kafka.tls.ca_file", Reason: err.Error()}
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, &ConfigError{Setting: "kafka.tls.ca_file", Reason: fmt.Sprintf("no PEM certificate in %s", t.CAFile)}
+		}
+		cfg.RootCAs = pool
+	}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		return nil, &ConfigError{Setting: "kafka.tls.cert_file", Reason: "kafka.tls.cert_file and kafka.tls.key_file go together"}
+	}
+	if t.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, &ConfigError{Setting: "kafka.tls.cert_file", Reason: err.Error()}
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
+
+// mechanism builds the SASL mechanism, or nil when SASL is off.
+func (c Config) mechanism() (sasl.Mechanism, error) {
+	s := c.SASL
+	switch strings.ToLower(s.Mechanism) {
+	case "":
+		return nil, nil
+	case "plain":
+		return plain.Mechanism{Username: s.Username, Password: s.Password}, nil
+	case "scram-sha-256":
+		return newSCRAM(scramSHA256, s.Username, s.Password), nil
+	case "scram-sha-512":
+		return newSCRAM(scramSHA512, s.Username, s.Password), nil
+	}
+	return nil, &ConfigError{Setting: "kafka.sasl.mechanism", Reason: fmt.Sprintf("%q is not one of plain, scram-sha-256, scram-sha-512", s.Mechanism)}
+}
+
+// conns holds what every kafka-go client of one Runner or Restore uses to
+// reach the brokers.
+type conns struct {
+	dialer    *kafkago.Dialer
+	transport *kafkago.Transport
+}
+
+func (c Config) conns() (*conns, error) {
+	tc, err := c.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	mech, err := c.mechanism()
+	if err != nil {
+		return nil, err
+	}
+	return &conns{
+		dialer: &kafkago.Dialer{
+			ClientID:      c.ClientID,
+			Timeout:       c.DialTimeout,
+			DualStack:     true,
+			TLS:           tc,
+			SASLMechanism: mech,
+		},
+		transport: &kafkago.Transport{
+			ClientID:    c.ClientID,
+			DialTimeout: c.DialTimeout,
+			TLS:         tc,
+			SASL:        mech,
+			IdleTimeout: 30 * time.Second,
+			MetadataTTL: 10 * time.Second,
+		},
+	}, nil
+}
+
+func (c *conns) close() {
+	if c != nil && c.transport != nil {
+		c.transport.CloseIdleConnections()
+	}
+}
+
+func (c Config) brokers() []string {
+	out := make([]string, len(c.Brokers))
+	for i, b := range c.Brokers {
+		out[i] = strings.TrimSpace(b)
+	}
+	return out
+}

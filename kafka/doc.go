@@ -1,0 +1,39 @@
+// Package kafka connects an outbox to Apache Kafka with
+// github.com/segmentio/kafka-go: it ingests events from a topic in a consumer
+// group, ships the store's changelog to a compacted topic, and restores a
+// store from that topic. It is how outboxd grows past one machine.
+//
+// # Ingest
+//
+// Several instances consume one partitioned topic in one consumer group
+// (kafka-go's ConsumerGroup: generations and partition assignments). Each
+// record becomes an event: its ID is the IDHeader's value or
+// "kafka:<topic>:<partition>:<offset>" (RecordID), stable across
+// re-consumption, so a record read again after a crash or a rebalance is a
+// duplicate by ID; its key becomes the event's Key (a key that is not
+// printable text is carried as "base64:..."), its value the Payload, its
+// headers the Headers (but the ID and destination headers), its destination
+// the DestinationHeader's value or Config.Destination. A record that cannot be
+// mapped, or that the outbox refuses (an unknown destination, a bad header),
+// becomes a dead letter with the reason; it is never skipped silently.
+//
+// Offsets are committed gap-aware: per partition, only up to the highest
+// offset below which every consumed record is durable in the store. A batch
+// whose enqueue fails is retried in the background while later records go
+// on; the committed offset stays below it until it succeeds. On a rebalance
+// each consumer stops fetching, finishes its in-flight write, and the
+// durable offsets are committed before the partitions are given up.
+//
+// # Changelog shipping and restore
+//
+// The shipper tails the store's changelog from the last shipped LSN and
+// produces each entry to Config.ChangelogTopic (created compacted when
+// missing) with key = event ID, value = store.EncodeEntry (the record after
+// the change) or null for a delete, acknowledged by all in-sync replicas. The
+// shipped LSN is recorded in the store only after the acknowledgement, and the
+// store never trims its changelog past it. Restore rebuilds a new store from
+// the topic: the last record of each ID wins and tombstones delete, so a
+// delivered event never comes back.
+//
+// Give each instance its own changelog topic: a topic restores one store.
+package kafka

@@ -1,0 +1,454 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/outboxd/outbox/outbox"
+)
+
+// enqueuer is what ingest needs of the outbox.
+type enqueuer interface {
+	Enqueue(ctx context.Context, events ...outbox.Event) ([]string, error)
+	EnqueueDead(ctx context.Context, ev outbox.Event, reason string) (string, error)
+}
+
+// ingest consumes Config.Topic in Config.Group and enqueues every record.
+//
+// Each generation of the group (kafka-go's ConsumerGroup) runs one consumer
+// per assigned partition. A consumer fetches records, enqueues them in
+// batches of up to BatchSize (whatever has arrived, so a quiet partition is
+// not held back) and marks each batch durable in its partition's tracker. A
+// batch whose enqueue fails goes to the partition's retry lane and is
+// retried with backoff while later batches go on; the tracker keeps the
+// committable offset below it until it succeeds. A committer commits the
+// trackers' offsets every CommitInterval and, when the generation ends (a
+// rebalance, a lost coordinator, Close), once more after every consumer has
+// stopped fetching and finished its in-flight write.
+type ingest struct {
+	cfg   Config
+	o     enqueuer
+	log   *slog.Logger
+	conns *conns
+	m     mapper
+	met   *metrics
+	cg    *kafkago.ConsumerGroup
+
+	// work bounds enqueues; cancelled only when Close runs out of time.
+	work context.Context
+
+	ready    atomic.Bool
+	down     atomic.Bool // logged the loss of the group once
+	assigned atomic.Int32
+
+	mu        sync.Mutex
+	committed map[int]int64 // last committed offset per partition (any generation)
+}
+
+func newIngest(cfg Config, o enqueuer, log *slog.Logger, cn *conns, met *metrics, work context.Context) (*ingest, error) {
+	start := kafkago.FirstOffset
+	if cfg.StartOffset == "latest" {
+		start = kafkago.LastOffset
+	}
+	in := &ingest{
+		cfg: cfg, o: o, log: log, conns: cn, m: newMapper(cfg), met: met, work: work,
+		committed: make(map[int]int64),
+	}
+	cg, err := kafkago.NewConsumerGroup(kafkago.ConsumerGroupConfig{
+		ID:                     cfg.Group,
+		Brokers:                cfg.brokers(),
+		Dialer:                 cn.dialer,
+		Topics:                 []string{cfg.Topic},
+		HeartbeatInterval:      cfg.HeartbeatInterval,
+		SessionTimeout:         cfg.SessionTimeout,
+		RebalanceTimeout:       cfg.RebalanceTimeout,
+		JoinGroupBackoff:       cfg.RetryBackoffMax,
+		WatchPartitionChanges:  true,
+		PartitionWatchInterval: max(cfg.SessionTimeout/6, time.Second),
+		StartOffset:            start,
+		Timeout:                cfg.DialTimeout,
+		Logger:                 kafkaLogger(log, slog.LevelDebug),
+		ErrorLogger:            kafkaLogger(log, slog.LevelDebug),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kafka: consumer group: %w", err)
+	}
+	in.cg = cg
+	return in, nil
+}
+
+// run joins generation after generation until ctx is cancelled or the group
+// is closed.
+func (in *ingest) run(ctx context.Context) {
+	defer in.ready.Store(false)
+	for {
+		gen, err := in.cg.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, kafkago.ErrGroupClosed) {
+				return
+			}
+			if errors.Is(err, kafkago.RebalanceInProgress) {
+				continue
+			}
+			in.ready.Store(false)
+			in.met.groupErrors.Add(1)
+			if in.down.CompareAndSwap(false, true) {
+				in.log.Warn("kafka: cannot join the consumer group; ingest paused, retrying",
+					"group", in.cfg.Group, "topic", in.cfg.Topic, "err", err)
+			} else {
+				in.log.Debug("kafka: consumer group", "err", err)
+			}
+			continue
+		}
+		if in.down.CompareAndSwap(true, false) {
+			in.log.Info("kafka: consumer group joined again; ingest resumed", "group", in.cfg.Group)
+		}
+		in.ready.Store(true)
+		in.met.generations.Add(1)
+		in.runGeneration(gen)
+	}
+}
+
+// runGeneration starts the generation's consumers and committer and returns;
+// kafka-go ends the generation (cancelling their context) on a rebalance and
+// waits for them before it joins the next one.
+func (in *ingest) runGeneration(gen *kafkago.Generation) {
+	parts := gen.Assignments[in.cfg.Topic]
+	trackers := make(map[int]*tracker, len(parts))
+	ids := make([]int, 0, len(parts))
+	for _, pa := range parts {
+		trackers[pa.ID] = newTracker(pa.Offset)
+		ids = append(ids, pa.ID)
+	}
+	in.assigned.Store(int32(len(parts)))
+	in.log.Info("kafka: partitions assigned", "group", in.cfg.Group, "generation", gen.ID,
+		"member", gen.MemberID, "topic", in.cfg.Topic, "partitions", ids)
+	var consumers sync.WaitGroup
+	consumers.Add(len(parts))
+	for _, pa := range parts {
+		tr := trackers[pa.ID]
+		gen.Start(func(gctx context.Context) {
+			defer consumers.Done()
+			in.consume(gctx, pa, tr)
+		})
+	}
+	gen.Start(func(gctx context.Context) {
+		in.commitLoop(gctx, gen, trackers, &consumers)
+	})
+}
+
+// commitLoop commits the durable offsets every CommitInterval and a last time
+// once the generation's consumers have stopped.
+func (in *ingest) commitLoop(gctx context.Context, gen *kafkago.Generation, trackers map[int]*tracker, consumers *sync.WaitGroup) {
+	t := time.NewTicker(in.cfg.CommitInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			in.commit(gen, trackers, false)
+		case <-gctx.Done():
+			consumers.Wait()
+			in.commit(gen, trackers, true)
+			in.assigned.Store(0)
+			return
+		}
+	}
+}
+
+func (in *ingest) commit(gen *kafkago.Generation, trackers map[int]*tracker, final bool) {
+	offsets := make(map[int]int64)
+	for p, tr := range trackers {
+		if off, ok := tr.toCommit(); ok {
+			offsets[p] = off
+		}
+	}
+	if len(offsets) == 0 {
+		return
+	}
+	err := gen.CommitOffsets(map[string]map[int]int64{in.cfg.Topic: offsets})
+	if err != nil {
+		in.met.commitErrors.Add(1)
+		level := slog.LevelWarn
+		if final {
+			// The coordinator is often what ended the generation; the next
+			// owner re-reads from the last commit and deduplicates by ID.
+			level = slog.LevelInfo
+		}
+		in.log.Log(context.Background(), level, "kafka: commit offsets", "group", in.cfg.Group,
+			"generation", gen.ID, "offsets", offsets, "final", final, "err", err)
+		return
+	}
+	in.met.commits.Add(1)
+	in.mu.Lock()
+	for p, off := range offsets {
+		trackers[p].committedAt(off)
+		in.committed[p] = off
+	}
+	in.mu.Unlock()
+}
+
+// committedOffsets returns the last offsets this instance committed.
+func (in *ingest) committedOffsets() map[int]int64 {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	out := make(map[int]int64, len(in.committed))
+	for p, o := range in.committed {
+		out[p] = o
+	}
+	return out
+}
+
+// failedBatch is a batch waiting in a partition's retry lane.
+type failedBatch struct {
+	span span
+	msgs []kafkago.Message
+}
+
+// consume runs one partition for one generation.
+func (in *ingest) consume(gctx context.Context, pa kafkago.PartitionAssignment, tr *tracker) {
+	r := kafkago.NewReader(kafkago.ReaderConfig{
+		Brokers:        in.cfg.brokers(),
+		Topic:          in.cfg.Topic,
+		Partition:      pa.ID,
+		Dialer:         in.conns.dialer,
+		QueueCapacity:  in.cfg.BatchSize,
+		MinBytes:       1,
+		MaxBytes:       16 << 20,
+		MaxWait:        500 * time.Millisecond,
+		ReadBackoffMin: in.cfg.RetryBackoff,
+		ReadBackoffMax: in.cfg.RetryBackoffMax,
+		Logger:         kafkaLogger(in.log, slog.LevelDebug),
+		ErrorLogger:    kafkaLogger(in.log, slog.LevelDebug),
+	})
+	if err := r.SetOffset(pa.Offset); err != nil {
+		in.log.Error("kafka: set offset", "partition", pa.ID, "offset", pa.Offset, "err", err)
+		_ = r.Close()
+		return
+	}
+
+	msgs := make(chan kafkago.Message, in.cfg.BatchSize)
+	var fetcher sync.WaitGroup
+	fetcher.Add(1)
+	go func() {
+		defer fetcher.Done()
+		defer close(msgs)
+		for {
+			m, err := r.FetchMessage(gctx)
+			if err != nil {
+				if gctx.Err() != nil {
+					return
+				}
+				in.met.fetchErrors.Add(1)
+				in.log.Debug("kafka: fetch", "partition", pa.ID, "err", err)
+				continue
+			}
+			select {
+			case msgs <- m:
+			case <-gctx.Done():
+				return
+			}
+		}
+	}()
+
+	retry := make(chan failedBatch, 8)
+	var lane sync.WaitGroup
+	lane.Add(1)
+	go func() {
+		defer lane.Done()
+		in.retryLane(gctx, retry, tr)
+	}()
+
+	batch := make([]kafkago.Message, 0, in.cfg.BatchSize)
+loop:
+	for {
+		batch = batch[:0]
+		select {
+		case <-gctx.Done():
+			break loop
+		case m, ok := <-msgs:
+			if !ok {
+				break loop
+			}
+			batch = append(batch, m)
+		}
+	drain:
+		for len(batch) < cap(batch) {
+			select {
+			case m, ok := <-msgs:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, m)
+			default:
+				break drain
+			}
+		}
+		in.met.records.Add(uint64(len(batch)))
+		sp := tr.add(batch[0].Offset, batch[len(batch)-1].Offset+1)
+		err := in.store(in.work, batch)
+		if err == nil {
+			tr.done(sp.start)
+			continue
+		}
+		in.met.enqueueErrors.Add(1)
+		in.log.Warn("kafka: enqueue failed; retrying in the background, committed offset held below it",
+			"topic", in.cfg.Topic, "partition", pa.ID, "from", sp.start, "to", sp.end-1, "err", err)
+		fb := failedBatch{span: sp, msgs: append([]kafkago.Message(nil), batch...)}
+		select {
+		case retry <- fb:
+		case <-gctx.Done():
+			break loop
+		}
+	}
+	close(retry)
+	lane.Wait()
+	_ = r.Close()
+	fetcher.Wait()
+}
+
+// retryLane retries failed batches of one partition in order, with backoff,
+// until each is durable or the generation ends (the next owner of the
+// partition reads them again from the committed offset).
+func (in *ingest) retryLane(gctx context.Context, retry <-chan failedBatch, tr *tracker) {
+	for fb := range retry {
+		b := backoff.NewExponentialBackOff()
+		b.InitialInterval = in.cfg.RetryBackoff
+		b.MaxInterval = in.cfg.RetryBackoffMax
+		b.MaxElapsedTime = 0
+		b.Reset()
+		for {
+			t := time.NewTimer(b.NextBackOff())
+			select {
+			case <-gctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			err := in.store(in.work, fb.msgs)
+			if err == nil {
+				tr.done(fb.span.start)
+				in.log.Info("kafka: enqueue succeeded on retry", "topic", in.cfg.Topic,
+					"partition", fb.msgs[0].Partition, "from", fb.span.start, "to", fb.span.end-1)
+				break
+			}
+			in.met.enqueueErrors.Add(1)
+			in.log.Debug("kafka: enqueue retry failed", "partition", fb.msgs[0].Partition, "err", err)
+		}
+	}
+}
+
+// store makes a batch of records durable: deliverable records as pending
+// events in one Enqueue (the common case), the others as dead letters. It
+// is idempotent (IDs are stable), so a failed batch is simply retried whole.
+// It returns an error only for failures worth retrying.
+func (in *ingest) store(ctx context.Context, batch []kafkago.Message) error {
+	ms := make([]mapped, len(batch))
+	events := make([]outbox.Event, 0, len(batch))
+	src := make([]int, 0, len(batch)) // index in batch of events[i]
+	for i := range batch {
+		ms[i] = in.m.mapRecord(&batch[i])
+		if ms[i].dead == "" {
+			events = append(events, ms[i].ev)
+			src = append(src, i)
+		}
+	}
+	for len(events) > 0 {
+		err := in.enqueue(ctx, events)
+		if err == nil {
+			in.met.enqueued.Add(uint64(len(events)))
+			break
+		}
+		var ve *outbox.ValidationError
+		if errors.As(err, &ve) && ve.Index >= 0 && ve.Index < len(events) {
+			// The outbox refused one event (an unknown destination, a bad
+			// header): that record becomes a dead letter, the rest go on.
+			i := src[ve.Index]
+			ms[i].dead = fmt.Sprintf("refused by the outbox (Kafka record %s): %s: %s", coords(&batch[i]), ve.Field, ve.Reason)
+			events = append(events[:ve.Index], events[ve.Index+1:]...)
+			src = append(src[:ve.Index], src[ve.Index+1:]...)
+			continue
+		}
+		if errors.Is(err, outbox.ErrConflict) {
+			// Some ID header reuses the ID of another event: find which,
+			// one by one (rare), and keep those as dead letters.
+			for j, ev := range events {
+				if err := in.enqueue(ctx, []outbox.Event{ev}); err != nil {
+					if !errors.Is(err, outbox.ErrConflict) && !errors.Is(err, outbox.ErrInvalid) {
+						return err
+					}
+					i := src[j]
+					ms[i].dead = fmt.Sprintf("refused by the outbox (Kafka record %s): %v", coords(&batch[i]), err)
+					continue
+				}
+				in.met.enqueued.Add(1)
+			}
+			break
+		}
+		return err
+	}
+	for i := range ms {
+		if ms[i].dead == "" {
+			continue
+		}
+		if err := in.storeDead(ctx, &batch[i], ms[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (in *ingest) enqueue(ctx context.Context, events []outbox.Event) error {
+	if in.cfg.BeforeEnqueue != nil {
+		if err := in.cfg.BeforeEnqueue(ctx, events); err != nil {
+			return err
+		}
+	}
+	_, err := in.o.Enqueue(ctx, events...)
+	return err
+}
+
+// storeDead keeps an undeliverable record as a dead letter with the reason:
+// as mapped if the outbox takes it, else stripped down step by step. A record
+// the outbox refuses even bare is logged and counted: it is the one case
+// where a record is passed over.
+func (in *ingest) storeDead(ctx context.Context, msg *kafkago.Message, mp mapped) error {
+	reason := mp.dead
+	cands := append([]outbox.Event{mp.ev}, deadFallbacks(msg, mp)...)
+	var last error
+	for _, ev := range cands {
+		_, err := in.o.EnqueueDead(ctx, ev, reason)
+		if err == nil {
+			in.met.dead.Add(1)
+			in.log.Warn("kafka: record stored as a dead letter", "id", ev.ID, "reason", reason)
+			return nil
+		}
+		if !errors.Is(err, outbox.ErrInvalid) && !errors.Is(err, outbox.ErrConflict) {
+			return err
+		}
+		if last == nil {
+			reason += " (kept stripped: " + err.Error() + ")"
+		}
+		last = err
+	}
+	in.met.unstorable.Add(1)
+	in.log.Error("kafka: record cannot be stored even as a dead letter; passed over",
+		"record", coords(msg), "reason", mp.dead, "err", last)
+	return nil
+}
+
+// kafkaLogger adapts kafka-go's printf logger to slog.
+func kafkaLogger(l *slog.Logger, level slog.Level) kafkago.Logger {
+	return kafkago.LoggerFunc(func(format string, args ...any) {
+		if l.Enabled(context.Background(), level) {
+			l.Log(context.Background(), level, "kafka-go: "+fmt.Sprintf(format, args...))
+		}
+	})
+}

@@ -1,0 +1,166 @@
+package kafka
+
+import (
+	"encoding/base64"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/outboxd/outbox/outbox"
+)
+
+// RecordID returns the event ID of a record without an ID header:
+// "kafka:<topic>:<partition>:<offset>". It is the same every time the record
+// is consumed, so a record read again after a crash or a rebalance is
+// recognised as a duplicate.
+func RecordID(topic string, partition int, offset int64) string {
+	return "kafka:" + topic + ":" + strconv.Itoa(partition) + ":" + strconv.FormatInt(offset, 10)
+}
+
+// keyPrefixBase64 marks a record key that was not printable text and is
+// carried base64-encoded (standard alphabet, padded) in Event.Key.
+const keyPrefixBase64 = "base64:"
+
+// mapped is one consumed record turned into an event. A non-empty dead
+// reason means the record cannot be delivered as it is and is stored as a
+// dead letter instead.
+type mapped struct {
+	offset int64
+	ev     outbox.Event
+	dead   string
+}
+
+// mapper turns records into events.
+type mapper struct {
+	defaultDest string
+	destHeader  string
+	idHeader    string
+}
+
+func newMapper(c Config) mapper {
+	return mapper{defaultDest: c.Destination, destHeader: c.DestinationHeader, idHeader: c.IDHeader}
+}
+
+// mapRecord maps one record: the ID from the ID header or the record's
+// coordinates, key to Key, value to Payload, headers (but the ID and
+// destination headers) to Headers, the destination from its header or the
+// default. Problems that make the record undeliverable set dead.
+func (m mapper) mapRecord(msg *kafkago.Message) mapped {
+	out := mapped{offset: msg.Offset}
+	ev := &out.ev
+	ev.ID = RecordID(msg.Topic, msg.Partition, msg.Offset)
+	ev.Payload = msg.Value
+	ev.Key = mapKey(msg.Key)
+
+	var problems []string
+	var idSeen, destSeen bool
+	var headers map[string]string
+	for _, h := range msg.Headers {
+		switch h.Key {
+		case m.idHeader:
+			if idSeen {
+				problems = append(problems, fmt.Sprintf("more than one %q header", m.idHeader))
+				continue
+			}
+			idSeen = true
+			id := string(h.Value)
+			if id == "" {
+				problems = append(problems, fmt.Sprintf("empty %q header", m.idHeader))
+				continue
+			}
+			if !printable(id) {
+				problems = append(problems, fmt.Sprintf("%q header is not printable UTF-8", m.idHeader))
+				continue
+			}
+			ev.ID = id
+		case m.destHeader:
+			if destSeen {
+				problems = append(problems, fmt.Sprintf("more than one %q header", m.destHeader))
+				continue
+			}
+			destSeen = true
+			ev.Destination = string(h.Value)
+			if ev.Destination == "" {
+				problems = append(problems, fmt.Sprintf("empty %q header", m.destHeader))
+			}
+		default:
+			if headers == nil {
+				headers = make(map[string]string, len(msg.Headers))
+			}
+			if prev, ok := headers[h.Key]; ok {
+				// Repeated headers combine as repeated HTTP fields do.
+				headers[h.Key] = prev + ", " + string(h.Value)
+			} else {
+				headers[h.Key] = string(h.Value)
+			}
+		}
+	}
+	ev.Headers = headers
+	if !destSeen {
+		ev.Destination = m.defaultDest
+		if ev.Destination == "" {
+			problems = append(problems, fmt.Sprintf("no %q header and no default destination (kafka.destination)", m.destHeader))
+		}
+	}
+	if len(problems) > 0 {
+		out.dead = "unmappable Kafka record " + coords(msg) + ": " + strings.Join(problems, "; ")
+	}
+	return out
+}
+
+// deadFallbacks returns the events to try, in order, to keep an unmappable
+// record as a dead letter: the event as mapped, then one stripped of what the
+// outbox may refuse (key, headers, an odd destination), then one without the
+// payload. The ID is always the record's coordinates when the ID header was
+// the problem, so the dead letter itself is never refused for its ID.
+func deadFallbacks(msg *kafkago.Message, mp mapped) []outbox.Event {
+	coordID := RecordID(msg.Topic, msg.Partition, msg.Offset)
+	dest := mp.ev.Destination
+	if dest == "" || !printable(dest) {
+		dest = "kafka:" + msg.Topic
+	}
+	bare := outbox.Event{ID: coordID, Destination: dest, Payload: msg.Value}
+	if mp.ev.ID != coordID && printable(mp.ev.ID) {
+		bare.ID = mp.ev.ID
+	}
+	noPayload := bare
+	noPayload.Payload = nil
+	noID := noPayload
+	noID.ID = coordID
+	return []outbox.Event{bare, noPayload, noID}
+}
+
+// coords names a record for reasons and logs.
+func coords(msg *kafkago.Message) string {
+	return msg.Topic + "/" + strconv.Itoa(msg.Partition) + "@" + strconv.FormatInt(msg.Offset, 10)
+}
+
+// mapKey keeps a printable key as it is and carries any other key as
+// "base64:" + its standard base64 encoding, so binary keys (Avro, Protobuf,
+// integers) still order and coalesce by key.
+func mapKey(k []byte) string {
+	if len(k) == 0 {
+		return ""
+	}
+	if s := string(k); printable(s) && !strings.HasPrefix(s, keyPrefixBase64) {
+		return s
+	}
+	return keyPrefixBase64 + base64.StdEncoding.EncodeToString(k)
+}
+
+// printable reports whether s is valid UTF-8 without control characters
+// (the outbox's own rule for IDs, keys and destinations).
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,196 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/outboxd/outbox/outbox"
+	"github.com/outboxd/outbox/store"
+)
+
+// Runner runs Kafka ingest and/or changelog shipping for one outbox. Create
+// it with Start and stop it with Close.
+type Runner struct {
+	cfg   Config
+	log   *slog.Logger
+	conns *conns
+	met   *metrics
+	in    *ingest
+	sh    *shipper
+
+	stopIngest context.CancelFunc // ends the group loop
+	stopShip   context.CancelFunc // ends the shipping loop between writes
+	abort      context.CancelFunc // cancels in-flight enqueues and writes
+
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closed    chan struct{}
+	closeErr  error
+	coll      *collector
+}
+
+// Start validates cfg and starts, in the background, ingest from cfg.Topic
+// into o (when set) and shipping of o's changelog to cfg.ChangelogTopic (when
+// set). It does not wait for the brokers: while they cannot be reached,
+// Ready reports false, ingest and shipping retry with backoff, and o goes on
+// delivering what it holds. ctx bounds the start only; the Runner runs until
+// Close. logger may be nil (logs are discarded).
+//
+// o must stay open until Close has returned.
+func Start(ctx context.Context, o *outbox.Outbox, cfg Config, logger *slog.Logger) (*Runner, error) {
+	if o == nil {
+		return nil, errors.New("kafka: Start: nil outbox")
+	}
+	var st changelogStore
+	if cfg.ChangelogTopic != "" {
+		s := o.Store()
+		if s == nil {
+			return nil, errors.New("kafka: Start: the outbox has no store")
+		}
+		st = s
+	}
+	return start(ctx, o, st, cfg, logger)
+}
+
+func start(ctx context.Context, o enqueuer, st changelogStore, cfg Config, logger *slog.Logger) (*Runner, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.WithDefaults()
+	if cfg.Topic == "" && cfg.ChangelogTopic == "" {
+		return nil, &ConfigError{Setting: "kafka.topic", Reason: "neither kafka.topic nor kafka.changelog_topic is set: nothing to run"}
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	cn, err := cfg.conns()
+	if err != nil {
+		return nil, err
+	}
+	r := &Runner{cfg: cfg, log: logger, conns: cn, met: &metrics{}, closed: make(chan struct{})}
+	r.coll = newCollector(r)
+	work, abort := context.WithCancel(context.Background())
+	r.abort = abort
+	if cfg.ChangelogTopic != "" {
+		sh, err := newShipper(cfg, st, logger, cn, r.met)
+		if err != nil {
+			abort()
+			cn.close()
+			return nil, err
+		}
+		r.sh = sh
+	}
+	if cfg.Topic != "" {
+		in, err := newIngest(cfg, o, logger, cn, r.met, work)
+		if err != nil {
+			abort()
+			cn.close()
+			return nil, err
+		}
+		r.in = in
+		loop, stop := context.WithCancel(context.Background())
+		r.stopIngest = stop
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			in.run(loop)
+		}()
+	}
+	if r.sh != nil {
+		stop, cancel := context.WithCancel(context.Background())
+		r.stopShip = cancel
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			r.sh.run(stop, work)
+		}()
+	}
+	logger.Info("kafka: started", "brokers", cfg.Brokers, "topic", cfg.Topic, "group", cfg.Group,
+		"changelog_topic", cfg.ChangelogTopic)
+	return r, nil
+}
+
+// Ready reports whether ingest is connected: this instance is a member of
+// the consumer group's current generation. It is true when ingest is off.
+func (r *Runner) Ready() bool {
+	if r.in == nil {
+		return true
+	}
+	return r.in.ready.Load()
+}
+
+// ShippingLag reports how far changelog shipping is behind: the number of
+// changelog entries not yet acknowledged by the topic, and the age of the
+// oldest of them. Zero when shipping is off or has caught up.
+func (r *Runner) ShippingLag() (entries uint64, age time.Duration) {
+	if r.sh == nil {
+		return 0, 0
+	}
+	n, secs := r.sh.lag()
+	return n, time.Duration(secs * float64(time.Second))
+}
+
+// Committed returns the offsets of the ingest topic this instance last
+// committed, by partition (empty when ingest is off or nothing was committed).
+func (r *Runner) Committed() map[int]int64 {
+	if r.in == nil {
+		return map[int]int64{}
+	}
+	return r.in.committedOffsets()
+}
+
+// Close stops ingest and shipping: consumers stop fetching, finish their
+// in-flight enqueue and commit the durable offsets, the group is left, and a
+// changelog write in flight is finished. If ctx ends first, in-flight work is
+// cancelled (nothing durable is lost: uncommitted records are read again and
+// deduplicated by ID, unshipped entries are shipped next time) and ctx's
+// error is returned. Close is idempotent and joins every goroutine it
+// started.
+func (r *Runner) Close(ctx context.Context) error {
+	r.closeOnce.Do(func() {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if r.in != nil {
+				r.stopIngest()
+				_ = r.in.cg.Close() // ends the generation: final commits, leave
+			}
+			if r.stopShip != nil {
+				r.stopShip()
+			}
+			r.wg.Wait()
+		}()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			r.abort()
+			r.closeErr = fmt.Errorf("kafka: close: %w", ctx.Err())
+			<-done
+		}
+		r.abort()
+		r.conns.close()
+		close(r.closed)
+		r.log.Info("kafka: stopped")
+	})
+	<-r.closed
+	return r.closeErr
+}
+
+// Collectors returns the Prometheus collectors of this Runner: ingest
+// counters (records, enqueued, dead letters, errors, commits, rebalances,
+// readiness, assigned partitions) and shipping (entries shipped, errors,
+// shipped LSN, lag in LSNs and in seconds).
+func (r *Runner) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{r.coll}
+}
+
+var _ changelogStore = (*store.Store)(nil)

@@ -1,0 +1,104 @@
+package kafka
+
+import "sync"
+
+// tracker keeps, for one partition, which consumed offset ranges are durable
+// in the store, and from that the offset that may be committed: the highest
+// offset below which every consumed record is durable. A range that failed to
+// enqueue holds the committable offset below it, however many later ranges
+// are durable, until it is retried successfully.
+type tracker struct {
+	mu sync.Mutex
+	// base is the committable offset: every record below it is durable
+	// (or was never ours). -1 until the first range is added when the
+	// partition started from a logical offset (earliest/latest).
+	base int64
+	// spans are the consumed ranges at and above base, contiguous and in
+	// offset order: spans[0].start == base.
+	spans []span
+	// committed is the last offset committed to the group.
+	committed int64
+}
+
+type span struct {
+	start, end int64 // [start, end)
+	done       bool
+}
+
+// newTracker starts at the offset the partition was assigned at; a negative
+// (logical) offset means "unknown until the first record".
+func newTracker(start int64) *tracker {
+	if start < 0 {
+		start = -1
+	}
+	return &tracker{base: start, committed: start}
+}
+
+// add registers consumed records up to (excluding) end, starting where the
+// previous range ended, or at first when nothing was consumed yet. The range
+// spans gaps in the offsets (compaction, transaction markers).
+func (t *tracker) add(first, end int64) span {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	start := first
+	if n := len(t.spans); n > 0 {
+		start = t.spans[n-1].end
+	} else if t.base >= 0 {
+		start = t.base
+	} else {
+		t.base = first
+	}
+	if start > first {
+		start = first // a rewind (never expected from one reader); stay safe
+	}
+	s := span{start: start, end: end}
+	t.spans = append(t.spans, s)
+	return s
+}
+
+// done marks the range starting at start as durable.
+func (t *tracker) done(start int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := range t.spans {
+		if t.spans[i].start == start {
+			t.spans[i].done = true
+			break
+		}
+	}
+	n := 0
+	for n < len(t.spans) && t.spans[n].done {
+		t.base = t.spans[n].end
+		n++
+	}
+	if n > 0 {
+		t.spans = append(t.spans[:0], t.spans[n:]...)
+	}
+}
+
+// toCommit returns the committable offset when it is past the last commit.
+func (t *tracker) toCommit() (int64, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.base < 0 || t.base <= t.committed {
+		return 0, false
+	}
+	return t.base, true
+}
+
+// committedAt records a successful commit of offset.
+func (t *tracker) committedAt(offset int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if offset > t.committed {
+		t.committed = offset
+	}
+}
+
+// durable returns the committable offset (-1 when unknown) and the number of
+// ranges still waiting to become durable.
+func (t *tracker) durable() (offset int64, waiting int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.base, len(t.spans)
+}
