@@ -139,6 +139,9 @@ func decodeError(err error, elem string) error {
 			}
 			return errorf(http.StatusBadRequest, fmt.Sprintf("%s: must be an event object, got %s", name, typeErr.Value))
 		}
+		if field == "headers" {
+			return errorf(http.StatusBadRequest, fmt.Sprintf("%s: must be an object of string values, got a %s value", name, typeErr.Value))
+		}
 		return errorf(http.StatusBadRequest, fmt.Sprintf("%s: must be %s, got %s", name, describeType(typeErr.Type), typeErr.Value))
 	}
 	msg := strings.TrimPrefix(err.Error(), "json: ")

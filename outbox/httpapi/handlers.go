@@ -109,7 +109,9 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error, batch 
 		if batch {
 			field = fmt.Sprintf("events[%d].%s", ve.Index, ve.Field)
 		}
-		writeError(w, http.StatusBadRequest, field+": "+ve.Reason)
+		// The reason may come from the sink's resolver, prefixed with its
+		// package name; the client only needs the reason.
+		writeError(w, http.StatusBadRequest, field+": "+strings.TrimPrefix(ve.Reason, "httpsink: "))
 	case errors.Is(err, outbox.ErrInvalid):
 		writeError(w, http.StatusBadRequest, err.Error())
 	case errors.Is(err, outbox.ErrNotFound):

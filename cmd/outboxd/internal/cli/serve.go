@@ -58,9 +58,7 @@ type server struct {
 
 // fail reports an error that stops serve from starting.
 func (s *server) fail(code int, format string, args ...any) int {
-	msg := fmt.Sprintf(format, args...)
-	s.log.Error(msg)
-	fmt.Fprintf(s.env.Stderr, "outboxd serve: %s\n", msg)
+	fmt.Fprintf(s.env.Stderr, "outboxd serve: %s\n", fmt.Sprintf(format, args...))
 	return code
 }
 
@@ -97,8 +95,7 @@ func (s *server) run(sigs <-chan os.Signal) int {
 	}
 
 	reg := prometheus.NewRegistry()
-	collector, hooks := outboxprom.New(o)
-	o.AddHooks(hooks)
+	collector, _ := outboxprom.New(o) // installs its hooks on o
 	reg.MustRegister(collector,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
