@@ -6,6 +6,10 @@ import "time"
 // synchronously from the outbox's own goroutines, so it must be fast and
 // must not call back into the Outbox. Nil fields are skipped.
 type Hooks struct {
+	// Name identifies a set of hooks: AddHooks replaces the installed hooks
+	// of the same non-empty Name instead of adding them again, so that
+	// installing a metrics package's hooks twice does not count twice.
+	Name string
 	// OnEnqueue is called after an Enqueue, EnqueueDead or Upsert call
 	// stored n new events (duplicates are not counted).
 	OnEnqueue func(n int)
@@ -43,14 +47,19 @@ type DeliveryInfo struct {
 	SinceEnqueue time.Duration
 }
 
-// AddHooks installs more hooks, called after those already installed. It is
-// safe at any time, including while deliveries run.
+// AddHooks installs more hooks, called after those already installed; hooks
+// with the Name of installed ones replace them. It is safe at any time,
+// including while deliveries run.
 func (o *Outbox) AddHooks(h Hooks) {
 	o.hooksMu.Lock()
 	defer o.hooksMu.Unlock()
 	old := *o.hooks.Load()
-	next := make([]Hooks, len(old), len(old)+1)
-	copy(next, old)
+	next := make([]Hooks, 0, len(old)+1)
+	for _, x := range old {
+		if h.Name == "" || x.Name != h.Name {
+			next = append(next, x)
+		}
+	}
 	next = append(next, h)
 	o.hooks.Store(&next)
 }

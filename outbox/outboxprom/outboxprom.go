@@ -1,0 +1,151 @@
+package outboxprom
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/outboxd/outbox/outbox"
+)
+
+// HooksName is the outbox.Hooks.Name of the collector's hooks.
+const HooksName = "outboxprom"
+
+// Collector is a prometheus.Collector for one Outbox. Metrics (namespace
+// "outbox"):
+//
+//	outbox_enqueued_total                       counter   events stored
+//	outbox_duplicates_total                     counter   events enqueued again (dedup)
+//	outbox_deliveries_total{endpoint,action}    counter   attempts by the Sink's action
+//	outbox_dead_letters_total{endpoint}         counter   events that became dead letters
+//	outbox_delivery_duration_seconds{endpoint}  histogram time spent in the Sink per attempt
+//	outbox_enqueue_to_delivery_seconds          histogram enqueue to successful delivery
+//	outbox_punctuation_duration_seconds         histogram delivery punctuation runs
+//	outbox_pending, outbox_dead, outbox_in_flight,
+//	outbox_oldest_pending_age_seconds,
+//	outbox_endpoints_throttled, outbox_endpoints_disabled  gauges from Stats
+//
+// Endpoint labels are endpoint names; with raw URL destinations each
+// scheme://host:port is one endpoint.
+type Collector struct {
+	o *outbox.Outbox
+
+	enqueued     prometheus.Counter
+	duplicates   prometheus.Counter
+	deliveries   *prometheus.CounterVec
+	dead         *prometheus.CounterVec
+	deliveryDur  *prometheus.HistogramVec
+	sinceEnqueue prometheus.Histogram
+	punctDur     prometheus.Histogram
+
+	pendingDesc, deadDesc, inFlightDesc, oldestDesc, throttledDesc, disabledDesc *prometheus.Desc
+}
+
+// New returns a Collector for o and the hooks that feed it. When o is not
+// nil the hooks are installed on it (o.AddHooks; installing them again
+// replaces them, it does not count twice). With a nil o, put the hooks in the
+// Config.Hooks of the Outbox you open and call Attach with it: the gauges
+// are read from the attached Outbox.
+func New(o *outbox.Outbox) (*Collector, outbox.Hooks) {
+	const ns = "outbox"
+	c := &Collector{
+		enqueued: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Name: "enqueued_total", Help: "Events stored by Enqueue, EnqueueDead and Upsert.",
+		}),
+		duplicates: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Name: "duplicates_total", Help: "Enqueued events that were already known (pending, dead or recently delivered).",
+		}),
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "deliveries_total", Help: "Delivery attempts by endpoint and by the action the sink returned.",
+		}, []string{"endpoint", "action"}),
+		dead: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "dead_letters_total", Help: "Events that became dead letters after an attempt.",
+		}, []string{"endpoint"}),
+		deliveryDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: ns, Name: "delivery_duration_seconds", Help: "Time spent in the sink per delivery attempt.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
+		}, []string{"endpoint"}),
+		sinceEnqueue: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: ns, Name: "enqueue_to_delivery_seconds", Help: "Time from enqueue to successful delivery.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 14),
+		}),
+		punctDur: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: ns, Name: "punctuation_duration_seconds", Help: "Duration of delivery punctuations.",
+			Buckets: prometheus.ExponentialBuckets(0.00005, 3, 12),
+		}),
+		pendingDesc:   prometheus.NewDesc(ns+"_pending", "Pending events.", nil, nil),
+		deadDesc:      prometheus.NewDesc(ns+"_dead", "Dead letters kept.", nil, nil),
+		inFlightDesc:  prometheus.NewDesc(ns+"_in_flight", "Deliveries in flight.", nil, nil),
+		oldestDesc:    prometheus.NewDesc(ns+"_oldest_pending_age_seconds", "Age of the oldest pending event.", nil, nil),
+		throttledDesc: prometheus.NewDesc(ns+"_endpoints_throttled", "Endpoints held by a throttle now.", nil, nil),
+		disabledDesc:  prometheus.NewDesc(ns+"_endpoints_disabled", "Disabled endpoints.", nil, nil),
+	}
+	h := c.Hooks()
+	if o != nil {
+		c.Attach(o)
+		o.AddHooks(h)
+	}
+	return c, h
+}
+
+// Attach sets the Outbox whose Stats the gauges report. Call it before the
+// Collector is registered or scraped.
+func (c *Collector) Attach(o *outbox.Outbox) { c.o = o }
+
+// Hooks returns the hooks that feed the collector's counters and histograms.
+func (c *Collector) Hooks() outbox.Hooks {
+	return outbox.Hooks{
+		Name:        HooksName,
+		OnEnqueue:   func(n int) { c.enqueued.Add(float64(n)) },
+		OnDuplicate: func(n int) { c.duplicates.Add(float64(n)) },
+		OnDelivery: func(d outbox.DeliveryInfo) {
+			c.deliveries.WithLabelValues(d.Endpoint, d.Action.String()).Inc()
+			if d.Dead {
+				c.dead.WithLabelValues(d.Endpoint).Inc()
+			}
+			c.deliveryDur.WithLabelValues(d.Endpoint).Observe(d.Duration.Seconds())
+			if d.Action == outbox.ActionSuccess {
+				c.sinceEnqueue.Observe(d.SinceEnqueue.Seconds())
+			}
+		},
+		OnPunctuation: func(d time.Duration, _ int) { c.punctDur.Observe(d.Seconds()) },
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	c.enqueued.Describe(ch)
+	c.duplicates.Describe(ch)
+	c.deliveries.Describe(ch)
+	c.dead.Describe(ch)
+	c.deliveryDur.Describe(ch)
+	c.sinceEnqueue.Describe(ch)
+	c.punctDur.Describe(ch)
+	for _, d := range []*prometheus.Desc{c.pendingDesc, c.deadDesc, c.inFlightDesc, c.oldestDesc, c.throttledDesc, c.disabledDesc} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	c.enqueued.Collect(ch)
+	c.duplicates.Collect(ch)
+	c.deliveries.Collect(ch)
+	c.dead.Collect(ch)
+	c.deliveryDur.Collect(ch)
+	c.sinceEnqueue.Collect(ch)
+	c.punctDur.Collect(ch)
+	if c.o == nil {
+		return
+	}
+	s := c.o.Stats()
+	gauge := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
+	}
+	gauge(c.pendingDesc, float64(s.Pending))
+	gauge(c.deadDesc, float64(s.Dead))
+	gauge(c.inFlightDesc, float64(s.InFlight))
+	gauge(c.oldestDesc, s.OldestPendingAge.Seconds())
+	gauge(c.throttledDesc, float64(s.EndpointsThrottled))
+	gauge(c.disabledDesc, float64(s.EndpointsDisabled))
+}
