@@ -69,7 +69,14 @@ func EncodeEntry(en *Entry) []byte {
 
 // encodeEntryWith encodes en with an already encoded record frame (or nil).
 func encodeEntryWith(en *Entry, rec []byte) []byte {
-	e := newEncoder(kindEntry, 48+len(en.ID)+len(en.Reason)+len(rec))
+	return appendEntry(make([]byte, 0, frameMin+48+len(en.ID)+len(en.Reason)+len(rec)), en, rec)
+}
+
+// appendEntry appends the encoding of en (with the record frame rec, or nil)
+// to dst.
+func appendEntry(dst []byte, en *Entry, rec []byte) []byte {
+	e := &encoder{b: append(dst, kindEntry, codecVersion, 0, 0, 0, 0)}
+	start := len(dst)
 	e.uvarint(en.LSN)
 	e.byte(byte(en.Op))
 	e.str(en.ID)
@@ -77,7 +84,7 @@ func encodeEntryWith(en *Entry, rec []byte) []byte {
 	e.time(en.Time)
 	e.str(en.Reason)
 	e.bytes(rec)
-	return e.finish()
+	return e.finishAt(start)
 }
 
 // DecodeEntry decodes a value written by EncodeEntry, with the same error
@@ -169,9 +176,12 @@ func newEncoder(kind byte, sizeHint int) *encoder {
 	return &encoder{b: b}
 }
 
-func (e *encoder) finish() []byte {
-	binary.BigEndian.PutUint32(e.b[2:6], uint32(len(e.b)-frameHeader))
-	return binary.BigEndian.AppendUint32(e.b, crc32.Checksum(e.b, castagnoli))
+func (e *encoder) finish() []byte { return e.finishAt(0) }
+
+// finishAt completes the frame that starts at e.b[start:].
+func (e *encoder) finishAt(start int) []byte {
+	binary.BigEndian.PutUint32(e.b[start+2:start+6], uint32(len(e.b)-start-frameHeader))
+	return binary.BigEndian.AppendUint32(e.b, crc32.Checksum(e.b[start:], castagnoli))
 }
 
 func (e *encoder) byte(v byte)      { e.b = append(e.b, v) }
@@ -189,7 +199,16 @@ func (e *encoder) time(t time.Time) {
 	e.uvarint(uint64(t.Nanosecond()))
 }
 
+// Record bodies start with Version and seq as fixed 8-byte fields, so that a
+// record encoded before its commit can get its LSN patched in (patchRecord).
+const (
+	recVersionOff = frameHeader
+	recSeqOff     = frameHeader + 8
+)
+
 func (e *encoder) record(r *Record) {
+	e.b = binary.BigEndian.AppendUint64(e.b, r.Version)
+	e.b = binary.BigEndian.AppendUint64(e.b, r.seq)
 	e.str(r.ID)
 	e.str(r.Key)
 	e.str(r.Destination)
@@ -212,10 +231,17 @@ func (e *encoder) record(r *Record) {
 	e.time(r.NextAttemptAt)
 	e.varint(int64(r.LastStatus))
 	e.str(r.LastError)
-	e.uvarint(r.Version)
 	e.time(r.DeadAt)
 	e.str(r.DeadReason)
-	e.uvarint(r.seq)
+}
+
+// patchRecord sets the Version and seq of an encoded record frame in place
+// and recomputes its checksum.
+func patchRecord(frame []byte, version, seq uint64) {
+	binary.BigEndian.PutUint64(frame[recVersionOff:], version)
+	binary.BigEndian.PutUint64(frame[recSeqOff:], seq)
+	end := len(frame) - frameTrailer
+	binary.BigEndian.PutUint32(frame[end:], crc32.Checksum(frame[:end], castagnoli))
 }
 
 // unframe checks a frame of the given kind and returns its body.
@@ -280,6 +306,19 @@ func (d *decoder) uvarint() uint64 {
 		return 0
 	}
 	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) fixed64() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) < 8 {
+		d.fail("fixed64")
+		return 0
+	}
+	v := binary.BigEndian.Uint64(d.b)
+	d.b = d.b[8:]
 	return v
 }
 
@@ -354,6 +393,8 @@ func (d *decoder) time() time.Time {
 
 func (d *decoder) record() *Record {
 	r := &Record{}
+	r.Version = d.fixed64()
+	r.seq = d.fixed64()
 	r.ID = d.str()
 	r.Key = d.str()
 	r.Destination = d.str()
@@ -383,10 +424,8 @@ func (d *decoder) record() *Record {
 	r.NextAttemptAt = d.time()
 	r.LastStatus = d.int()
 	r.LastError = d.str()
-	r.Version = d.uvarint()
 	r.DeadAt = d.time()
 	r.DeadReason = d.str()
-	r.seq = d.uvarint()
 	if d.err != nil {
 		return nil
 	}

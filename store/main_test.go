@@ -14,7 +14,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(crashChildEnv) != "" {
 		os.Exit(crashChild())
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { removeBenchFixtures() }))
 }
 
 // openTest opens a store in a fresh temporary directory, closed at cleanup.

@@ -67,44 +67,80 @@ func validateRecord(r *Record) error {
 // ends while the call waits, it returns ctx.Err() and the records may still
 // be committed.
 func (s *Store) Insert(ctx context.Context, recs []*Record) ([]InsertStatus, error) {
-	cp := make([]*Record, len(recs))
+	if len(recs) == 0 {
+		return nil, nil
+	}
+	// Everything the transaction needs is copied here, in the caller's
+	// goroutine: the record is encoded now (its Version and seq are patched
+	// in at commit), so the committer never reads the caller's memory.
+	now := s.opts.Now()
+	items := make([]insertItem, len(recs))
 	for i, r := range recs {
 		if err := validateRecord(r); err != nil {
 			return nil, fmt.Errorf("record %d: %w", i, err)
 		}
-		cp[i] = r.clone()
-	}
-	if len(cp) == 0 {
-		return nil, nil
-	}
-	statuses := make([]InsertStatus, len(cp))
-	versions := make([]uint64, len(cp))
-	err := s.do(ctx, len(cp), func(w *wtx) error {
-		var seen map[string]int
-		if len(cp) > 1 {
-			seen = make(map[string]int, len(cp))
+		c := *r
+		c.Version, c.seq = 0, 0
+		if c.CreatedAt.IsZero() {
+			c.CreatedAt = now
 		}
-		for i, r := range cp {
-			if j, ok := seen[r.ID]; ok {
-				if !cp[j].SameContent(r) {
-					return &ConflictError{ID: r.ID}
-				}
+		if c.NextAttemptAt.IsZero() {
+			c.NextAttemptAt = c.CreatedAt
+		}
+		if c.DeadReason == "" {
+			c.DeadAt = time.Time{}
+		} else if c.DeadAt.IsZero() {
+			c.DeadAt = now
+		}
+		items[i] = insertItem{id: c.ID, key: c.Key, next: c.NextAttemptAt, dead: c.DeadReason,
+			frame: EncodeRecord(&c), dupOf: -1}
+	}
+	if len(recs) > 1 {
+		// Repeated IDs in one call: same content is one insert, other
+		// content a conflict.
+		order := make([]int, len(recs))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(recs[a].ID, recs[b].ID) })
+		for k := 1; k < len(order); k++ {
+			a, b := order[k-1], order[k]
+			if recs[a].ID != recs[b].ID {
+				continue
+			}
+			if !recs[a].SameContent(recs[b]) {
+				return nil, &ConflictError{ID: recs[b].ID}
+			}
+			first := a
+			if items[a].dupOf >= 0 {
+				first = items[a].dupOf
+			}
+			items[b].dupOf = first
+		}
+	}
+	statuses := make([]InsertStatus, len(items))
+	versions := make([]uint64, len(items))
+	err := s.do(ctx, len(items), func(w *wtx) error {
+		for i := range items {
+			it := &items[i]
+			if it.dupOf >= 0 {
 				statuses[i] = AlreadyPresent
 				continue
 			}
-			st, version, err := w.insertCheck(r)
+			st, version, err := w.insertCheckFrame(it)
 			if err != nil {
 				return err
 			}
 			statuses[i], versions[i] = st, version
-			if seen != nil {
-				seen[r.ID] = i
+		}
+		for i := range items {
+			if it := &items[i]; it.dupOf < 0 && statuses[i] == Inserted {
+				versions[i] = w.insertItem(it)
 			}
 		}
-		for i, r := range cp {
-			if statuses[i] == Inserted && versions[i] == 0 {
-				w.insertNew(r)
-				versions[i] = r.Version
+		for i := range items {
+			if d := items[i].dupOf; d >= 0 {
+				versions[i] = versions[d]
 			}
 		}
 		return nil
@@ -118,6 +154,49 @@ func (s *Store) Insert(ctx context.Context, recs []*Record) ([]InsertStatus, err
 		}
 	}
 	return statuses, nil
+}
+
+// insertItem is one record of an Insert call, encoded before the commit.
+type insertItem struct {
+	id, key string
+	next    time.Time
+	dead    string // DeadReason
+	frame   []byte // EncodeRecord with Version and seq 0
+	dupOf   int    // index of the first record with this ID in the call, or -1
+}
+
+// insertCheckFrame is insertCheck for an encoded record: the record is
+// decoded only when its ID is already stored.
+func (w *wtx) insertCheckFrame(it *insertItem) (InsertStatus, uint64, error) {
+	k := []byte(it.id)
+	if w.get(w.events, k) == nil && w.get(w.dead, k) == nil {
+		if w.get(w.tombs, k) != nil {
+			return Duplicate, 0, nil
+		}
+		return Inserted, 0, nil
+	}
+	r, err := DecodeRecord(it.frame)
+	if err != nil {
+		return 0, 0, err
+	}
+	return w.insertCheck(r)
+}
+
+// insertItem writes a new record from its encoded form with its changelog
+// entry, and returns its version.
+func (w *wtx) insertItem(it *insertItem) uint64 {
+	lsn := w.next()
+	if it.dead != "" {
+		patchRecord(it.frame, lsn, 0)
+		w.put(w.dead, []byte(it.id), it.frame)
+		w.deadN++
+		w.log(lsn, OpDead, it.id, it.frame, it.dead)
+		return lsn
+	}
+	patchRecord(it.frame, lsn, lsn)
+	w.putNewPending(it.id, it.key, it.next, lsn, it.frame)
+	w.log(lsn, OpEnqueue, it.id, it.frame, "")
+	return lsn
 }
 
 // insertCheck decides what inserting r would do, without writing.
@@ -137,7 +216,7 @@ func (w *wtx) insertCheck(r *Record) (InsertStatus, uint64, error) {
 		}
 		return AlreadyPresent, cur.Version, nil
 	}
-	if w.tombs.Get([]byte(r.ID)) != nil {
+	if w.get(w.tombs, []byte(r.ID)) != nil {
 		return Duplicate, 0, nil
 	}
 	return Inserted, 0, nil

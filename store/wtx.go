@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
 	"time"
@@ -22,6 +23,49 @@ type wtx struct {
 
 	err    error
 	inUser bool
+
+	arena []byte // backing store for the keys and values of this transaction
+
+	cursors map[*bolt.Bucket]*bolt.Cursor
+}
+
+// get is Bucket.Get through one cursor per bucket and transaction: a new
+// cursor (which Bucket.Get makes each time) allocates its stack afresh, a
+// reused one does not.
+func (w *wtx) get(b *bolt.Bucket, k []byte) []byte {
+	c := w.cursors[b]
+	if c == nil {
+		if w.cursors == nil {
+			w.cursors = make(map[*bolt.Bucket]*bolt.Cursor, 4)
+		}
+		c = b.Cursor()
+		w.cursors[b] = c
+	}
+	ck, v := c.Seek(k)
+	if ck == nil || !bytes.Equal(ck, k) {
+		return nil
+	}
+	return v
+}
+
+// alloc returns an empty slice with capacity n carved from the transaction's
+// arena: bbolt needs keys and values to stay valid until the commit, and one
+// big allocation per 256 KiB costs the collector far less than one per value.
+func (w *wtx) alloc(n int) []byte {
+	if cap(w.arena)-len(w.arena) < n {
+		w.arena = make([]byte, 0, max(n, 256<<10))
+	}
+	l := len(w.arena)
+	w.arena = w.arena[:l+n]
+	return w.arena[l : l : l+n]
+}
+
+// u64 is u64 from the arena.
+func (w *wtx) u64(v uint64) []byte { return binary.BigEndian.AppendUint64(w.alloc(8), v) }
+
+// dueKey is dueKey from the arena.
+func (w *wtx) dueKey(t time.Time, id string) []byte {
+	return append(binary.BigEndian.AppendUint64(w.alloc(8+len(id)), nanos(t)), id...)
 }
 
 func (s *Store) begin(tx *bolt.Tx) *wtx {
@@ -152,13 +196,14 @@ func (w *wtx) next() uint64 {
 // record's encoding after the change, nil for a deleting op.
 func (w *wtx) log(lsn uint64, op Op, id string, frame []byte, reason string) {
 	e := Entry{LSN: lsn, Op: op, ID: id, Version: lsn, Time: w.now, Reason: reason}
-	w.put(w.changelog, u64(lsn), encodeEntryWith(&e, frame))
+	buf := w.alloc(frameMin + 64 + len(id) + len(reason) + len(frame))
+	w.put(w.changelog, w.u64(lsn), appendEntry(buf, &e, frame))
 	w.changeLen++
 }
 
 // getPending returns the pending record with id, or nil.
 func (w *wtx) getPending(id string) (*Record, error) {
-	v := w.events.Get([]byte(id))
+	v := w.get(w.events, []byte(id))
 	if v == nil {
 		return nil, nil
 	}
@@ -166,7 +211,7 @@ func (w *wtx) getPending(id string) (*Record, error) {
 }
 
 func (w *wtx) getDead(id string) (*Record, error) {
-	v := w.dead.Get([]byte(id))
+	v := w.get(w.dead, []byte(id))
 	if v == nil {
 		return nil, nil
 	}
@@ -190,10 +235,21 @@ func (w *wtx) putPending(r, old *Record, frame []byte) {
 	}
 	w.put(w.events, []byte(r.ID), frame)
 	if old == nil || !old.NextAttemptAt.Equal(r.NextAttemptAt) {
-		w.put(w.due, dueKey(r.NextAttemptAt, r.ID), nil)
+		w.put(w.due, w.dueKey(r.NextAttemptAt, r.ID), nil)
 	}
 	if r.Key != "" && (old == nil || old.Key != r.Key || old.seq != r.seq) {
 		w.put(w.keys, keyIndex(r.Key, r.seq, r.ID), nil)
+	}
+}
+
+// putNewPending writes a new pending record from its parts (Insert's path,
+// which encoded the record before the transaction).
+func (w *wtx) putNewPending(id, key string, next time.Time, seq uint64, frame []byte) {
+	w.pending++
+	w.put(w.events, []byte(id), frame)
+	w.put(w.due, w.dueKey(next, id), nil)
+	if key != "" {
+		w.put(w.keys, keyIndex(key, seq, id), nil)
 	}
 }
 
