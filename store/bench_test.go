@@ -243,4 +243,3 @@ func BenchmarkOpen1M(b *testing.B) {
 	}
 	b.ReportMetric(float64(heap)/(1<<20), "heap-MiB")
 }
-
