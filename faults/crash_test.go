@@ -66,7 +66,7 @@ func runCrashLoop(t *testing.T, c crashLoop) crashVerdict {
 		v.violations = append(v.violations, fmt.Sprintf(format, args...))
 	}
 
-	ld := newLoader(addr, "crash", 400, 10, 64)
+	ld := newLoader(addr, "crash", 1000, 20, 64)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -210,6 +210,7 @@ type loader struct {
 	unknown map[string]bool
 	refused map[int]int // status -> requests
 	neterrs int
+	lastErr string // the last error answer or transport error
 }
 
 func newLoader(addr, prefix string, rate, batch, payload int) *loader {
@@ -268,6 +269,7 @@ func (l *loader) send(ctx context.Context, client *http.Client) {
 	if err != nil {
 		l.mu.Lock()
 		l.neterrs++
+		l.lastErr = err.Error()
 		for _, id := range ids {
 			l.unknown[id] = true
 		}
@@ -275,12 +277,14 @@ func (l *loader) send(ctx context.Context, client *http.Client) {
 		return
 	}
 	defer resp.Body.Close()
+	raw, rerr := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	var out struct{ IDs []string }
-	derr := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&out)
+	derr := json.Unmarshal(raw, &out)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if resp.StatusCode != http.StatusAccepted || derr != nil {
+	if resp.StatusCode != http.StatusAccepted || rerr != nil || derr != nil {
 		l.refused[resp.StatusCode]++
+		l.lastErr = fmt.Sprintf("%d %.200s", resp.StatusCode, bytes.TrimSpace(raw))
 		for _, id := range ids {
 			l.unknown[id] = true
 		}
@@ -295,11 +299,29 @@ func (l *loader) send(ctx context.Context, client *http.Client) {
 	}
 }
 
-// setAddr points the loader at a restarted sidecar.
-func (l *loader) setAddr(addr string) {
+// refusedTotal is the number of requests answered with an error.
+func (l *loader) refusedTotal() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.addr = addr
+	n := 0
+	for _, c := range l.refused {
+		n += c
+	}
+	return n
+}
+
+// ackedTotal is the number of acknowledged events.
+func (l *loader) ackedTotal() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.acked)
+}
+
+// lastRefusal is the last error answer (status and body) or transport error.
+func (l *loader) lastRefusal() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lastErr
 }
 
 // ledger returns copies of the acknowledged and unknown IDs.
@@ -320,6 +342,10 @@ func (l *loader) ledger() (acked, unknown map[string]bool) {
 func (l *loader) summary() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return fmt.Sprintf("%d acknowledged, %d with unknown fate (%d requests without an answer, error answers %v)",
+	s := fmt.Sprintf("%d acknowledged, %d with unknown fate (%d requests without an answer, error answers %v)",
 		len(l.acked), len(l.unknown), l.neterrs, l.refused)
+	if l.lastErr != "" {
+		s += fmt.Sprintf(", last error %q", l.lastErr)
+	}
+	return s
 }

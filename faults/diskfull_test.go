@@ -1,0 +1,153 @@
+//go:build fault
+
+package faults
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// mountSmallFS mounts a tmpfs of the given size on a new directory and
+// unmounts it at the end of the test. It skips the test, saying why, where
+// mounting is not permitted (not root, no CAP_SYS_ADMIN, a container that
+// forbids it).
+func mountSmallFS(t *testing.T, size string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "small")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size+",mode=0755", "tmpfs", dir).CombinedOutput()
+	if err != nil {
+		t.Skipf("SKIP disk full: cannot mount a %s tmpfs here (%v: %s); this scenario needs root with CAP_SYS_ADMIN (e.g. a VM or a privileged container)",
+			size, err, bytes.TrimSpace(out))
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", dir, err, out)
+		}
+	})
+	return dir
+}
+
+// TestDiskFull: the database lives on a 32 MiB tmpfs that also holds a
+// 12 MiB ballast file. Events are posted until the filesystem is full.
+// Enqueue must then fail with an error answer while the process stays up
+// and serves; everything acknowledged must still be there; once the
+// ballast is deleted enqueue must succeed again, and a healed receiver must
+// get every acknowledged event.
+func TestDiskFull(t *testing.T) {
+	dir := mountSmallFS(t, "32m")
+	ballast := filepath.Join(dir, "ballast")
+	if err := os.WriteFile(ballast, make([]byte, 12<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "outboxd.db")
+	addr := freeAddr(t)
+	rcv := newReceiver(t)
+	// Hold every event: the receiver is unavailable, so that the file only
+	// grows while the disk fills (the retries' own writes fail too once it
+	// is full, which is part of the scenario).
+	rcv.set(func(string) answer { return answerUnavailable })
+	args := func(gen int) []string {
+		return []string{"--endpoint", "recv=" + rcv.url(gen), "--allow-private-networks",
+			"--interval", "100ms", "--backoff-initial", "2s", "--backoff-max", "2s", "--max-attempts", "100000"}
+	}
+	s := start(t, db, addr, args(0)...)
+
+	// Fill: batches of 20 events of ~8 KiB until the API refuses 10 in a
+	// row (or two minutes pass).
+	ld := newLoader(addr, "full", 1000, 20, 8<<10)
+	client := &http.Client{Timeout: 30 * time.Second}
+	defer client.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	refusedInARow := 0
+	var lastRefusal string
+	for refusedInARow < 10 && ctx.Err() == nil {
+		before := ld.refusedTotal()
+		ld.send(ctx, client)
+		if ld.refusedTotal() > before {
+			refusedInARow++
+			lastRefusal = ld.lastRefusal()
+		} else {
+			refusedInARow = 0
+		}
+		if !s.alive() {
+			t.Fatalf("VIOLATION: outboxd exited while the disk filled: %v\noutput:\n%s", s.err, s.logs)
+		}
+	}
+	if refusedInARow < 10 {
+		t.Fatalf("the disk never filled up: %s", ld.summary())
+	}
+	acked, _ := ld.ledger()
+	fi, _ := os.Stat(db)
+	t.Logf("disk full after %d acknowledged events; file %d bytes; last refusal: %s", len(acked), fi.Size(), lastRefusal)
+
+	// Still up and serving, and every acknowledged event still there.
+	if resp, err := http.Get("http://" + addr + "/healthz"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("VIOLATION: /healthz with a full disk: %v %v\noutput:\n%s", err, resp, s.logs)
+	} else {
+		resp.Body.Close()
+	}
+	missing := 0
+	for id := range acked {
+		resp, err := client.Get("http://" + addr + "/v1/events/" + id)
+		if err != nil {
+			t.Fatalf("GET /v1/events/%s: %v", id, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			missing++
+		}
+	}
+	if missing > 0 {
+		t.Errorf("VIOLATION: %d of %d acknowledged events are not found with a full disk", missing, len(acked))
+	}
+
+	// Free space: enqueue works again.
+	if err := os.Remove(ballast); err != nil {
+		t.Fatal(err)
+	}
+	var recovered time.Duration
+	freed := time.Now()
+	rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer rcancel()
+	if err := waitFor(rctx, 100*time.Millisecond, func() (bool, error) {
+		before := ld.ackedTotal()
+		ld.send(rctx, client)
+		return ld.ackedTotal() > before, nil
+	}); err != nil {
+		t.Fatalf("VIOLATION: enqueue still fails a minute after space was freed: %v; last refusal: %s\noutput:\n%s", err, ld.lastRefusal(), s.logs)
+	}
+	recovered = time.Since(freed)
+
+	// Restart (the file must be sound after the failed commits), heal the
+	// receiver: everything acknowledged arrives.
+	s.stop()
+	for _, p := range checkDB(db) {
+		t.Errorf("VIOLATION: bbolt check after the disk filled: %s", p)
+	}
+	rcv.set(func(string) answer { return answerOK })
+	s = start(t, db, addr, args(1)...)
+	acked, _ = ld.ledger()
+	dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer dcancel()
+	if err := waitFor(dctx, 100*time.Millisecond, func() (bool, error) { return rcv.hasAll(acked) == 0, nil }); err != nil {
+		t.Errorf("VIOLATION: %d of %d acknowledged events not delivered after the disk was freed: %v", rcv.hasAll(acked), len(acked), err)
+	}
+	s.stop()
+	for _, p := range checkDB(db) {
+		t.Errorf("VIOLATION: bbolt check at the end: %s", p)
+	}
+	report(t, "**Disk full** (32 MiB tmpfs with a 12 MiB ballast): %s; the API answered %q once full, the process stayed up and every acknowledged event stayed readable; enqueue succeeded again %.1fs after the ballast was deleted, and all %d acknowledged events were delivered after a restart.",
+		ld.summary(), lastRefusal, recovered.Seconds(), len(acked))
+}
