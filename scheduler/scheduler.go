@@ -19,7 +19,8 @@ const (
 	// where start is the time of [Scheduler.Schedule] (plus the jitter phase, if any) and k ≥ 1.
 	WallClock Type = iota + 1
 	// StreamTime punctuations fire when the stream time given to [Scheduler.Advance] reaches
-	// the next multiple of the interval since the Unix epoch.
+	// the next multiple of the interval since the Unix epoch. Boundaries are computed in
+	// nanoseconds since the epoch: stream times outside the years 1678 to 2262 are clamped.
 	StreamTime
 )
 
@@ -533,9 +534,9 @@ func (s *Scheduler) finishLocked(p *Punctuation, end time.Time) (ts time.Time, w
 // stream time.
 func (s *Scheduler) consumeStreamLocked(p *Punctuation) {
 	iv := int64(p.interval)
-	k := floorDiv(s.streamTime.UnixNano(), iv)
+	k := floorDiv(sinceEpoch(s.streamTime), iv)
 	if !p.first {
-		if crossed := k - p.boundary.UnixNano()/iv + 1; crossed > 1 {
+		if crossed := k - sinceEpoch(p.boundary)/iv + 1; crossed > 1 {
 			p.stats.SkippedTicks += uint64(crossed - 1)
 		}
 	}
@@ -589,6 +590,12 @@ func ceilDiv(d, iv time.Duration) int64 {
 		q++
 	}
 	return q
+}
+
+// sinceEpoch returns nanoseconds since the Unix epoch, clamped to the int64 range (years
+// 1678 to 2262) rather than overflowing as UnixNano does.
+func sinceEpoch(t time.Time) int64 {
+	return int64(t.Sub(time.Unix(0, 0)))
 }
 
 func floorDiv(a, b int64) int64 {
