@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -114,6 +115,14 @@ func ts(t time.Time) string {
 	return t.UTC().Format(time.RFC3339Nano)
 }
 
+// tsText formats a time for the text output: fixed width, milliseconds.
+func tsText(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
 func viewRecord(r *store.Record) *recordView {
 	if r == nil {
 		return nil
@@ -155,22 +164,6 @@ func describeHistory(entries []*store.Entry) []historyView {
 
 func describeEntry(en *store.Entry, prev *store.Record) string {
 	r := en.Record
-	outcome := func(r *store.Record) string {
-		s := ""
-		if r.LastStatus != 0 {
-			s = fmt.Sprintf("status %d", r.LastStatus)
-		}
-		if r.LastError != "" {
-			if s != "" {
-				s += ": "
-			}
-			s += r.LastError
-		}
-		if s == "" {
-			s = "no response"
-		}
-		return s
-	}
 	switch en.Op {
 	case store.OpEnqueue:
 		return fmt.Sprintf("enqueued: %s to %s, %d-byte payload%s", r.Method, r.Destination, len(r.Payload), keyNote(r.Key))
@@ -179,12 +172,12 @@ func describeEntry(en *store.Entry, prev *store.Record) string {
 	case store.OpReschedule:
 		next := ""
 		if !r.NextAttemptAt.IsZero() {
-			next = ", next attempt " + ts(r.NextAttemptAt)
+			next = "; next attempt " + tsText(r.NextAttemptAt)
 		}
 		if prev != nil && r.Attempts == prev.Attempts {
-			return fmt.Sprintf("delivery %d parked (not yet; no attempt spent): %s%s", r.Deliveries, outcome(r), next)
+			return fmt.Sprintf("delivery %d parked (not yet; no attempt spent): %s%s", r.Deliveries, lastOutcome(r), next)
 		}
-		return fmt.Sprintf("attempt %d failed, will retry: %s%s", r.Attempts, outcome(r), next)
+		return fmt.Sprintf("attempt %d failed, will retry: %s%s", r.Attempts, lastOutcome(r), next)
 	case store.OpDead:
 		if r.Deliveries == 0 {
 			return "stored as a dead letter: " + r.DeadReason
@@ -243,16 +236,16 @@ func inspectEvent(w io.Writer, st *store.Store, id string, asJSON bool) error {
 			fmt.Fprintf(tw, "  key\t%s\n", rec.Key)
 		}
 		fmt.Fprintf(tw, "  payload\t%d bytes\n", len(rec.Payload))
-		fmt.Fprintf(tw, "  created\t%s\n", ts(rec.CreatedAt))
+		fmt.Fprintf(tw, "  created\t%s\n", tsText(rec.CreatedAt))
 		fmt.Fprintf(tw, "  attempts\t%d spent, %d deliveries made\n", rec.Attempts, rec.Deliveries)
 		if state == store.StatePending {
-			fmt.Fprintf(tw, "  next attempt\t%s\n", ts(rec.NextAttemptAt))
+			fmt.Fprintf(tw, "  next attempt\t%s\n", tsText(rec.NextAttemptAt))
 		}
 		if rec.LastStatus != 0 || rec.LastError != "" {
-			fmt.Fprintf(tw, "  last outcome\tstatus %d %s\n", rec.LastStatus, rec.LastError)
+			fmt.Fprintf(tw, "  last outcome\t%s\n", lastOutcome(rec))
 		}
 		if rec.DeadReason != "" {
-			fmt.Fprintf(tw, "  dead\t%s: %s\n", ts(rec.DeadAt), rec.DeadReason)
+			fmt.Fprintf(tw, "  dead\t%s: %s\n", tsText(rec.DeadAt), rec.DeadReason)
 		}
 		tw.Flush()
 	}
@@ -261,8 +254,8 @@ func inspectEvent(w io.Writer, st *store.Store, id string, asJSON bool) error {
 		return nil
 	}
 	fmt.Fprintln(w, "history (changelog, oldest first):")
-	for _, h := range describeHistory(hist) {
-		fmt.Fprintf(w, "  %s  lsn %-6d %s\n", h.Time, h.LSN, h.What)
+	for i, h := range describeHistory(hist) {
+		fmt.Fprintf(w, "  %s  lsn %-6d %s\n", tsText(hist[i].Time), h.LSN, h.What)
 	}
 	return nil
 }
@@ -330,9 +323,9 @@ func inspectSummary(w io.Writer, st *store.Store, only string, limit int, asJSON
 			s := "enabled"
 			switch {
 			case ep.Disabled:
-				s = "disabled since " + ts(ep.DisabledAt) + ": " + ep.DisabledReason
+				s = "disabled since " + tsText(ep.DisabledAt) + ": " + ep.DisabledReason
 			case ep.NotBefore.After(time.Now()):
-				s = "throttled until " + ts(ep.NotBefore)
+				s = "throttled until " + tsText(ep.NotBefore)
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\n", ep.Name, s, ep.FailureStreak, ep.LastStatus)
 		}
@@ -356,9 +349,9 @@ func inspectSummary(w io.Writer, st *store.Store, only string, limit int, asJSON
 		}
 		for _, r := range recs {
 			if name == "pending" {
-				fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\n", r.ID, r.Destination, r.Attempts, ts(r.NextAttemptAt), lastOutcome(r))
+				fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\n", r.ID, r.Destination, r.Attempts, tsText(r.NextAttemptAt), oneLine(lastOutcome(r)))
 			} else {
-				fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\n", r.ID, r.Destination, r.Attempts, ts(r.DeadAt), oneLine(r.DeadReason))
+				fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\n", r.ID, r.Destination, r.Attempts, tsText(r.DeadAt), oneLine(r.DeadReason))
 			}
 		}
 		tw.Flush()
@@ -369,11 +362,17 @@ func inspectSummary(w io.Writer, st *store.Store, only string, limit int, asJSON
 	return nil
 }
 
+// lastOutcome describes a record's last attempt: its status and error.
 func lastOutcome(r *store.Record) string {
-	if r.LastStatus == 0 && r.LastError == "" {
+	switch {
+	case r.LastStatus == 0 && r.LastError == "":
 		return "-"
+	case r.LastStatus == 0:
+		return "no response: " + r.LastError
+	case r.LastError == "" || strings.HasPrefix(r.LastError, fmt.Sprintf("status %d", r.LastStatus)):
+		return cmp.Or(r.LastError, fmt.Sprintf("status %d", r.LastStatus))
 	}
-	return oneLine(fmt.Sprintf("%d %s", r.LastStatus, r.LastError))
+	return fmt.Sprintf("status %d: %s", r.LastStatus, r.LastError)
 }
 
 func oneLine(s string) string {

@@ -159,28 +159,38 @@ func (s *server) run(sigs <-chan os.Signal) int {
 // shutdown stops accepting requests, lets those under way finish, stops the
 // Kafka runner and the outbox (finishing or cancelling in-flight deliveries
 // and committing their outcomes), all within the shutdown grace period.
+// Deliveries cancelled at the deadline stay pending and are attempted again
+// after a restart: that is not an error.
 func (s *server) shutdown(srv *http.Server) error {
 	s.stopping.Store(true)
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownGrace)
-	defer cancel()
-	// Requests get a third of the grace; the deliveries in flight the rest.
-	httpCtx, httpCancel := context.WithTimeout(ctx, s.cfg.ShutdownGrace/3)
+	grace := s.cfg.ShutdownGrace
+	// Requests get a third of the grace. Deliveries may run until a reserve
+	// before the end, kept for cancelling them, committing the outcomes and
+	// closing the file.
+	reserve := min(max(grace/10, 100*time.Millisecond), 2*time.Second)
+	httpCtx, httpCancel := context.WithDeadline(context.Background(), start.Add(grace/3))
 	defer httpCancel()
+	stopCtx, stopCancel := context.WithDeadline(context.Background(), start.Add(grace-reserve))
+	defer stopCancel()
 	var errs []error
 	if err := srv.Shutdown(httpCtx); err != nil {
 		s.log.Warn("requests still running at the deadline: closing their connections", "err", err)
 		_ = srv.Close()
 	}
 	if s.kafka != nil {
-		if err := s.kafka.Close(ctx); err != nil {
+		if err := s.kafka.Close(stopCtx); err != nil {
 			s.log.Error("stopping Kafka", "err", err)
 			errs = append(errs, err)
 		}
 	}
-	if err := s.o.Stop(ctx); err != nil {
-		s.log.Error("stopping the outbox", "err", err)
-		errs = append(errs, err)
+	if err := s.o.Stop(stopCtx); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			s.log.Warn("deliveries still in flight at the grace deadline were cancelled; they stay pending", "err", err)
+		} else {
+			s.log.Error("stopping the outbox", "err", err)
+			errs = append(errs, err)
+		}
 	}
 	s.log.Info("stopped", "took", time.Since(start).Round(time.Millisecond))
 	return errors.Join(errs...)

@@ -1,0 +1,345 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// binary is the outboxd built once for all end-to-end tests.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "outboxd-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "outboxd")
+	build := exec.Command("go", "build", "-o", binary, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building outboxd:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// testSecret signs deliveries to the test receivers.
+const testSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+// proc is one running outboxd.
+type proc struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	log  *logWriter
+	done chan struct{} // closed when the process has exited
+	err  error         // Wait's result, set before done is closed
+	addr string
+}
+
+// logWriter keeps the process's stderr and spots the "listening" line.
+type logWriter struct {
+	mu        sync.Mutex
+	buf       bytes.Buffer
+	partial   []byte
+	listening chan string
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	w.partial = append(w.partial, p...)
+	for {
+		i := bytes.IndexByte(w.partial, '\n')
+		if i < 0 {
+			break
+		}
+		line := w.partial[:i]
+		w.partial = w.partial[i+1:]
+		var rec struct {
+			Msg  string `json:"msg"`
+			Addr string `json:"addr"`
+		}
+		if json.Unmarshal(line, &rec) == nil && rec.Msg == "listening" {
+			select {
+			case w.listening <- rec.Addr:
+			default:
+			}
+		}
+	}
+	return len(p), nil
+}
+
+func (w *logWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// run runs outboxd with args to completion and returns its exit code and
+// combined output.
+func run(t *testing.T, dir string, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode(), string(out)
+		}
+		t.Fatalf("outboxd %v: %v", args, err)
+	}
+	return 0, string(out)
+}
+
+// start starts outboxd serve in dir with args (plus --listen 127.0.0.1:0
+// and JSON logs) and waits until it listens.
+func start(t *testing.T, dir string, args ...string) *proc {
+	t.Helper()
+	p := startNoWait(t, dir, args...)
+	timer := time.NewTimer(20 * time.Second)
+	defer timer.Stop()
+	select {
+	case p.addr = <-p.log.listening:
+	case <-p.done:
+		t.Fatalf("outboxd exited before listening (%v):\n%s", p.err, p.log)
+	case <-timer.C:
+		t.Fatalf("outboxd did not listen within 20s:\n%s", p.log)
+	}
+	return p
+}
+
+func startNoWait(t *testing.T, dir string, args ...string) *proc {
+	t.Helper()
+	all := append([]string{"serve", "--listen", "127.0.0.1:0", "--log-format", "json"}, args...)
+	cmd := exec.Command(binary, all...)
+	cmd.Dir = dir
+	lw := &logWriter{listening: make(chan string, 1)}
+	cmd.Stdout, cmd.Stderr = lw, lw
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{t: t, cmd: cmd, log: lw, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("outboxd log:\n%s", lw)
+		}
+	})
+	return p
+}
+
+// url returns the address of path on the server.
+func (p *proc) url(path string) string { return "http://" + p.addr + path }
+
+// signal sends sig and waits up to limit for the process to exit; it
+// returns how long that took.
+func (p *proc) signal(sig os.Signal, limit time.Duration) time.Duration {
+	p.t.Helper()
+	began := time.Now()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.t.Fatal(err)
+	}
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	select {
+	case <-p.done:
+	case <-timer.C:
+		p.t.Fatalf("outboxd still running %s after %v:\n%s", limit, sig, p.log)
+	}
+	return time.Since(began)
+}
+
+// exitCode is the exit code once the process has exited (-1 when killed).
+func (p *proc) exitCode() int {
+	<-p.done
+	return p.cmd.ProcessState.ExitCode()
+}
+
+var client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+
+// call sends a request and decodes a JSON object answer.
+func call(t *testing.T, method, url, token string, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if len(b) > 0 {
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("%s %s: %d, body %q is not a JSON object", method, url, resp.StatusCode, b)
+		}
+	}
+	return resp.StatusCode, m
+}
+
+// waitFor polls cond until it holds, failing after limit.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline.C:
+			t.Fatalf("timed out after %s waiting for %s", limit, what)
+		case <-tick.C:
+		}
+	}
+}
+
+// receiver is a webhook receiver on loopback that verifies signatures and
+// records the IDs it acknowledged.
+type receiver struct {
+	srv *httptest.Server
+
+	mu       sync.Mutex
+	respond  func(r *http.Request, id string) int
+	acked    map[string]int // webhook-id -> 2xx answers
+	attempts map[string]int
+	badSig   []string
+	last     http.Header
+}
+
+func newReceiver(t *testing.T, respond func(r *http.Request, id string) int) *receiver {
+	t.Helper()
+	rc := &receiver{respond: respond, acked: map[string]int{}, attempts: map[string]int{}}
+	rc.srv = httptest.NewServer(http.HandlerFunc(rc.serve))
+	t.Cleanup(rc.srv.Close)
+	return rc
+}
+
+func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return
+	}
+	id := r.Header.Get("webhook-id")
+	ok := verify(r.Header, body)
+	rc.mu.Lock()
+	rc.attempts[id]++
+	rc.last = r.Header.Clone()
+	if !ok {
+		rc.badSig = append(rc.badSig, id)
+	}
+	respond := rc.respond
+	rc.mu.Unlock()
+	code := http.StatusNoContent
+	if respond != nil {
+		code = respond(r, id)
+	}
+	if code/100 == 2 && r.Context().Err() == nil {
+		rc.mu.Lock()
+		rc.acked[id]++
+		rc.mu.Unlock()
+	}
+	w.WriteHeader(code)
+}
+
+// verify checks the Standard Webhooks signature with testSecret.
+func verify(h http.Header, body []byte) bool {
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(testSecret, "whsec_"))
+	if err != nil {
+		return false
+	}
+	mac := hmac.New(sha256.New, key)
+	fmt.Fprintf(mac, "%s.%s.", h.Get("webhook-id"), h.Get("webhook-timestamp"))
+	mac.Write(body)
+	want := "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+	for _, sig := range strings.Fields(h.Get("webhook-signature")) {
+		if hmac.Equal([]byte(sig), []byte(want)) {
+			return true
+		}
+	}
+	return false
+}
+
+func (rc *receiver) setRespond(fn func(r *http.Request, id string) int) {
+	rc.mu.Lock()
+	rc.respond = fn
+	rc.mu.Unlock()
+}
+
+func (rc *receiver) ackedCount(id string) int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.acked[id]
+}
+
+func (rc *receiver) attemptCount(id string) int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.attempts[id]
+}
+
+// missing returns the IDs of ids the receiver has not acknowledged.
+func (rc *receiver) missing(ids []string) []string {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	var out []string
+	for _, id := range ids {
+		if rc.acked[id] == 0 {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func (rc *receiver) endpoint(name string) string {
+	return name + "=" + rc.srv.URL + "/hook,secret=" + testSecret + ",allow-private"
+}
