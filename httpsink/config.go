@@ -1,0 +1,346 @@
+package httpsink
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Endpoint is a named delivery target. Events name it in their Destination;
+// everything about how to reach it (URL, secrets, headers, limits) stays in
+// the configuration, out of the events.
+type Endpoint struct {
+	// Name is what events use as their Destination. Required: letters,
+	// digits, '.', '_' and '-', at most 100 bytes, unique.
+	Name string
+	// URL is the absolute http or https URL every delivery to this endpoint
+	// goes to. It may carry credentials (sent as basic authentication); they
+	// and all query values are redacted in errors and logs. Required.
+	URL string
+	// Secrets are Standard Webhooks signing secrets ("whsec_" followed by
+	// the base64 key). When set, every attempt carries a webhook-signature
+	// header with one "v1,<signature>" per secret, space-separated: add the
+	// new secret, let receivers switch, then remove the old one. Default: no
+	// signature.
+	Secrets []string
+	// Timeout bounds one delivery to this endpoint: connecting, sending,
+	// inline retries and reading the response. Default: Config.Timeout.
+	Timeout time.Duration
+	// Headers are sent on every request to this endpoint. They take
+	// precedence over an event's headers of the same name (the operator's
+	// configuration wins over what producers send), and cannot set the
+	// headers the sink owns (Idempotency-Key, webhook-id, webhook-timestamp,
+	// webhook-signature) or framing headers (Host, Content-Length,
+	// Transfer-Encoding, Connection). Their values are never logged.
+	Headers map[string]string
+	// MaxInFlight caps the deliveries to this endpoint at once; callers
+	// beyond it wait (honouring their context). It also sizes the
+	// endpoint's keep-alive pool. Default 0: no cap here (the outbox's
+	// concurrency applies) and a pool of Config.PoolSize.
+	MaxInFlight int
+	// AllowPrivate turns the dial-time address guard off for this endpoint,
+	// for receivers on private, loopback or link-local addresses.
+	// Default false.
+	AllowPrivate bool
+}
+
+// LogValue implements slog.LogValuer: it shows the endpoint with its URL
+// redacted, the number of secrets and the header names, never their values.
+func (e Endpoint) LogValue() slog.Value {
+	names := make([]string, 0, len(e.Headers))
+	for k := range e.Headers {
+		names = append(names, http.CanonicalHeaderKey(k))
+	}
+	slices.Sort(names)
+	return slog.GroupValue(
+		slog.String("name", e.Name),
+		slog.String("url", RedactURL(e.URL)),
+		slog.Int("secrets", len(e.Secrets)),
+		slog.Any("headers", names),
+		slog.Duration("timeout", e.Timeout),
+		slog.Int("max_in_flight", e.MaxInFlight),
+		slog.Bool("allow_private", e.AllowPrivate),
+	)
+}
+
+// String returns the endpoint as LogValue shows it.
+func (e Endpoint) String() string {
+	return e.LogValue().String()
+}
+
+// Config configures a Sink. Every field's zero value means its documented
+// default.
+type Config struct {
+	// Endpoints are the named endpoints. Default: none.
+	Endpoints []Endpoint
+	// AllowRawURLs lets events name an absolute http or https URL as their
+	// Destination. Such deliveries carry no signature and no extra headers,
+	// and each scheme://host:port is its own endpoint. Default false.
+	AllowRawURLs bool
+	// AllowPrivateNetworks turns the dial-time address guard off for every
+	// destination. Default false: connections to private (RFC 1918, unique
+	// local), loopback, link-local, unspecified, multicast, carrier-grade
+	// NAT, cloud metadata and other non-public addresses are refused, IPv4
+	// and IPv6 alike, including IPv4-mapped and NAT64 forms.
+	AllowPrivateNetworks bool
+	// AllowedNetworks are address ranges the guard lets through even though
+	// they are not public, e.g. 10.1.2.0/24 for an internal receiver.
+	// Default: none.
+	AllowedNetworks []netip.Prefix
+	// Policy is the status policy table. Default: DefaultPolicy().
+	Policy Policy
+	// Timeout bounds one delivery (see Endpoint.Timeout). Default 30s.
+	Timeout time.Duration
+	// MaxRetryAfter caps the wait a receiver can ask for with Retry-After.
+	// Default 1h.
+	MaxRetryAfter time.Duration
+	// InlineRetries is how many times a delivery is retried inside one
+	// Deliver call after a transport failure or a 502, 503 or 504 (when the
+	// policy retries or throttles those), before the outcome goes back to
+	// the outbox. Never for other statuses. Default 2; negative: none.
+	InlineRetries int
+	// InlineRetryBudget is the time after the first request within which an
+	// inline retry may still start (its wait included); a Retry-After longer
+	// than what is left goes back to the outbox instead. Default 2s.
+	InlineRetryBudget time.Duration
+	// PoolSize is the number of idle keep-alive connections kept per host.
+	// Set it to the outbox's delivery concurrency so that connections are
+	// reused under load. Default 64.
+	PoolSize int
+	// MaxBodyExcerpt is how many bytes of a failed response's body are kept
+	// in Result.Body. Default 1024.
+	MaxBodyExcerpt int
+	// MaxDrain is how many bytes of a response body are read (and thrown
+	// away) so that its connection can be reused; a longer body closes the
+	// connection instead. Default 64 KiB.
+	MaxDrain int64
+	// FollowRedirects follows up to 10 redirects (the guard still checks
+	// every address). Default false: a 3xx is an outcome of its own, dead
+	// by default.
+	FollowRedirects bool
+	// UserAgent is sent unless the event or endpoint headers set one.
+	// Default "outboxd-httpsink".
+	UserAgent string
+	// Logger receives debug records of inline retries and outcomes. URLs
+	// are redacted; header values and secrets are never logged. Default:
+	// discard.
+	Logger *slog.Logger
+	// Now is the clock for webhook-timestamp and Retry-After dates.
+	// Default time.Now.
+	Now func() time.Time
+}
+
+// Defaults of Config.
+const (
+	DefaultTimeout           = 30 * time.Second
+	DefaultMaxRetryAfter     = time.Hour
+	DefaultInlineRetries     = 2
+	DefaultInlineRetryBudget = 2 * time.Second
+	DefaultPoolSize          = 64
+	DefaultMaxBodyExcerpt    = 1024
+	DefaultMaxDrain          = 64 << 10
+	DefaultUserAgent         = "outboxd-httpsink"
+)
+
+// withDefaults returns a copy of c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	c.Policy = c.Policy.orDefault()
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.MaxRetryAfter == 0 {
+		c.MaxRetryAfter = DefaultMaxRetryAfter
+	}
+	if c.InlineRetries == 0 {
+		c.InlineRetries = DefaultInlineRetries
+	}
+	if c.InlineRetries < 0 {
+		c.InlineRetries = 0
+	}
+	if c.InlineRetryBudget == 0 {
+		c.InlineRetryBudget = DefaultInlineRetryBudget
+	}
+	if c.PoolSize == 0 {
+		c.PoolSize = DefaultPoolSize
+	}
+	if c.MaxBodyExcerpt == 0 {
+		c.MaxBodyExcerpt = DefaultMaxBodyExcerpt
+	}
+	if c.MaxDrain == 0 {
+		c.MaxDrain = DefaultMaxDrain
+	}
+	if c.UserAgent == "" {
+		c.UserAgent = DefaultUserAgent
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// validate checks c after withDefaults.
+func (c *Config) validate() error {
+	neg := func(field string, bad bool) error {
+		if bad {
+			return &ConfigError{Field: field, Reason: "must not be negative"}
+		}
+		return nil
+	}
+	for _, err := range []error{
+		neg("Timeout", c.Timeout < 0),
+		neg("MaxRetryAfter", c.MaxRetryAfter < 0),
+		neg("InlineRetryBudget", c.InlineRetryBudget < 0),
+		neg("PoolSize", c.PoolSize < 0),
+		neg("MaxBodyExcerpt", c.MaxBodyExcerpt < 0),
+		neg("MaxDrain", c.MaxDrain < 0),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	if err := checkHeaderValue(c.UserAgent); err != "" {
+		return &ConfigError{Field: "UserAgent", Reason: err}
+	}
+	for i, p := range c.AllowedNetworks {
+		if !p.IsValid() {
+			return &ConfigError{Field: fmt.Sprintf("AllowedNetworks[%d]", i), Reason: "not a valid prefix"}
+		}
+	}
+	seen := make(map[string]int, len(c.Endpoints))
+	for i, e := range c.Endpoints {
+		f := fmt.Sprintf("Endpoints[%d]", i)
+		if reason := checkName(e.Name); reason != "" {
+			return &ConfigError{Field: f + ".Name", Reason: reason}
+		}
+		if j, dup := seen[e.Name]; dup {
+			return &ConfigError{Field: f + ".Name", Reason: fmt.Sprintf("%q is already the name of Endpoints[%d]", e.Name, j)}
+		}
+		seen[e.Name] = i
+		u, err := parseHTTPURL(e.URL)
+		if err != nil {
+			return &ConfigError{Field: f + ".URL", Reason: err.Error()}
+		}
+		if !e.AllowPrivate && !c.AllowPrivateNetworks {
+			if addr, err := netip.ParseAddr(strings.Trim(u.Hostname(), "[]")); err == nil {
+				if err := (&guard{allowed: c.AllowedNetworks}).check(addr); err != nil {
+					return &ConfigError{Field: f + ".URL", Reason: err.Error(), Err: err}
+				}
+			}
+		}
+		for j, s := range e.Secrets {
+			if _, reason := decodeSecret(s); reason != "" {
+				return &ConfigError{Field: fmt.Sprintf("%s.Secrets[%d]", f, j), Reason: reason}
+			}
+		}
+		if err := neg(f+".Timeout", e.Timeout < 0); err != nil {
+			return err
+		}
+		if err := neg(f+".MaxInFlight", e.MaxInFlight < 0); err != nil {
+			return err
+		}
+		for k, v := range e.Headers {
+			hf := fmt.Sprintf("%s.Headers[%q]", f, k)
+			if reason := checkHeaderName(k); reason != "" {
+				return &ConfigError{Field: hf, Reason: reason}
+			}
+			if reserved(http.CanonicalHeaderKey(k)) {
+				return &ConfigError{Field: hf, Reason: "set by the sink itself"}
+			}
+			if reason := checkHeaderValue(v); reason != "" {
+				return &ConfigError{Field: hf, Reason: reason}
+			}
+		}
+	}
+	return nil
+}
+
+// checkName validates an endpoint name.
+func checkName(s string) string {
+	if s == "" {
+		return "required"
+	}
+	if len(s) > 100 {
+		return "longer than 100 bytes"
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Sprintf("%q: only letters, digits, '.', '_' and '-' are allowed", s)
+		}
+	}
+	return ""
+}
+
+// parseHTTPURL parses an absolute http or https URL with a host. Errors never
+// quote the URL (it may hold credentials).
+func parseHTTPURL(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("not a URL")
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "http", "https":
+	case "":
+		return nil, fmt.Errorf("not an absolute URL")
+	default:
+		return nil, fmt.Errorf("scheme %q is not http or https", u.Scheme)
+	}
+	if u.Opaque != "" || u.Host == "" || u.Hostname() == "" {
+		return nil, fmt.Errorf("no host")
+	}
+	return u, nil
+}
+
+// reserved reports whether a canonical header name is set by the sink or by
+// the HTTP framing and so cannot be configured.
+func reserved(k string) bool {
+	switch k {
+	case "Idempotency-Key", "Webhook-Id", "Webhook-Timestamp", "Webhook-Signature",
+		"Host", "Content-Length", "Transfer-Encoding", "Connection", "Te", "Trailer", "Upgrade", "Keep-Alive":
+		return true
+	}
+	return false
+}
+
+// sinkOwned reports whether a canonical header name is one the sink sets on
+// every attempt, replacing whatever an event carried.
+func sinkOwned(k string) bool {
+	switch k {
+	case "Idempotency-Key", "Webhook-Id", "Webhook-Timestamp", "Webhook-Signature":
+		return true
+	}
+	return false
+}
+
+// checkHeaderName validates a header field name (an RFC 9110 token).
+func checkHeaderName(s string) string {
+	if s == "" {
+		return "empty header name"
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return "header name has a character that is not allowed"
+		}
+	}
+	return ""
+}
+
+// checkHeaderValue validates a header field value: no control characters
+// other than tab. The value itself is never quoted (it may be a secret).
+func checkHeaderValue(s string) string {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return "header value has a control character"
+		}
+	}
+	return ""
+}

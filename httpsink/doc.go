@@ -1,0 +1,57 @@
+// Package httpsink delivers outbox events over HTTP. Its *Sink implements
+// outbox.Sink and outbox.EndpointResolver on top of
+// github.com/hashicorp/go-retryablehttp.
+//
+// # Destinations
+//
+// An event's Destination names a configured Endpoint (URL, Standard Webhooks
+// secrets, headers, timeout, concurrency cap) or, when Config.AllowRawURLs is
+// on, is an absolute http or https URL; each scheme://host:port of a raw URL
+// is its own endpoint for throttling and disabling.
+//
+// # Requests
+//
+// Every attempt sends the event's method (POST by default), payload and
+// headers verbatim, then the endpoint's headers (which win over the event's
+// headers of the same name), Content-Type application/json when a payload
+// has none, and the headers the sink owns, which replace any an event
+// carried:
+//
+//	Idempotency-Key    the event ID, the same on every attempt
+//	webhook-id         the event ID (Standard Webhooks)
+//	webhook-timestamp  unix seconds of this attempt
+//	webhook-signature  "v1,<base64 HMAC-SHA256 of id.timestamp.payload>" per
+//	                   secret, space-separated (endpoints with Secrets only)
+//
+// # Outcomes
+//
+// The response is classified by the status policy table (Policy): exact code,
+// then class, then a default row, plus an error row for transport failures
+// and timeouts. Retry-After is honoured in both its forms (delay-seconds and
+// HTTP-date), capped by Config.MaxRetryAfter. Transport failures and 502, 503
+// and 504 are retried a few times inside Deliver within a small time budget
+// (Config.InlineRetries, Config.InlineRetryBudget); nothing else is, a 404
+// least of all. The context and the endpoint's timeout bound the whole
+// delivery. Redirects are not followed unless Config.FollowRedirects is set.
+//
+// Response bodies are read through a limit: the first Config.MaxBodyExcerpt
+// bytes of a failed response are kept for the dead letters, up to
+// Config.MaxDrain bytes are drained so the connection goes back to the
+// keep-alive pool, and a longer body closes the connection instead.
+//
+// # Address guard
+//
+// A check at dial time (net.Dialer.Control, after name resolution, so DNS
+// rebinding cannot get around it) refuses private, loopback, link-local,
+// unspecified, multicast, carrier-grade NAT, cloud metadata and other
+// non-public addresses, IPv4 and IPv6, including IPv4-mapped, NAT64 and 6to4
+// forms. It is on by default for every destination; Endpoint.AllowPrivate,
+// Config.AllowPrivateNetworks and Config.AllowedNetworks open it. Environment
+// proxies are not used, so the guard always sees the receiver's address.
+//
+// # Secrets
+//
+// Errors and logs never hold header values or signing secrets, and URLs in
+// them are redacted (RedactURL): user information and query values are
+// replaced.
+package httpsink
