@@ -1,7 +1,9 @@
 package store
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -137,7 +139,8 @@ func BenchmarkInsertBatch1000(b *testing.B) {
 }
 
 // benchFixtures caches the big fixture files for one benchmark run; TestMain
-// removes benchDir.
+// removes benchDir. With OUTBOX_BENCH_FIXTURES set to a directory they are
+// kept there and reused across runs instead.
 var (
 	benchDir      string
 	benchMu       sync.Mutex
@@ -155,6 +158,16 @@ func backlogFixture(b *testing.B, backlog int) string {
 	if p, ok := benchFixtures[backlog]; ok {
 		return p
 	}
+	if dir := os.Getenv("OUTBOX_BENCH_FIXTURES"); dir != "" {
+		// Kept between runs: the 1M fixture takes a while to build.
+		path := filepath.Join(dir, fmt.Sprintf("backlog-%d-v%d.db", backlog, schemaVersion))
+		if _, err := os.Stat(path); err == nil {
+			benchFixtures[backlog] = path
+			return path
+		}
+		benchFixtures[backlog] = buildFixture(b, path, backlog)
+		return path
+	}
 	if benchDir == "" {
 		d, err := os.MkdirTemp("", "store-bench-")
 		if err != nil {
@@ -162,7 +175,12 @@ func backlogFixture(b *testing.B, backlog int) string {
 		}
 		benchDir = d
 	}
-	path := filepath.Join(benchDir, fmt.Sprintf("backlog-%d.db", backlog))
+	path := buildFixture(b, filepath.Join(benchDir, fmt.Sprintf("backlog-%d.db", backlog)), backlog)
+	benchFixtures[backlog] = path
+	return path
+}
+
+func buildFixture(b *testing.B, path string, backlog int) string {
 	start := time.Now()
 	s, err := Open(path, Options{NoSync: true, MaxBatch: 20_000, Now: func() time.Time { return fixtureNow }})
 	if err != nil {
@@ -189,7 +207,6 @@ func backlogFixture(b *testing.B, backlog int) string {
 	}
 	fi, _ := os.Stat(path)
 	b.Logf("fixture: %d not-yet-due + 100 due records, %d MiB, built in %v", backlog, fi.Size()>>20, time.Since(start).Round(time.Millisecond))
-	benchFixtures[backlog] = path
 	return path
 }
 
@@ -217,14 +234,35 @@ func BenchmarkDueSnapshot(b *testing.B) {
 }
 
 // BenchmarkOpen1M opens a store of 1M pending records; it reports the time
-// per Open and the Go heap held by the open store.
+// per Open and the Go heap held by the open store. "clean" follows a Close
+// (bbolt's freelist was written); "unclean" follows a crash (bbolt rebuilds
+// the freelist by walking the whole file).
 func BenchmarkOpen1M(b *testing.B) {
-	path := backlogFixture(b, 1_000_000)
+	clean := backlogFixture(b, 1_000_000)
+	b.Run("clean", func(b *testing.B) { benchOpen(b, clean) })
+	b.Run("unclean", func(b *testing.B) {
+		path := filepath.Join(b.TempDir(), "unclean.db")
+		if err := copyFile(clean, path); err != nil {
+			b.Fatal(err)
+		}
+		benchOpen(b, path)
+	})
+}
+
+func benchOpen(b *testing.B, path string) {
 	var heap uint64
 	for b.Loop() {
 		var before, after runtime.MemStats
+		b.StopTimer()
+		if filepath.Base(path) == "unclean.db" {
+			// Keep the freelist unsynced for every iteration: Close writes it.
+			if err := dropFreelist(path); err != nil {
+				b.Fatal(err)
+			}
+		}
 		runtime.GC()
 		runtime.ReadMemStats(&before)
+		b.StartTimer()
 		s, err := Open(path, Options{})
 		if err != nil {
 			b.Fatal(err)
@@ -242,4 +280,29 @@ func BenchmarkOpen1M(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(heap)/(1<<20), "heap-MiB")
+}
+
+// dropFreelist commits once without writing bbolt's freelist, leaving the
+// file as a crash would.
+func dropFreelist(path string) error {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
+	if err != nil {
+		return err
+	}
+	err = db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put([]byte("x"), nil) })
+	return errors.Join(err, db.Close())
+}
+
+func copyFile(from, to string) error {
+	src, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := os.Create(to)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(dst, src)
+	return errors.Join(err, dst.Close())
 }
