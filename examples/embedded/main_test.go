@@ -20,7 +20,20 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) {
+		if built.dir != "" {
+			os.RemoveAll(built.dir)
+		}
+	}))
+}
+
+// built is the example's binary, built once for all the tests of the
+// package (under -race when the tests are).
+var built struct {
+	once      sync.Once
+	dir, path string
+	out       []byte
+	err       error
 }
 
 // receiver is the downstream service of the test.
@@ -154,16 +167,21 @@ func (p *proc) interrupt(t *testing.T) {
 
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "embedded")
-	args := []string{"build", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "embedded-test-"); built.err != nil {
+			return
+		}
+		built.path = filepath.Join(built.dir, "embedded")
+		args := []string{"build", "-o", built.path}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		built.out, built.err = exec.Command("go", append(args, ".")...).CombinedOutput()
+	})
+	if built.err != nil {
+		t.Fatalf("go build: %v\n%s", built.err, built.out)
 	}
-	out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return built.path
 }
 
 func TestServiceAsAUserRunsIt(t *testing.T) {
