@@ -425,6 +425,20 @@ func (s *Scheduler) startLocked(p *Punctuation, ts time.Time, woken bool) {
 // run calls p's Func, then keeps calling it for as long as finishLocked asks for another run
 // right away (a queued wake, a grid point or boundary reached while it ran).
 func (s *Scheduler) run(p *Punctuation, ts time.Time, woken bool) {
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		// The Func called runtime.Goexit (t.FailNow in a test, say): this goroutine is
+		// ending under us. Keep the books straight and stop the punctuation.
+		s.logger.Error("scheduler: punctuation called runtime.Goexit; cancelled", "punctuation", p.name)
+		s.mu.Lock()
+		p.running, p.wake, p.cancelled = false, false, true
+		s.active--
+		s.maybeDoneLocked()
+		s.mu.Unlock()
+	}()
 	for {
 		start := s.clock.Now()
 		v, stack, panicked := s.call(p, ts)
@@ -445,6 +459,7 @@ func (s *Scheduler) run(p *Punctuation, ts time.Time, woken bool) {
 		var again bool
 		ts, woken, again = s.finishLocked(p, end)
 		if !again {
+			returned = true
 			s.active--
 			s.maybeDoneLocked()
 			s.mu.Unlock()
@@ -457,7 +472,9 @@ func (s *Scheduler) run(p *Punctuation, ts time.Time, woken bool) {
 func (s *Scheduler) call(p *Punctuation, ts time.Time) (v any, stack []byte, panicked bool) {
 	defer func() {
 		if panicked {
-			v = recover()
+			if v = recover(); v == nil {
+				return // runtime.Goexit, not a panic: let it unwind (run books it)
+			}
 			stack = debug.Stack()
 		}
 	}()

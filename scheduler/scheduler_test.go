@@ -817,3 +817,23 @@ func schedulerGoroutines() int {
 	}
 	return count
 }
+
+// A Func that calls runtime.Goexit (as t.FailNow does) ends its punctuation but leaves the
+// scheduler able to close, and other punctuations running.
+func TestGoexitInFuncCancelsPunctuation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New(Config{})
+		var runs, other atomic.Int32
+		p := mustSchedule(t, s, time.Second, WallClock, func(context.Context, time.Time) {
+			runs.Add(1)
+			runtime.Goexit()
+		})
+		mustSchedule(t, s, time.Second, WallClock, func(context.Context, time.Time) { other.Add(1) })
+		time.Sleep(3500 * time.Millisecond)
+		synctest.Wait()
+		if runs.Load() != 1 || other.Load() != 3 || !p.Stats().Cancelled {
+			t.Fatalf("runs=%d other=%d stats=%+v", runs.Load(), other.Load(), p.Stats())
+		}
+		mustClose(t, s)
+	})
+}
