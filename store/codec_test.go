@@ -158,6 +158,22 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add(EncodeRecord(&Record{ID: "x"}))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
+		// The input as a whole value, and as the body of an intact frame (so
+		// the field decoder is reached past the checksum).
+		checkRecordDecode(t, b)
+		checkRecordDecode(t, frameOf(kindRecord, b))
+	})
+}
+
+// frameOf wraps body in an intact frame of the given kind.
+func frameOf(kind byte, body []byte) []byte {
+	e := newEncoder(kind, len(body))
+	e.b = append(e.b, body...)
+	return e.finish()
+}
+
+func checkRecordDecode(t *testing.T, b []byte) {
+	{
 		r, err := DecodeRecord(b)
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrSchemaTooNew) {
@@ -172,7 +188,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		if !reflect.DeepEqual(again, r) {
 			t.Fatalf("round trip of a decoded record differs:\n%#v\n%#v", again, r)
 		}
-	})
+	}
 }
 
 func FuzzDecodeEntry(f *testing.F) {
@@ -180,6 +196,13 @@ func FuzzDecodeEntry(f *testing.F) {
 	f.Add(EncodeEntry(&Entry{LSN: 1, Op: OpEnqueue, ID: r.ID, Version: 1, Time: time.Unix(5, 0), Record: r}))
 	f.Add(EncodeEntry(&Entry{LSN: 2, Op: OpDelete, ID: r.ID, Version: 2, Reason: "delivered"}))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		checkEntryDecode(t, b)
+		checkEntryDecode(t, frameOf(kindEntry, b))
+	})
+}
+
+func checkEntryDecode(t *testing.T, b []byte) {
+	{
 		e, err := DecodeEntry(b)
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrSchemaTooNew) {
@@ -194,5 +217,5 @@ func FuzzDecodeEntry(f *testing.F) {
 		if !reflect.DeepEqual(again, e) {
 			t.Fatalf("round trip of a decoded entry differs:\n%#v\n%#v", again, e)
 		}
-	})
+	}
 }
