@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"regexp"
@@ -19,6 +21,10 @@ import (
 //	listen: 127.0.0.1:8080          # where providers post to /hooks/{source}
 //	db: relay.db                    # the outbox's bbolt file
 //	dedup_window: 72h               # how long a delivered provider ID is remembered
+//	policy: ["404=park"]            # changes to the status policy table (httpsink.ParsePolicy)
+//	admin:                          # optional: the outbox's admin API (dead letters, replay, stats)
+//	  listen: 127.0.0.1:8081
+//	  token_env: RELAY_ADMIN_TOKEN  # bearer token; required unless listen is a loopback address
 //	targets:                        # internal services the relay delivers to
 //	  billing:
 //	    url: https://billing.internal/webhooks
@@ -41,6 +47,7 @@ type Config struct {
 	DedupWindow time.Duration      `yaml:"dedup_window"`
 	MaxBody     int                `yaml:"max_body_bytes"`
 	Policy      []string           `yaml:"policy"`
+	Admin       *Admin             `yaml:"admin"`
 	Targets     map[string]*Target `yaml:"targets"`
 	Sources     map[string]*Source `yaml:"sources"`
 }
@@ -52,6 +59,15 @@ type Target struct {
 	SecretEnv    string        `yaml:"secret_env"`
 	Timeout      time.Duration `yaml:"timeout"`
 	AllowPrivate bool          `yaml:"allow_private"`
+}
+
+// Admin is where the outbox's admin API is served: list and replay dead
+// letters, drop events, re-enable endpoints, stats (package outbox/httpapi).
+type Admin struct {
+	Listen   string `yaml:"listen"`
+	TokenEnv string `yaml:"token_env"`
+
+	token string
 }
 
 // Source is a provider whose webhooks arrive at /hooks/{source}.
@@ -116,6 +132,9 @@ func (c *Config) prepare(getenv func(string) string) error {
 	if c.MaxBody < 0 {
 		return errors.New("max_body_bytes: must not be negative")
 	}
+	if err := c.Admin.prepare(getenv); err != nil {
+		return err
+	}
 	if len(c.Targets) == 0 {
 		return errors.New("targets: at least one target is needed")
 	}
@@ -179,6 +198,29 @@ func (c *Config) prepare(getenv func(string) string) error {
 			}
 			seen[t] = true
 		}
+	}
+	return nil
+}
+
+func (a *Admin) prepare(getenv func(string) string) error {
+	if a == nil {
+		return nil
+	}
+	if a.Listen == "" {
+		return errors.New("admin.listen: required when admin is set")
+	}
+	if a.TokenEnv != "" {
+		if a.token = getenv(a.TokenEnv); a.token == "" {
+			return fmt.Errorf("admin.token_env: environment variable %s is empty or not set", a.TokenEnv)
+		}
+		return nil
+	}
+	host, _, err := net.SplitHostPort(a.Listen)
+	if err != nil {
+		return fmt.Errorf("admin.listen: %w", err)
+	}
+	if ip, err := netip.ParseAddr(host); host != "localhost" && (err != nil || !ip.IsLoopback()) {
+		return errors.New("admin.token_env: a token is required when the admin API listens beyond loopback")
 	}
 	return nil
 }

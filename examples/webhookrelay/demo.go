@@ -13,6 +13,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,7 +29,7 @@ import (
 //	ci       answers 200
 //	billing  answers 500 to the first attempt of each event (retried)
 //	crm      answers 404 three times per event ("customer not created yet": parked)
-//	audit    answers 422 to disputes (dead letter); 200 otherwise
+//	audit    answers 422 to disputes (dead letter) until it is fixed; 200 otherwise
 //
 // Every target checks the relay's own Standard Webhooks signature on what it
 // receives, with its secret.
@@ -43,6 +44,7 @@ type demoTargets struct {
 
 	mu        sync.Mutex
 	attempts  map[string]int            // event ID -> attempts seen
+	fixed     bool                      // audit accepts disputes too
 	delivered map[string]map[string]int // target -> event ID -> 2xx answers
 }
 
@@ -50,7 +52,7 @@ var demoBehaviour = map[string]string{
 	"ci":      "answers 200",
 	"billing": "fails the first attempt of each event with 500",
 	"crm":     "answers 404 three times per event (not created yet)",
-	"audit":   "refuses disputes with 422, answers 200 otherwise",
+	"audit":   "refuses disputes with 422 (until fixed), answers 200 otherwise",
 }
 
 func startDemoTargets(out *console) (*demoTargets, error) {
@@ -96,7 +98,7 @@ func (d *demoTargets) close() {
 // config is the relay configuration of the demo: three providers, four
 // targets.
 func (d *demoTargets) config() *Config {
-	c := &Config{Listen: "127.0.0.1:0", Targets: map[string]*Target{}, Sources: map[string]*Source{
+	c := &Config{Listen: "127.0.0.1:0", Admin: &Admin{Listen: "127.0.0.1:0"}, Targets: map[string]*Target{}, Sources: map[string]*Source{
 		"github": {Scheme: SchemeGitHub, Secrets: []string{d.sources["github"]}, Targets: []string{"ci", "audit"}},
 		"stripe": {Scheme: SchemeStripe, Secrets: []string{d.sources["stripe"]}, Targets: []string{"billing", "audit"}},
 		"acme":   {Scheme: SchemeStandardWebhooks, Secrets: []string{d.sources["acme"]}, Targets: []string{"crm", "audit"}},
@@ -145,7 +147,7 @@ func (d *demoTargets) serve(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusInternalServerError
 	case target == "crm" && n <= 3:
 		status = http.StatusNotFound
-	case target == "audit" && bytes.Contains(body, []byte(`"charge.dispute.created"`)):
+	case target == "audit" && !d.fixed && bytes.Contains(body, []byte(`"charge.dispute.created"`)):
 		status = http.StatusUnprocessableEntity
 	}
 	if status == http.StatusOK {
@@ -154,9 +156,10 @@ func (d *demoTargets) serve(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(status)
 }
 
-// run sends the demo traffic to the relay at base and waits until every
-// stored event was delivered or dead-lettered, then prints a summary.
-func (d *demoTargets) run(ctx context.Context, base string, box *outbox.Outbox) error {
+// run sends the demo traffic to the relay at base, waits until every stored
+// event was delivered or dead-lettered and prints a summary; then it replays
+// the dead letter through the admin API at adminBase and prints the outcome.
+func (d *demoTargets) run(ctx context.Context, base, adminBase string, box *outbox.Outbox) error {
 	gh := newID()
 	steps := []struct {
 		what   string
@@ -205,7 +208,38 @@ func (d *demoTargets) run(ctx context.Context, base string, box *outbox.Outbox) 
 		}
 	}
 
-	// Wait until nothing is pending: every event delivered or dead.
+	if err := settle(ctx, box); err != nil {
+		return err
+	}
+	dead, err := d.summary(ctx, box)
+	if err != nil || len(dead) == 0 {
+		return err
+	}
+
+	// The dead letter's target is fixed: replay it through the admin API.
+	d.mu.Lock()
+	d.fixed = true
+	d.mu.Unlock()
+	for _, ev := range dead {
+		d.out.printf("▶ audit ships a fix; an operator replays the dead letter: POST %s/v1/events/%s/replay", adminBase, ev.ID)
+		resp, err := http.Post(adminBase+"/v1/events/"+url.PathEscape(ev.ID)+"/replay", "application/json", nil)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			return fmt.Errorf("replay %s: admin API answered %d", ev.ID, resp.StatusCode)
+		}
+	}
+	if err := settle(ctx, box); err != nil {
+		return err
+	}
+	_, err = d.summary(ctx, box)
+	return err
+}
+
+// settle waits until nothing is pending: every event delivered or dead.
+func settle(ctx context.Context, box *outbox.Outbox) error {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	deadline := time.Now().Add(2 * time.Minute)
@@ -215,11 +249,15 @@ func (d *demoTargets) run(ctx context.Context, base string, box *outbox.Outbox) 
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return ctx.Err()
 		case <-tick.C:
 		}
 	}
+	return nil
+}
 
+// summary prints what each target got and the dead letters, and returns them.
+func (d *demoTargets) summary(ctx context.Context, box *outbox.Outbox) ([]outbox.Event, error) {
 	d.mu.Lock()
 	var lines []string
 	for _, t := range slices.Sorted(maps.Keys(d.delivered)) {
@@ -233,12 +271,15 @@ func (d *demoTargets) run(ctx context.Context, base string, box *outbox.Outbox) 
 	d.out.printf("summary: delivered per target: %s", strings.Join(lines, ", "))
 	dead, _, err := box.List(ctx, outbox.ListOptions{State: outbox.StateDead})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, ev := range dead {
-		d.out.printf("summary: dead letter %s (status %d): %s — replayable once the target accepts it", ev.ID, ev.LastStatus, ev.DeadReason)
+		d.out.printf("summary: dead letter %s: %s", ev.ID, ev.DeadReason)
 	}
-	return nil
+	if len(dead) == 0 {
+		d.out.printf("summary: no dead letters")
+	}
+	return dead, nil
 }
 
 // The demo's providers. They sign the way the providers document it.

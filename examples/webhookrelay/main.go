@@ -25,6 +25,10 @@
 //
 //	webhookrelay --config relay.yaml
 //
+// With admin set in the configuration (or --admin), the outbox's admin API
+// (package outbox/httpapi) is served on its own address: list and replay
+// dead letters, drop events, re-enable endpoints, stats.
+//
 // or see it work with nothing else running:
 //
 //	go run ./examples/webhookrelay --demo
@@ -32,7 +36,8 @@
 // The demo starts four internal targets (one parks, one fails once, one
 // dead-letters a kind of event), sends signed webhooks as GitHub, Stripe
 // and a Standard Webhooks provider would, plus a forged one, a stale one and
-// redeliveries, and prints what happens. Ctrl-C stops it cleanly; with
+// redeliveries, prints what happens, and finally replays the dead letter
+// through the admin API once its target accepts it. Ctrl-C stops it cleanly; with
 // --demo-exit it stops by itself once everything has settled.
 package main
 
@@ -52,6 +57,7 @@ import (
 
 	"github.com/outboxd/outbox/httpsink"
 	"github.com/outboxd/outbox/outbox"
+	"github.com/outboxd/outbox/outbox/httpapi"
 )
 
 func main() {
@@ -67,6 +73,7 @@ func run(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("webhookrelay", flag.ContinueOnError)
 	configPath := fs.String("config", "", "YAML configuration file (required unless --demo)")
 	listen := fs.String("listen", "", "address to receive webhooks on (default: the config's listen; --demo: a free port on 127.0.0.1)")
+	admin := fs.String("admin", "", "address of the outbox's admin API: dead letters, replay, stats (default: the config's admin.listen; --demo: a free port on 127.0.0.1)")
 	db := fs.String("db", "", "the outbox's file (default: the config's db; --demo: a temporary file)")
 	interval := fs.Duration("interval", time.Second, "how often due deliveries are picked up")
 	park := fs.Duration("park-interval", 30*time.Second, "how long a delivery answered 404 waits before the target is asked again")
@@ -133,6 +140,15 @@ func run(args []string, stdout io.Writer) error {
 	if *db != "" {
 		cfg.DB = *db
 	}
+	if *admin != "" {
+		if cfg.Admin == nil {
+			cfg.Admin = &Admin{}
+		}
+		cfg.Admin.Listen = *admin
+		if err := cfg.Admin.prepare(os.Getenv); err != nil {
+			return err
+		}
+	}
 
 	sink, err := newSink(cfg)
 	if err != nil {
@@ -169,14 +185,28 @@ func run(args []string, stdout io.Writer) error {
 	mux.Handle("POST /hooks/{source}", &relay{cfg: cfg, box: box, out: out, now: time.Now})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute}
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2)
 	go func() { serveErr <- srv.Serve(ln) }()
 	base := "http://" + ln.Addr().String()
 	out.printf("webhookrelay listening on %s/hooks/{source} (outbox file %s)", base, cfg.DB)
 
+	var adminSrv *http.Server
+	adminBase := ""
+	if cfg.Admin != nil {
+		aln, err := net.Listen("tcp", cfg.Admin.Listen)
+		if err != nil {
+			_ = srv.Close()
+			return fmt.Errorf("admin: %w", err)
+		}
+		adminSrv = &http.Server{Handler: httpapi.New(box, httpapi.Config{Token: cfg.Admin.token}), ReadHeaderTimeout: 10 * time.Second}
+		go func() { serveErr <- adminSrv.Serve(aln) }()
+		adminBase = "http://" + aln.Addr().String()
+		out.printf("admin API on %s/v1/ (dead letters: GET /v1/events?state=dead, replay: POST /v1/events/{id}/replay)", adminBase)
+	}
+
 	demoDone := make(chan error, 1)
 	if *demo {
-		go func() { demoDone <- targets.run(ctx, base, box) }()
+		go func() { demoDone <- targets.run(ctx, base, adminBase, box) }()
 	}
 
 	var runErr error
@@ -206,6 +236,11 @@ func run(args []string, stdout io.Writer) error {
 	defer cancel()
 	if err := srv.Shutdown(shutCtx); err != nil && runErr == nil {
 		runErr = err
+	}
+	if adminSrv != nil {
+		if err := adminSrv.Shutdown(shutCtx); err != nil && runErr == nil {
+			runErr = err
+		}
 	}
 	stopped = true
 	if err := box.Stop(shutCtx); err != nil && runErr == nil {

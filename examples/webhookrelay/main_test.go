@@ -260,6 +260,7 @@ db: %s
 targets:
   fast: {url: %q, secrets: [%q], allow_private: true}
   slow: {url: %q, secrets: [%q], allow_private: true, timeout: 5s}
+admin: {listen: "127.0.0.1:0", token_env: TEST_ADMIN_TOKEN}
 sources:
   gh:
     scheme: github
@@ -280,18 +281,35 @@ sources:
 		t.Fatal(err)
 	}
 
-	p := start(t, bin, []string{"TEST_GH_SECRET=" + ghSecret},
+	p := start(t, bin, []string{"TEST_GH_SECRET=" + ghSecret, "TEST_ADMIN_TOKEN=s3cret-admin"},
 		"--config", cfgPath, "--interval", "50ms", "--park-interval", "100ms", "--backoff", "50ms")
-	var base string
-	waitFor(t, "the listening line", 20*time.Second, func() bool {
+	var base, admin string
+	waitFor(t, "the listening lines", 20*time.Second, func() bool {
 		out := p.output()
-		if i := strings.Index(out, "listening on "); i >= 0 {
-			base = strings.Fields(out[i+len("listening on "):])[0]
-			base = strings.TrimSuffix(base, "/hooks/{source}")
-			return true
+		i, j := strings.Index(out, "listening on "), strings.Index(out, "admin API on ")
+		if i < 0 || j < 0 {
+			return false
 		}
-		return false
+		base = strings.TrimSuffix(strings.Fields(out[i+len("listening on "):])[0], "/hooks/{source}")
+		admin = strings.TrimSuffix(strings.Fields(out[j+len("admin API on "):])[0], "/v1/")
+		return true
 	})
+	adminGet := func(path, token string) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, admin+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
 
 	post := func(source, body string, h http.Header) (int, string) {
 		t.Helper()
@@ -379,6 +397,17 @@ sources:
 		}
 		return true
 	})
+	// The admin API wants its token, and knows nothing of the forgeries.
+	if code := adminGet("/v1/stats", ""); code != http.StatusUnauthorized {
+		t.Errorf("admin API without the token: %d, want 401", code)
+	}
+	if code := adminGet("/v1/events/gh:forged-gh-1:fast", "s3cret-admin"); code != http.StatusNotFound {
+		t.Errorf("admin API on a forged event: %d, want 404", code)
+	}
+	if code := adminGet("/v1/events/gh:72d3162e-cc78-11e3-81ab-4c9367dc0958:fast", "s3cret-admin"); code != http.StatusOK {
+		t.Errorf("admin API on a delivered event: %d, want 200", code)
+	}
+
 	// Stripe retries the event after it was delivered: still a duplicate.
 	code, body = post("st", stBody, signStripe(stSecret, now+2, stBody))
 	expect("stripe retry after delivery", http.StatusOK, code, body)
@@ -453,7 +482,8 @@ func TestDemoRunsToTheEnd(t *testing.T) {
 	out := p.output()
 	for _, want := range []string{
 		"401 Unauthorized", "is a redelivery", "parked", "will retry", "dead letter",
-		"delivered per target: audit 3, billing 2, ci 1, crm 1", "stopped cleanly",
+		"delivered per target: audit 3, billing 2, ci 1, crm 1", "dead letter stripe:evt_1003:audit: status 422",
+		"replays the dead letter", "delivered per target: audit 4, billing 2, ci 1, crm 1", "no dead letters", "stopped cleanly",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
