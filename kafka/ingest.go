@@ -51,6 +51,7 @@ type ingest struct {
 
 	mu        sync.Mutex
 	committed map[int]int64 // last committed offset per partition (any generation)
+	current   []int         // partitions of the current generation
 }
 
 func newIngest(cfg Config, o enqueuer, log *slog.Logger, cn *conns, met *metrics, work context.Context) (*ingest, error) {
@@ -129,6 +130,9 @@ func (in *ingest) runGeneration(gen *kafkago.Generation) {
 		ids = append(ids, pa.ID)
 	}
 	in.assigned.Store(int32(len(parts)))
+	in.mu.Lock()
+	in.current = ids
+	in.mu.Unlock()
 	in.log.Info("kafka: partitions assigned", "group", in.cfg.Group, "generation", gen.ID,
 		"member", gen.MemberID, "topic", in.cfg.Topic, "partitions", ids)
 	var consumers sync.WaitGroup
@@ -158,6 +162,9 @@ func (in *ingest) commitLoop(gctx context.Context, gen *kafkago.Generation, trac
 			consumers.Wait()
 			in.commit(gen, trackers, true)
 			in.assigned.Store(0)
+			in.mu.Lock()
+			in.current = nil
+			in.mu.Unlock()
 			return
 		}
 	}
@@ -204,6 +211,13 @@ func (in *ingest) committedOffsets() map[int]int64 {
 		out[p] = o
 	}
 	return out
+}
+
+// partitions returns the partitions of the current generation.
+func (in *ingest) partitions() []int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return append([]int(nil), in.current...)
 }
 
 // failedBatch is a batch waiting in a partition's retry lane.

@@ -26,9 +26,9 @@ type metrics struct {
 type collector struct {
 	r *Runner
 
-	records, enqueued, dead, unstorable, enqueueErrors, fetchErrors *prometheus.Desc
-	commits, commitErrors, generations, groupErrors, ready, assigned  *prometheus.Desc
-	shipped, shipErrors, shippedLSN, lagLSNs, lagSeconds              *prometheus.Desc
+	records, enqueued, dead, unstorable, enqueueErrors, fetchErrors  *prometheus.Desc
+	commits, commitErrors, generations, groupErrors, ready, assigned *prometheus.Desc
+	shipped, shipErrors, shippedLSN, lagLSNs, lagSeconds             *prometheus.Desc
 }
 
 func newCollector(r *Runner) *collector {

@@ -148,6 +148,15 @@ func (r *Runner) Committed() map[int]int64 {
 	return r.in.committedOffsets()
 }
 
+// Assigned returns the partitions of the ingest topic assigned to this
+// instance in the current generation of the group.
+func (r *Runner) Assigned() []int {
+	if r.in == nil {
+		return nil
+	}
+	return r.in.partitions()
+}
+
 // Close stops ingest and shipping: consumers stop fetching, finish their
 // in-flight enqueue and commit the durable offsets, the group is left, and a
 // changelog write in flight is finished. If ctx ends first, in-flight work is

@@ -1,0 +1,372 @@
+package kafka
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/outboxd/outbox/outbox"
+)
+
+// Two engines in one consumer group share a 6-partition topic of 10,000
+// records: every record is delivered, under the ID derived from its
+// coordinates, and the group's committed offsets reach the end of every
+// partition.
+func TestScaleOutTwoEnginesOneGroup(t *testing.T) {
+	const parts, n = 6, 10_000
+	c := newCluster(t, kfakeSeed(parts, "in")...)
+	brokers := c.ListenAddrs()
+	all := newRecorder("all")
+	var runners []*Runner
+	var sinks []*recorder
+	for i := range 2 {
+		sink := newRecorder(fmt.Sprintf("engine%d", i))
+		sink.shared = all
+		o := openOutbox(t, dbPath(t, sink.name), sink, nil)
+		cfg := testConfig(brokers, "in")
+		cfg.BatchSize = 500
+		runners = append(runners, startRunner(t, o, cfg))
+		sinks = append(sinks, sink)
+	}
+	waitFor(t, 20*time.Second, "both engines to hold 3 partitions", func() bool {
+		return runners[0].in.assigned.Load() == 3 && runners[1].in.assigned.Load() == 3
+	})
+
+	newProducer(t, brokers, "in").produce(t, records(0, n, 100)...)
+	cl := admin(t, brokers)
+	ends := endOffsets(t, cl, "in", parts)
+	want := expectedIDs("in", ends)
+	if len(want) != n {
+		t.Fatalf("topic holds %d records, want %d", len(want), n)
+	}
+
+	waitFor(t, 60*time.Second, "every record delivered", func() bool { return all.distinct() == n })
+	if err := sameStrings(keysOf(all.snapshot()), want); err != nil {
+		t.Fatalf("delivered IDs are not the records' coordinates: %v", err)
+	}
+	for _, s := range sinks {
+		if s.distinct() == 0 {
+			t.Errorf("%s delivered nothing: the group did not share the work", s.name)
+		}
+	}
+	// Payloads arrived verbatim under their IDs.
+	all.mu.Lock()
+	for id, body := range all.body {
+		if !strings.HasPrefix(body, "v-") {
+			t.Errorf("%s delivered %q", id, body)
+		}
+	}
+	all.mu.Unlock()
+
+	waitFor(t, 10*time.Second, "offsets committed to the end", func() bool {
+		got := committedOffsets(t, cl, "g", "in", parts)
+		for p, end := range ends {
+			if got[p] != end {
+				return false
+			}
+		}
+		return true
+	})
+	for _, r := range runners {
+		closeRunner(t, r)
+	}
+	got := committedOffsets(t, cl, "g", "in", parts)
+	for p, end := range ends {
+		if got[p] != end {
+			t.Errorf("partition %d: committed %d after close, end %d", p, got[p], end)
+		}
+	}
+	t.Logf("deliveries: engine0 %d, engine1 %d IDs", sinks[0].distinct(), sinks[1].distinct())
+}
+
+// The child process of TestKillConsumerOtherTakesOver: an outbox on its own
+// database file with a Kafka runner in the shared group, delivering over HTTP
+// to the parent's receiver. It runs until it is killed.
+const childEnv = "KAFKA_TEST_CHILD"
+
+func childMain() int {
+	brokers := strings.Split(os.Getenv("KAFKA_TEST_BROKERS"), ",")
+	sink := &httpSink{url: os.Getenv("KAFKA_TEST_RECEIVER"), instance: "child"}
+	o, err := outbox.Open(os.Getenv("KAFKA_TEST_DB"), outbox.Config{Sink: sink, Interval: 20 * time.Millisecond})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 1
+	}
+	if err := o.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 1
+	}
+	cfg := testConfig(brokers, "in")
+	// Commit only when a generation ends, so that the test knows which
+	// records the child committed when it is killed.
+	cfg.CommitInterval = time.Hour
+	r, err := Start(context.Background(), o, cfg, nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 1
+	}
+	fmt.Println("child started")
+	tick := time.NewTicker(10 * time.Millisecond)
+	for !r.Ready() {
+		<-tick.C
+	}
+	tick.Stop()
+	fmt.Println("child ready")
+	select {} // until SIGKILL
+}
+
+// httpSink delivers with a POST carrying the ID as Idempotency-Key, as a
+// receiver that deduplicates expects.
+type httpSink struct {
+	url      string
+	instance string
+}
+
+func (s *httpSink) Deliver(ctx context.Context, d *outbox.Delivery) outbox.Result {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(d.Payload))
+	if err != nil {
+		return outbox.Result{Action: outbox.ActionDead, Err: err}
+	}
+	req.Header.Set("Idempotency-Key", d.ID)
+	req.Header.Set("X-Instance", s.instance)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return outbox.Result{Action: outbox.ActionRetry, Err: err}
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode/100 == 2 {
+		return outbox.Result{Action: outbox.ActionSuccess, Status: resp.StatusCode}
+	}
+	return outbox.Result{Action: outbox.ActionRetry, Status: resp.StatusCode}
+}
+
+// receiver deduplicates deliveries by Idempotency-Key and remembers who
+// delivered each ID how often.
+type receiver struct {
+	mu  sync.Mutex
+	got map[string]map[string]int // ID -> instance -> deliveries
+}
+
+func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	id, inst := r.Header.Get("Idempotency-Key"), r.Header.Get("X-Instance")
+	rc.mu.Lock()
+	if rc.got[id] == nil {
+		rc.got[id] = map[string]int{}
+	}
+	rc.got[id][inst]++
+	rc.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (rc *receiver) counts() (distinct int, byInstance map[string]int) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	byInstance = map[string]int{}
+	for _, m := range rc.got {
+		for inst, n := range m {
+			byInstance[inst] += n
+		}
+	}
+	return len(rc.got), byInstance
+}
+
+// parseRecordID splits "kafka:<topic>:<partition>:<offset>".
+func parseRecordID(t *testing.T, id string) (partition int, offset int64) {
+	t.Helper()
+	f := strings.Split(id, ":")
+	if len(f) != 4 || f[0] != "kafka" {
+		t.Fatalf("unexpected ID %q", id)
+	}
+	p, err1 := strconv.Atoi(f[2])
+	o, err2 := strconv.ParseInt(f[3], 10, 64)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("unexpected ID %q", id)
+	}
+	return p, o
+}
+
+// One consumer of the group is a child process killed with SIGKILL
+// mid-stream: the other instance takes its partitions over from the committed
+// offsets. A record the child had delivered and committed is never delivered
+// again; records it had delivered but not committed are read again after the
+// kill and delivered under the same ID, so the receiver recognises them as
+// duplicates. The killed instance comes back on its database (as a restarted
+// pod would) and delivers what it had stored, so every record is delivered
+// at least once.
+func TestKillConsumerOtherTakesOver(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts child processes")
+	}
+	const parts = 6
+	begin := time.Now()
+	c := newCluster(t, kfakeSeed(parts, "in")...)
+	brokers := c.ListenAddrs()
+	rc := &receiver{got: map[string]map[string]int{}}
+	srv := httptest.NewServer(rc)
+	t.Cleanup(srv.Close)
+	cl := admin(t, brokers)
+	p := newProducer(t, brokers, "in")
+
+	parentSink := &httpSink{url: srv.URL, instance: "parent"}
+	o := openOutbox(t, dbPath(t, "parent"), parentSink, nil)
+	parent := startRunner(t, o, testConfig(brokers, "in"))
+	waitFor(t, 20*time.Second, "the parent to hold every partition", func() bool { return parent.in.assigned.Load() == parts })
+
+	childDB := dbPath(t, "child")
+	startChild := func() *exec.Cmd {
+		child := exec.Command(os.Args[0], "-test.run=^$")
+		child.Env = append(os.Environ(), childEnv+"=1",
+			"KAFKA_TEST_BROKERS="+strings.Join(brokers, ","),
+			"KAFKA_TEST_RECEIVER="+srv.URL,
+			"KAFKA_TEST_DB="+childDB)
+		stdout, err := child.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		child.Stderr = os.Stderr
+		if err := child.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = child.Process.Kill()
+			_ = child.Wait()
+		})
+		lines := bufio.NewScanner(stdout)
+		for lines.Scan() && lines.Text() != "child ready" {
+		}
+		return child
+	}
+	child := startChild()
+	waitFor(t, 20*time.Second, "the group to split the partitions", func() bool { return parent.in.assigned.Load() == parts/2 })
+	childDelivered := func() int {
+		_, by := rc.counts()
+		return by["child"]
+	}
+
+	// Phase A: the child consumes and delivers its share; a rebalance (the
+	// parent's runner leaves and comes back) makes it commit.
+	p.produce(t, records(0, 1200, 50)...)
+	waitFor(t, 30*time.Second, "the child to deliver phase A", func() bool { return childDelivered() >= 100 })
+	closeRunner(t, parent)
+	parent = startRunner(t, o, testConfig(brokers, "in"))
+	waitFor(t, 20*time.Second, "the group to split again", func() bool { return parent.in.assigned.Load() == parts/2 })
+	atRebalance := committedOffsets(t, cl, "g", "in", parts)
+
+	// Phase B: the stream goes on while the child is killed once it has
+	// delivered records it did not commit.
+	streamed := make(chan struct{})
+	go func() {
+		defer close(streamed)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for i := 1200; i < 4000; i += 100 {
+			<-tick.C
+			if err := p.write(records(i, 100, 50)...); err != nil {
+				t.Errorf("produce: %v", err)
+				return
+			}
+		}
+	}()
+	waitFor(t, 30*time.Second, "the child to deliver past its commit", func() bool {
+		rc.mu.Lock()
+		defer rc.mu.Unlock()
+		for id, m := range rc.got {
+			if part, off := parseRecordID(t, id); m["child"] > 0 && off >= atRebalance[part] {
+				return true
+			}
+		}
+		return false
+	})
+	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = child.Wait()
+	atKill := committedOffsets(t, cl, "g", "in", parts)
+	childParts := map[int]bool{}
+	for part := range parts {
+		childParts[part] = true
+	}
+	for _, part := range parent.Assigned() {
+		delete(childParts, part)
+	}
+	for part := range childParts {
+		if off := atKill[part]; off != atRebalance[part] {
+			t.Fatalf("partition %d: committed %d at the kill, %d after the rebalance: the child committed in between", part, off, atRebalance[part])
+		}
+	}
+	committed, redo := map[string]bool{}, map[string]bool{}
+	rc.mu.Lock()
+	for id, m := range rc.got {
+		if m["child"] == 0 {
+			continue
+		}
+		if part, off := parseRecordID(t, id); !childParts[part] || off < atKill[part] {
+			committed[id] = true
+		} else {
+			redo[id] = true
+		}
+	}
+	rc.mu.Unlock()
+	t.Logf("%s: killed the child after %d deliveries: %d of its records committed, %d not", time.Since(begin).Round(time.Millisecond),
+		childDelivered(), len(committed), len(redo))
+
+	<-streamed
+	waitFor(t, 20*time.Second, "the parent to take every partition over", func() bool { return parent.in.assigned.Load() == parts })
+	ends := endOffsets(t, cl, "in", parts)
+	want := expectedIDs("in", ends)
+	waitFor(t, 30*time.Second, "the parent to consume to the end", func() bool {
+		got := committedOffsets(t, cl, "g", "in", parts)
+		for p, end := range ends {
+			if got[p] != end {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("%s: the parent consumed to the end", time.Since(begin).Round(time.Millisecond))
+	startChild()
+	waitFor(t, 60*time.Second, "every record delivered", func() bool {
+		d, _ := rc.counts()
+		return d == len(want)
+	})
+	t.Logf("%s: every record delivered", time.Since(begin).Round(time.Millisecond))
+
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	got := make([]string, 0, len(rc.got))
+	for id := range rc.got {
+		got = append(got, id)
+	}
+	if err := sameStrings(sortStrings(got), want); err != nil {
+		t.Fatalf("delivered IDs: %v", err)
+	}
+	for id := range committed {
+		if n := rc.got[id]["parent"]; n > 0 {
+			t.Errorf("%s was delivered and committed by the child, then delivered again by the parent", id)
+		}
+	}
+	for id := range redo {
+		if rc.got[id]["parent"] == 0 {
+			t.Errorf("%s was delivered by the child without being committed, and the parent did not read it again", id)
+		}
+	}
+	if len(committed) == 0 || len(redo) == 0 {
+		t.Errorf("the kill found %d committed and %d uncommitted child deliveries; want some of each", len(committed), len(redo))
+	}
+	t.Logf("%d records delivered; %d re-consumed after the kill and delivered again under the same ID (duplicates to the receiver)",
+		len(want), len(redo))
+}
