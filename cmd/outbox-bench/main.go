@@ -28,6 +28,7 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -63,6 +64,7 @@ type config struct {
 	ReceiverDelay time.Duration
 	Dir           string
 	Chart         string
+	CPUProfile    string
 	Only          *regexp.Regexp
 }
 
@@ -71,7 +73,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("outbox-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.DurationVar(&c.Duration, "duration", 3*time.Second, "how long each timed measurement (and its baseline) runs")
-	fs.IntVar(&c.Events, "events", 20000, "events in each drain, latency and file-size scenario")
+	fs.IntVar(&c.Events, "events", 10000, "events in the drain and file-size scenario (and the most the sweep posts per point)")
 	fs.IntVar(&c.Payload, "payload", 256, "payload bytes per event")
 	fs.IntVar(&c.Callers, "callers", 64, "concurrent callers in the concurrent enqueue and HTTP ingest scenarios")
 	fs.IntVar(&c.Batch, "batch", 1000, "events per Enqueue call (and per raw bbolt transaction) in the batch scenario")
@@ -82,6 +84,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.ReceiverDelay, "receiver-delay", 2*time.Millisecond, "work the local receiver does per request in the concurrency sweep, standing in for a remote endpoint")
 	fs.StringVar(&c.Dir, "dir", "", "directory for the database files (default: a new temporary directory, removed at the end)")
 	fs.StringVar(&c.Chart, "chart", "outbox-bench.png", "PNG file for the throughput and latency chart (empty: no chart)")
+	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	only := fs.String("only", "", "run only the scenarios whose name matches this regular expression (enqueue, drain, ingest, latency, sweep, punctuation, open, size)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -170,6 +173,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		defer os.RemoveAll(dir)
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
+	}
+	if cfg.CPUProfile != "" {
+		f, err := os.Create(cfg.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	b := &bench{cfg: cfg, dir: dir, log: stderr}
 	started := time.Now()

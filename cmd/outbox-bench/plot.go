@@ -2,11 +2,11 @@ package main
 
 import (
 	"fmt"
+	"image/color"
 	"os"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
@@ -51,10 +51,10 @@ func writeChart(path string, pts []concPoint, receiverDelayMS float64) error {
 	thr.Y.Label.Text = "events/s"
 	thr.X.Scale, thr.X.Tick.Marker = log2, ticks
 	thr.Legend.Top, thr.Legend.Left = true, true
-	if err := plotutil.AddLinePoints(thr,
-		"outbox drain", xy(func(p concPoint) float64 { return p.Rate }),
-		"net/http client loop", xy(func(p concPoint) float64 { return p.BaseRate }),
-	); err != nil {
+	if err := addLine(thr, "outbox", xy(func(p concPoint) float64 { return p.Rate }), outboxColor, false); err != nil {
+		return err
+	}
+	if err := addLine(thr, "net/http client loop", xy(func(p concPoint) float64 { return p.BaseRate }), baseColor, false); err != nil {
 		return err
 	}
 
@@ -64,13 +64,20 @@ func writeChart(path string, pts []concPoint, receiverDelayMS float64) error {
 	lat.Y.Label.Text = "ms per attempt"
 	lat.X.Scale, lat.X.Tick.Marker = log2, ticks
 	lat.Legend.Top, lat.Legend.Left = true, true
-	if err := plotutil.AddLinePoints(lat,
-		"outbox p50", xy(func(p concPoint) float64 { return p.P50 }),
-		"outbox p99", xy(func(p concPoint) float64 { return p.P99 }),
-		"net/http p50", xy(func(p concPoint) float64 { return p.BaseP50 }),
-		"net/http p99", xy(func(p concPoint) float64 { return p.BaseP99 }),
-	); err != nil {
-		return err
+	for _, l := range []struct {
+		name   string
+		f      func(concPoint) float64
+		c      color.Color
+		dashed bool
+	}{
+		{"outbox p50", func(p concPoint) float64 { return p.P50 }, outboxColor, false},
+		{"outbox p99", func(p concPoint) float64 { return p.P99 }, outboxColor, true},
+		{"net/http p50", func(p concPoint) float64 { return p.BaseP50 }, baseColor, false},
+		{"net/http p99", func(p concPoint) float64 { return p.BaseP99 }, baseColor, true},
+	} {
+		if err := addLine(lat, l.name, xy(l.f), l.c, l.dashed); err != nil {
+			return err
+		}
 	}
 	lat.Y.Min = 0
 	thr.Y.Min = 0
@@ -96,4 +103,25 @@ func writeChart(path string, pts []concPoint, receiverDelayMS float64) error {
 		return err
 	}
 	return f.Close()
+}
+
+var (
+	outboxColor = color.RGBA{R: 0xc0, G: 0x39, B: 0x2b, A: 0xff}
+	baseColor   = color.RGBA{R: 0x29, G: 0x80, B: 0xb9, A: 0xff}
+)
+
+// addLine adds a line with point markers and a legend entry.
+func addLine(p *plot.Plot, name string, xys plotter.XYs, c color.Color, dashed bool) error {
+	l, pts, err := plotter.NewLinePoints(xys)
+	if err != nil {
+		return err
+	}
+	l.Color, l.Width = c, vg.Points(1.5)
+	if dashed {
+		l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+	}
+	pts.Color = c
+	p.Add(l, pts)
+	p.Legend.Add(name, l, pts)
+	return nil
 }

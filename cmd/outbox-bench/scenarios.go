@@ -421,55 +421,71 @@ func latencyScenario(ctx context.Context, b *bench) error {
 	return nil
 }
 
-// sweepScenario: the drain at each -concurrency against a receiver that
+// sweepScenario: delivery at each -concurrency against a receiver that
 // spends -receiver-delay per request, beside the net/http client loop at the
-// same concurrency. It feeds the chart; the table gets the extremes.
+// same concurrency, each for -duration from a backlog larger than it can
+// deliver in that time. It feeds the chart; the table gets the extremes.
 func sweepScenario(ctx context.Context, b *bench) error {
 	rcv, err := startReceiver(b.cfg.ReceiverDelay)
 	if err != nil {
 		return err
 	}
 	defer rcv.Close()
+	d := b.cfg.Duration
 	for _, c := range b.cfg.Concurrency {
-		// Enough events for about -duration at this concurrency.
+		// The baseline posts as many requests as a perfect client could in
+		// -duration; its rate sizes the outbox's backlog.
 		n := b.cfg.Events
 		if b.cfg.ReceiverDelay > 0 {
-			n = min(n, int(b.cfg.Duration/b.cfg.ReceiverDelay)*c)
+			n = min(n, int(d/b.cfg.ReceiverDelay)*c)
 		}
 		n = max(n, 100)
-
 		rcv.expect(int64(n))
 		base, baseLat, err := clientLoop(ctx, rcv.URL, n, c, b.payload())
 		if err != nil {
 			return fmt.Errorf("baseline: %w", err)
 		}
+		backlog := max(100, int(base*d.Seconds()*1.5))
 
-		dl := newDelivered(n)
+		dl := newDelivered(backlog)
 		o, closeFn, err := b.openOutbox(fmt.Sprintf("sweep-%d.db", c), rcv.URL, outbox.Config{Concurrency: c, Hooks: dl.hooks()})
 		if err != nil {
 			return err
 		}
-		if _, err := b.enqueueAll(ctx, o, n); err != nil {
+		if _, err := b.enqueueAll(ctx, o, backlog); err != nil {
 			closeFn()
 			return err
 		}
-		rcv.expect(int64(n))
+		rcv.expect(int64(backlog))
 		start := time.Now()
 		if err := o.Start(); err != nil {
 			closeFn()
 			return err
 		}
-		err = dl.wait(ctx)
-		elapsed := time.Since(start)
+		window := time.NewTimer(d)
+		select {
+		case <-window.C:
+		case <-dl.done:
+			window.Stop()
+		case <-ctx.Done():
+			window.Stop()
+		}
+		dl.mu.Lock()
+		got, elapsed := dl.n, time.Since(start)
+		lat := append([]time.Duration(nil), dl.lat...)
+		dl.mu.Unlock()
 		closeFn()
-		if err != nil {
+		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if got == 0 {
+			return fmt.Errorf("concurrency %d: nothing delivered in %s", c, d)
 		}
 		p := concPoint{
 			Concurrency: c,
-			Rate:        float64(n) / elapsed.Seconds(),
-			P50:         ms(percentile(dl.lat, 50)),
-			P99:         ms(percentile(dl.lat, 99)),
+			Rate:        float64(got) / elapsed.Seconds(),
+			P50:         ms(percentile(lat, 50)),
+			P99:         ms(percentile(lat, 99)),
 			BaseRate:    base,
 			BaseP50:     ms(percentile(baseLat, 50)),
 			BaseP99:     ms(percentile(baseLat, 99)),
