@@ -36,9 +36,26 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // EncodeRecord returns the framed binary encoding of r (Headers sorted by
 // name, times in UTC with nanosecond precision).
 func EncodeRecord(r *Record) []byte {
-	e := newEncoder(kindRecord, 96+len(r.Payload)+len(r.ID)*2)
+	return appendRecord(make([]byte, 0, recordSizeHint(r)), r)
+}
+
+// appendRecord appends the frame of r to dst.
+func appendRecord(dst []byte, r *Record) []byte {
+	start := len(dst)
+	e := &encoder{b: append(dst, kindRecord, codecVersion, 0, 0, 0, 0)}
 	e.record(r)
-	return e.finish()
+	return e.finishAt(start)
+}
+
+// recordSizeHint is an upper bound of the size of r's frame.
+func recordSizeHint(r *Record) int {
+	n := frameMin + 16 + 12*binary.MaxVarintLen64 + 3*(1+2*binary.MaxVarintLen64) +
+		len(r.ID) + len(r.Key) + len(r.Destination) + len(r.Endpoint) + len(r.Method) +
+		len(r.Payload) + len(r.LastError) + len(r.DeadReason)
+	for k, v := range r.Headers {
+		n += 2*binary.MaxVarintLen64 + len(k) + len(v)
+	}
+	return n
 }
 
 // DecodeRecord decodes a value written by EncodeRecord. It returns an error

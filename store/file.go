@@ -141,7 +141,9 @@ func Compact(path string) error {
 	}
 	tmp := path + ".compact"
 	_ = os.Remove(tmp)
-	dst, err := bolt.Open(tmp, 0o600, boltOptions(opts))
+	dstOpts := boltOptions(opts)
+	dstOpts.NoFreelistSync = false // written whole, opened fast
+	dst, err := bolt.Open(tmp, 0o600, dstOpts)
 	if err != nil {
 		return fail(err)
 	}

@@ -75,10 +75,16 @@ func (s *Store) Insert(ctx context.Context, recs []*Record) ([]InsertStatus, err
 	// in at commit), so the committer never reads the caller's memory.
 	now := s.opts.Now()
 	items := make([]insertItem, len(recs))
+	size := 0
 	for i, r := range recs {
 		if err := validateRecord(r); err != nil {
 			return nil, fmt.Errorf("record %d: %w", i, err)
 		}
+		size += recordSizeHint(r) + len(r.ID)
+	}
+	// One buffer holds every frame and ID of the call.
+	buf := make([]byte, 0, size)
+	for i, r := range recs {
 		c := *r
 		c.Version, c.seq = 0, 0
 		if c.CreatedAt.IsZero() {
@@ -92,8 +98,13 @@ func (s *Store) Insert(ctx context.Context, recs []*Record) ([]InsertStatus, err
 		} else if c.DeadAt.IsZero() {
 			c.DeadAt = now
 		}
-		items[i] = insertItem{id: c.ID, key: c.Key, next: c.NextAttemptAt, dead: c.DeadReason,
-			frame: EncodeRecord(&c), dupOf: -1}
+		start := len(buf)
+		buf = appendRecord(buf, &c)
+		frame := buf[start:len(buf):len(buf)]
+		start = len(buf)
+		buf = append(buf, c.ID...)
+		items[i] = insertItem{id: c.ID, idb: buf[start:len(buf):len(buf)], key: c.Key, next: c.NextAttemptAt,
+			dead: c.DeadReason, frame: frame, dupOf: -1}
 	}
 	if len(recs) > 1 {
 		// Repeated IDs in one call: same content is one insert, other
@@ -159,6 +170,7 @@ func (s *Store) Insert(ctx context.Context, recs []*Record) ([]InsertStatus, err
 // insertItem is one record of an Insert call, encoded before the commit.
 type insertItem struct {
 	id, key string
+	idb     []byte // the ID's bytes, the key of every bucket write
 	next    time.Time
 	dead    string // DeadReason
 	frame   []byte // EncodeRecord with Version and seq 0
@@ -168,7 +180,10 @@ type insertItem struct {
 // insertCheckFrame is insertCheck for an encoded record: the record is
 // decoded only when its ID is already stored.
 func (w *wtx) insertCheckFrame(it *insertItem) (InsertStatus, uint64, error) {
-	k := []byte(it.id)
+	k := it.idb
+	if w.knownNew(k) {
+		return Inserted, 0, nil
+	}
 	if w.get(w.events, k) == nil && w.get(w.dead, k) == nil {
 		if w.get(w.tombs, k) != nil {
 			return Duplicate, 0, nil
@@ -188,13 +203,14 @@ func (w *wtx) insertItem(it *insertItem) uint64 {
 	lsn := w.next()
 	if it.dead != "" {
 		patchRecord(it.frame, lsn, 0)
-		w.put(w.dead, []byte(it.id), it.frame)
+		w.raiseIDMax(it.idb)
+		w.put(w.dead, it.idb, it.frame)
 		w.deadN++
 		w.log(lsn, OpDead, it.id, it.frame, it.dead)
 		return lsn
 	}
 	patchRecord(it.frame, lsn, lsn)
-	w.putNewPending(it.id, it.key, it.next, lsn, it.frame)
+	w.putNewPending(it.idb, it.key, it.next, lsn, it.frame)
 	w.log(lsn, OpEnqueue, it.id, it.frame, "")
 	return lsn
 }

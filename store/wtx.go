@@ -27,6 +27,35 @@ type wtx struct {
 	arena []byte // backing store for the keys and values of this transaction
 
 	cursors map[*bolt.Bucket]*bolt.Cursor
+
+	// idMax is an upper bound of every ID in events, dead and tombstones
+	// (valid when idMaxOK). Time-ordered IDs (UUIDv7) arrive above it, and an
+	// ID above it needs no lookup to be known new. Writes other than inserts
+	// clear idMaxOK; inserts raise idMax.
+	idMax   []byte
+	idMaxOK bool
+}
+
+// knownNew reports whether id is certainly in none of events, dead and
+// tombstones, without a lookup.
+func (w *wtx) knownNew(id []byte) bool {
+	if !w.idMaxOK {
+		w.idMax = nil
+		for _, b := range []*bolt.Bucket{w.events, w.dead, w.tombs} {
+			if k, _ := b.Cursor().Last(); bytes.Compare(k, w.idMax) > 0 {
+				w.idMax = bytes.Clone(k)
+			}
+		}
+		w.idMaxOK = true
+	}
+	return bytes.Compare(id, w.idMax) > 0
+}
+
+// raiseIDMax records that id was just inserted.
+func (w *wtx) raiseIDMax(id []byte) {
+	if w.idMaxOK && bytes.Compare(id, w.idMax) > 0 {
+		w.idMax = id
+	}
 }
 
 // get is Bucket.Get through one cursor per bucket and transaction: a new
@@ -221,6 +250,7 @@ func (w *wtx) getDead(id string) (*Record, error) {
 // putPending writes r (Version set) as pending with its indexes, replacing
 // old (the stored version of the same ID, or nil).
 func (w *wtx) putPending(r, old *Record, frame []byte) {
+	w.idMaxOK = false
 	if old != nil {
 		if !old.NextAttemptAt.Equal(r.NextAttemptAt) {
 			w.del(w.due, dueKey(old.NextAttemptAt, old.ID))
@@ -244,12 +274,13 @@ func (w *wtx) putPending(r, old *Record, frame []byte) {
 
 // putNewPending writes a new pending record from its parts (Insert's path,
 // which encoded the record before the transaction).
-func (w *wtx) putNewPending(id, key string, next time.Time, seq uint64, frame []byte) {
+func (w *wtx) putNewPending(id []byte, key string, next time.Time, seq uint64, frame []byte) {
 	w.pending++
-	w.put(w.events, []byte(id), frame)
-	w.put(w.due, w.dueKey(next, id), nil)
+	w.raiseIDMax(id)
+	w.put(w.events, id, frame)
+	w.put(w.due, append(binary.BigEndian.AppendUint64(w.alloc(8+len(id)), nanos(next)), id...), nil)
 	if key != "" {
-		w.put(w.keys, keyIndex(key, seq, id), nil)
+		w.put(w.keys, keyIndex(key, seq, string(id)), nil)
 	}
 }
 
@@ -269,6 +300,7 @@ func (w *wtx) removeDead(old *Record) {
 }
 
 func (w *wtx) putDead(r *Record, frame []byte, existed bool) {
+	w.idMaxOK = false
 	w.put(w.dead, []byte(r.ID), frame)
 	if !existed {
 		w.deadN++
@@ -277,6 +309,7 @@ func (w *wtx) putDead(r *Record, frame []byte, existed bool) {
 
 // tombstone records that id was deleted at w.now.
 func (w *wtx) tombstone(id string) {
+	w.idMaxOK = false
 	if old := w.tombs.Get([]byte(id)); len(old) == 8 {
 		w.del(w.tombTime, append(append([]byte(nil), old...), id...))
 	} else {
