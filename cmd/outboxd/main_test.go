@@ -26,6 +26,9 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(baselineEnv) != "" {
+		serveBaseline()
+	}
 	dir, err := os.MkdirTemp("", "outboxd-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

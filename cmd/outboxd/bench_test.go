@@ -1,0 +1,237 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// baselineEnv, when set, makes the test binary serve the baseline instead of
+// running tests: a minimal net/http handler that reads the body and answers
+// 202 without storing anything. It runs as its own process, like outboxd,
+// so both sides of the comparison pay the same loopback and process costs.
+const baselineEnv = "OUTBOXD_BENCH_BASELINE"
+
+// serveBaseline runs the baseline server until killed; it prints its
+// address on stdout.
+func serveBaseline() {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Println(ln.Addr().String())
+	err = http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = w.Write([]byte(`{"ids":["x"]}` + "\n"))
+	}))
+	fmt.Fprintln(os.Stderr, err)
+	os.Exit(1)
+}
+
+// startBaseline starts the test binary as the baseline server.
+func startBaseline(b *testing.B) string {
+	b.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), baselineEnv+"=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	addr, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		b.Fatal(err)
+	}
+	return strings.TrimSpace(addr)
+}
+
+// eventJSON is one benchmark event: about 150 bytes of JSON.
+func eventJSON(n int) string {
+	return fmt.Sprintf(`{"destination":"sink","key":"customer-%d","payload":{"order":%d,"status":"paid","total":"129.90","currency":"EUR"}}`, n%1000, n)
+}
+
+// load sends b.N requests of body from 64 concurrent clients to url and
+// reports requests and events per second.
+func load(b *testing.B, url string, body []byte, perRequest int) {
+	b.Helper()
+	const clients = 64
+	tr := &http.Transport{MaxIdleConnsPerHost: clients, MaxConnsPerHost: clients}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr, Timeout: time.Minute}
+	var next atomic.Int64
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(b.N) {
+				req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := c.Do(req)
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusAccepted {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, resp.Status)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if n := failed.Load(); n > 0 {
+		b.Fatalf("%d of %d requests failed, first: %v", n, b.N, firstErr.Load())
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
+	b.ReportMetric(float64(b.N*perRequest)/elapsed.Seconds(), "events/s")
+}
+
+// BenchmarkIngest measures HTTP ingest with 64 concurrent clients, single
+// events and batches of 100, against outboxd (fsync on every commit) and a
+// baseline handler that stores nothing, in the same run. Compare the
+// events/s of outboxd with the baseline's:
+//
+//	go test -run '^$' -bench Ingest -benchtime 20000x ./cmd/outboxd/
+//
+// "paused" delivers nothing during the measurement (the endpoint answered
+// 410 first and is disabled), isolating ingest; "delivering" lets the
+// outbox deliver to a fast local receiver at the same time.
+func BenchmarkIngest(b *testing.B) {
+	single := []byte(eventJSON(1))
+	var batch strings.Builder
+	batch.WriteByte('[')
+	for i := range 100 {
+		if i > 0 {
+			batch.WriteByte(',')
+		}
+		batch.WriteString(eventJSON(i))
+	}
+	batch.WriteByte(']')
+	batchBody := []byte(batch.String())
+
+	baseline := "http://" + startBaseline(b) + "/v1/events"
+	b.Run("baseline/single", func(b *testing.B) { load(b, baseline, single, 1) })
+	b.Run("baseline/batch100", func(b *testing.B) { load(b, baseline, batchBody, 100) })
+
+	for _, mode := range []string{"paused", "delivering"} {
+		var gone atomic.Bool
+		gone.Store(mode == "paused")
+		rc := http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			if gone.Load() {
+				w.WriteHeader(http.StatusGone)
+				return
+			}
+			w.WriteHeader(http.StatusNoContent)
+		})}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		go func() { _ = rc.Serve(ln) }()
+		dir := b.TempDir()
+		p := startBench(b, dir, "--endpoint", "sink=http://"+ln.Addr().String()+"/,allow-private",
+			"--max-body-bytes", "5MiB")
+		url := p.url("/v1/events")
+		if mode == "paused" {
+			// One event to get the endpoint disabled before measuring.
+			resp, err := http.Post(url, "application/json", bytes.NewReader(single))
+			if err != nil {
+				b.Fatal(err)
+			}
+			resp.Body.Close()
+			waitDisabled(b, p)
+		}
+		b.Run("outboxd-"+mode+"/single", func(b *testing.B) { load(b, url, single, 1) })
+		b.Run("outboxd-"+mode+"/batch100", func(b *testing.B) { load(b, url, batchBody, 100) })
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		<-p.done
+		_ = rc.Close()
+	}
+}
+
+// startBench is start for benchmarks.
+func startBench(b *testing.B, dir string, args ...string) *proc {
+	b.Helper()
+	all := append([]string{"serve", "--listen", "127.0.0.1:0", "--log-format", "json"}, args...)
+	cmd := exec.Command(binary, all...)
+	cmd.Dir = dir
+	lw := &logWriter{listening: make(chan string, 1)}
+	cmd.Stdout, cmd.Stderr = lw, lw
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	p := &proc{cmd: cmd, log: lw, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	b.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+	})
+	timer := time.NewTimer(20 * time.Second)
+	defer timer.Stop()
+	select {
+	case p.addr = <-lw.listening:
+	case <-p.done:
+		b.Fatalf("outboxd exited: %v\n%s", p.err, lw)
+	case <-timer.C:
+		b.Fatalf("outboxd did not listen:\n%s", lw)
+	}
+	return p
+}
+
+func waitDisabled(b *testing.B, p *proc) {
+	b.Helper()
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		resp, err := http.Get(p.url("/v1/endpoints"))
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if bytes.Contains(body, []byte(`"disabled":true`)) {
+				return
+			}
+		}
+		select {
+		case <-deadline.C:
+			b.Fatal("the endpoint was not disabled")
+		case <-tick.C:
+		}
+	}
+}
