@@ -178,7 +178,7 @@ func restoreFrom(ctx context.Context, cfg Config, cn *conns, st *store.Store, pa
 		readers.Add(1)
 		go func() {
 			defer readers.Done()
-			if err := readPartition(ctx, cfg, cn, p, entries); err != nil {
+			if err := readPartition(ctx, cfg, cn, p, entries, pr); err != nil {
 				cancel(err)
 			}
 		}()
@@ -198,7 +198,6 @@ func restoreFrom(ctx context.Context, cfg Config, cn *conns, st *store.Store, pa
 			return fmt.Errorf("kafka: restore: apply: %w", err)
 		}
 		n += int64(len(batch))
-		pr.add(int64(len(batch)))
 		batch = batch[:0]
 		return nil
 	}
@@ -236,7 +235,7 @@ func restoreFrom(ctx context.Context, cfg Config, cn *conns, st *store.Store, pa
 // readPartition reads one partition from p.first up to p.last and sends the
 // decoded entries. It finishes early when the reader's position passes the
 // end (the last records were compacted away).
-func readPartition(ctx context.Context, cfg Config, cn *conns, p partRange, out chan<- *store.Entry) error {
+func readPartition(ctx context.Context, cfg Config, cn *conns, p partRange, out chan<- *store.Entry, pr *restoreProgress) (err error) {
 	r := kafkago.NewReader(kafkago.ReaderConfig{
 		Brokers:        cfg.brokers(),
 		Topic:          cfg.ChangelogTopic,
@@ -250,9 +249,23 @@ func readPartition(ctx context.Context, cfg Config, cn *conns, p partRange, out 
 		ReadBackoffMax: cfg.RetryBackoffMax,
 	})
 	defer r.Close()
-	if err := r.SetOffset(p.first); err != nil {
+	if err = r.SetOffset(p.first); err != nil {
 		return err
 	}
+	// Progress counts offsets, so that it reaches the end offsets exactly
+	// however many records compaction removed.
+	pos := p.first
+	advance := func(to int64) {
+		if to > pos {
+			pr.add(to - pos)
+			pos = to
+		}
+	}
+	defer func() {
+		if err == nil {
+			advance(p.last)
+		}
+	}()
 	idle := 0
 	for {
 		fctx, cancel := context.WithTimeout(ctx, restoreIdle)
@@ -288,6 +301,7 @@ func readPartition(ctx context.Context, cfg Config, cn *conns, p partRange, out 
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		}
+		advance(msg.Offset + 1)
 		if msg.Offset >= p.last-1 {
 			return nil
 		}
@@ -371,7 +385,7 @@ func (p *restoreProgress) line() {
 	if p.total > 0 {
 		pct = 100 * float64(done) / float64(p.total)
 	}
-	p.printf("restore: %d/%d records (%.1f%%), %.0f records/s, lag %d\n", done, p.total, pct, rate, max(p.total-done, 0))
+	p.printf("restore: %d/%d offsets (%.1f%%), %.0f records/s, lag %d\n", done, p.total, pct, rate, max(p.total-done, 0))
 }
 
 func (p *restoreProgress) printf(format string, args ...any) {

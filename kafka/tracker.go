@@ -46,7 +46,9 @@ func (t *tracker) add(first, end int64) span {
 	} else if t.base >= 0 {
 		start = t.base
 	} else {
-		t.base = first
+		// Started from a logical offset: the first record fixes the
+		// position, which needs no commit of its own.
+		t.base, t.committed = first, first
 	}
 	if start > first {
 		start = first // a rewind (never expected from one reader); stay safe
