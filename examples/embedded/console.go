@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/outboxd/outbox/outbox"
@@ -12,8 +14,9 @@ import (
 
 // console prints one readable, timestamped line per thing that happens.
 type console struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu       sync.Mutex
+	w        io.Writer
+	attempts atomic.Uint64 // delivery attempts printed
 }
 
 func (c *console) printf(format string, args ...any) {
@@ -42,4 +45,31 @@ func (c *console) printDelivery(d outbox.DeliveryInfo) {
 		status = strconv.Itoa(d.Status)
 	}
 	c.printf("→ %-8s %s  attempt %d: %s, %s", d.Endpoint, d.ID, d.Attempt, status, what)
+	c.attempts.Add(1)
+}
+
+// waitIdle waits until box has nothing pending or in flight, every attempt
+// it counted was printed, and done (if not nil) holds, twice in a row 50ms
+// apart, so that what is printed next comes after every delivery line.
+func (c *console) waitIdle(ctx context.Context, box *outbox.Outbox, limit time.Duration, done func() bool) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.Now().Add(limit)
+	for streak := 0; streak < 2; {
+		st := box.Stats()
+		if st.Pending == 0 && st.InFlight == 0 && c.attempts.Load() == st.DeliveredTotal+st.FailedTotal && (done == nil || done()) {
+			streak++
+		} else {
+			streak = 0
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not settled after %v: %d pending, %d in flight", limit, st.Pending, st.InFlight)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+	return nil
 }

@@ -193,19 +193,9 @@ func (d *demoReceiver) run(ctx context.Context, base string, box *outbox.Outbox)
 		want = append(want, fmt.Sprintf("u%03d", i))
 	}
 
-	// Wait until nothing is pending: every event delivered or dead.
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.Now().Add(2 * time.Minute)
-	for st := box.Stats(); st.Pending > 0 || st.InFlight > 0; st = box.Stats() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("still %d events pending after 2 minutes", st.Pending)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
+	// Wait until every event was delivered or dead.
+	if err := d.out.waitIdle(ctx, box, 2*time.Minute, nil); err != nil {
+		return err
 	}
 
 	d.mu.Lock()

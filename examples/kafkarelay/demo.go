@@ -148,27 +148,18 @@ func (d *demoEnv) run(ctx context.Context, topic, changelog string, n int, box *
 
 	// Wait for every record to be delivered or dead, and the changelog to
 	// be shipped up to the last change.
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		st := box.Stats()
-		settled := d.delivered() == n && st.Dead >= 1 && st.Pending == 0 && st.InFlight == 0
-		if settled && changelog != "" {
-			shipped, err := box.Store().ShippedLSN()
-			settled = err == nil && shipped >= box.Store().LastLSN()
+	err = d.out.waitIdle(ctx, box, 2*time.Minute, func() bool {
+		if d.delivered() < n || box.Stats().Dead < 1 {
+			return false
 		}
-		if settled {
-			break
+		if changelog == "" {
+			return true
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not settled after 2 minutes: %d of %d delivered, %+v", d.delivered(), n, st)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
+		shipped, err := box.Store().ShippedLSN()
+		return err == nil && shipped >= box.Store().LastLSN()
+	})
+	if err != nil {
+		return err
 	}
 
 	d.mu.Lock()

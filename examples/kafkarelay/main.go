@@ -240,6 +240,8 @@ func run(args []string, stdout io.Writer) error {
 		out.printf("interrupted: shutting down")
 	case err := <-demoDone:
 		switch {
+		case err != nil && ctx.Err() != nil:
+			out.printf("interrupted: shutting down")
 		case err != nil:
 			runErr = fmt.Errorf("demo: %w", err)
 		case *demoExit:
@@ -264,7 +266,11 @@ func run(args []string, stdout io.Writer) error {
 		runErr = err
 	}
 	if runErr == nil {
-		out.printf("stopped cleanly; undelivered events stay in %s for the next start", *db)
+		if *demo && !set["db"] {
+			out.printf("stopped cleanly (the demo's temporary files are removed)")
+		} else {
+			out.printf("stopped cleanly; undelivered events stay in %s for the next start", *db)
+		}
 	}
 	return runErr
 }

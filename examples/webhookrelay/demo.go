@@ -208,7 +208,7 @@ func (d *demoTargets) run(ctx context.Context, base, adminBase string, box *outb
 		}
 	}
 
-	if err := settle(ctx, box); err != nil {
+	if err := d.out.waitIdle(ctx, box, 2*time.Minute, nil); err != nil {
 		return err
 	}
 	dead, err := d.summary(ctx, box)
@@ -231,29 +231,11 @@ func (d *demoTargets) run(ctx context.Context, base, adminBase string, box *outb
 			return fmt.Errorf("replay %s: admin API answered %d", ev.ID, resp.StatusCode)
 		}
 	}
-	if err := settle(ctx, box); err != nil {
+	if err := d.out.waitIdle(ctx, box, 2*time.Minute, nil); err != nil {
 		return err
 	}
 	_, err = d.summary(ctx, box)
 	return err
-}
-
-// settle waits until nothing is pending: every event delivered or dead.
-func settle(ctx context.Context, box *outbox.Outbox) error {
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.Now().Add(2 * time.Minute)
-	for st := box.Stats(); st.Pending > 0 || st.InFlight > 0; st = box.Stats() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("still %d events pending after 2 minutes", st.Pending)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		}
-	}
-	return nil
 }
 
 // summary prints what each target got and the dead letters, and returns them.

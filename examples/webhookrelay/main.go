@@ -216,7 +216,9 @@ func run(args []string, stdout io.Writer) error {
 	case err := <-serveErr:
 		runErr = err
 	case err := <-demoDone:
-		if err != nil {
+		if err != nil && ctx.Err() != nil {
+			out.printf("interrupted: shutting down")
+		} else if err != nil {
 			runErr = fmt.Errorf("demo: %w", err)
 		} else if *demoExit {
 			out.printf("demo complete: shutting down")
@@ -247,7 +249,11 @@ func run(args []string, stdout io.Writer) error {
 		runErr = err
 	}
 	if runErr == nil {
-		out.printf("stopped cleanly; undelivered events stay in %s for the next start", cfg.DB)
+		if *demo && *db == "" {
+			out.printf("stopped cleanly (the demo's temporary files are removed)")
+		} else {
+			out.printf("stopped cleanly; undelivered events stay in %s for the next start", cfg.DB)
+		}
 	}
 	return runErr
 }
