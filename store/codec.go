@@ -231,7 +231,8 @@ func (e *encoder) record(r *Record) {
 	e.str(r.Destination)
 	e.str(r.Endpoint)
 	e.str(r.Method)
-	names := make([]string, 0, len(r.Headers))
+	var small [8]string
+	names := small[:0]
 	for k := range r.Headers {
 		names = append(names, k)
 	}
