@@ -219,6 +219,9 @@ func newLoader(addr, prefix string, rate, batch, payload int) *loader {
 }
 
 // run sends until ctx is done; it returns when every worker has stopped.
+// A request already sent is not cancelled by ctx (only bounded by the
+// client's timeout): its answer decides whether its events were
+// acknowledged, so that stopping the load adds no unknown fates.
 func (l *loader) run(ctx context.Context) {
 	client := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: l.workers}}
 	defer client.CloseIdleConnections()
@@ -236,7 +239,7 @@ func (l *loader) run(ctx context.Context) {
 					return
 				case <-tick.C:
 				}
-				l.send(ctx, client)
+				l.send(context.Background(), client)
 			}
 		}()
 	}

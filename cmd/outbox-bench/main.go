@@ -203,6 +203,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := writeTable(stdout, b.rows); err != nil {
 		return err
 	}
+	if len(b.points) > 0 {
+		if err := writeSweep(stdout, b.points, cfg.ReceiverDelay); err != nil {
+			return err
+		}
+	}
 	if cfg.Chart != "" && len(b.points) > 0 {
 		if err := writeChart(cfg.Chart, b.points, ms(cfg.ReceiverDelay)); err != nil {
 			return fmt.Errorf("chart: %w", err)

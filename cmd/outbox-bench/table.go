@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // unit says how a figure is printed and whether more is better.
@@ -105,4 +106,19 @@ func thousands(v float64) string {
 		return "-" + b.String()
 	}
 	return b.String()
+}
+
+// writeSweep prints the points of the concurrency sweep (the chart's data).
+func writeSweep(w io.Writer, pts []concPoint, delay time.Duration) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nDelivery against concurrency (receiver works %s per request):\n\n", delay)
+	b.WriteString("| concurrency | outbox | p50 | p99 | net/http client loop | p50 | p99 | ratio |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, p := range pts {
+		r := row{Figure: figure{p.Rate, perSecond, "events"}, Base: figure{p.BaseRate, perSecond, "requests"}}
+		fmt.Fprintf(&b, "| %d | %s | %.2f ms | %.2f ms | %s | %.2f ms | %.2f ms | %s |\n",
+			p.Concurrency, r.Figure, p.P50, p.P99, r.Base, p.BaseP50, p.BaseP99, r.ratioString())
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
