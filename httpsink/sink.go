@@ -28,6 +28,7 @@ type Sink struct {
 	named      map[string]*endpoint
 	raw        *http.Client // shared by raw-URL destinations
 	transports []*http.Transport
+	userAgent  []string // header value, shared by all requests
 	closed     atomic.Bool
 }
 
@@ -41,10 +42,9 @@ type endpoint struct {
 	name        string
 	url         string
 	redactedURL string
-	keys        [][]byte
+	keys        []*signingKey
 	timeout     time.Duration
 	headers     http.Header // canonical names
-	hasUA       bool
 	sem         chan struct{} // nil: no cap
 	client      *http.Client
 }
@@ -56,7 +56,7 @@ func New(cfg Config) (*Sink, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Sink{cfg: cfg, named: make(map[string]*endpoint, len(cfg.Endpoints))}
+	s := &Sink{cfg: cfg, named: make(map[string]*endpoint, len(cfg.Endpoints)), userAgent: []string{cfg.UserAgent}}
 	g := &guard{allowed: cfg.AllowedNetworks}
 	var rawGuard *guard
 	if !cfg.AllowPrivateNetworks {
@@ -76,12 +76,11 @@ func New(cfg Config) (*Sink, error) {
 		}
 		for _, sec := range e.Secrets {
 			k, _ := decodeSecret(sec) // validated
-			ep.keys = append(ep.keys, k)
+			ep.keys = append(ep.keys, newSigningKey(k))
 		}
 		for k, v := range e.Headers {
 			ep.headers.Set(k, v)
 		}
-		_, ep.hasUA = ep.headers["User-Agent"]
 		pool := cfg.PoolSize
 		if e.MaxInFlight > 0 {
 			ep.sem = make(chan struct{}, e.MaxInFlight)
@@ -235,6 +234,7 @@ func (s *Sink) Deliver(ctx context.Context, d *outbox.Delivery) outbox.Result {
 
 // call is one Deliver: the request and the inline-retry state.
 type call struct {
+	rc       retryablehttp.Client
 	s        *Sink
 	ep       *endpoint
 	d        *outbox.Delivery
@@ -281,14 +281,13 @@ func (c *call) do(parent context.Context) outbox.Result {
 	}
 	c.setHeaders(req.Header)
 	c.start = time.Now()
-	rc := &retryablehttp.Client{
-		HTTPClient:   ep.client,
-		RetryMax:     s.cfg.InlineRetries,
-		CheckRetry:   c.checkRetry,
-		Backoff:      c.backoff,
-		PrepareRetry: c.prepareRetry,
-		ErrorHandler: retryablehttp.PassthroughErrorHandler,
-	}
+	rc := &c.rc
+	rc.HTTPClient = ep.client
+	rc.RetryMax = s.cfg.InlineRetries
+	rc.CheckRetry = c.checkRetry
+	rc.Backoff = c.backoff
+	rc.PrepareRetry = c.prepareRetry
+	rc.ErrorHandler = retryablehttp.PassthroughErrorHandler
 	resp, err := rc.Do(req)
 	if err != nil {
 		if resp != nil {
@@ -309,15 +308,20 @@ func (c *call) setHeaders(h http.Header) {
 		h[k] = vs
 	}
 	if len(c.d.Payload) > 0 && h.Get("Content-Type") == "" {
-		h["Content-Type"] = []string{"application/json"}
+		h["Content-Type"] = jsonContentType
 	}
 	if h.Get("User-Agent") == "" {
-		h["User-Agent"] = []string{c.s.cfg.UserAgent}
+		h["User-Agent"] = c.s.userAgent
 	}
-	h["Idempotency-Key"] = []string{c.d.ID}
-	h["Webhook-Id"] = []string{c.d.ID}
+	// Header value slices are shared between keys and requests: nothing
+	// writes to them (a RoundTripper must not change its request).
+	id := []string{c.d.ID}
+	h["Idempotency-Key"] = id
+	h["Webhook-Id"] = id
 	c.sign(h)
 }
+
+var jsonContentType = []string{"application/json"}
 
 // sign sets webhook-timestamp to now and, with secrets, webhook-signature.
 func (c *call) sign(h http.Header) {
