@@ -44,7 +44,7 @@ type endpoint struct {
 	redactedURL string
 	keys        []*signingKey
 	timeout     time.Duration
-	headers     http.Header // canonical names
+	headers     http.Header   // canonical names
 	sem         chan struct{} // nil: no cap
 	client      *http.Client
 }
