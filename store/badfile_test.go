@@ -216,3 +216,45 @@ func highWater(t *testing.T, path string) int64 {
 	_ = db.View(func(tx *bolt.Tx) error { n = tx.Size(); return nil })
 	return n
 }
+
+// A damaged value, or a value under another record's key, is reported as
+// ErrCorrupt by every read and write that meets it, and never decoded.
+func TestDamagedValues(t *testing.T) {
+	s := openTest(t, Options{})
+	mustInsert(t, s, rec("a", "1"), rec("b", "2"))
+	path := s.Path()
+	s.Close()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		ev := tx.Bucket(bucketEvents)
+		torn := ev.Get([]byte("a"))
+		if err := ev.Put([]byte("a"), append([]byte(nil), torn[:len(torn)-3]...)); err != nil {
+			return err
+		}
+		return ev.Put([]byte("b"), EncodeRecord(&Record{ID: "c"}))
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = openAt(t, path, Options{})
+	for _, id := range []string{"a", "b"} {
+		if _, _, err := s.Get(id); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("Get(%s): %v, want ErrCorrupt", id, err)
+		}
+		if _, err := s.Update(t.Context(), id, func(*Record) error { return nil }); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("Update(%s): %v, want ErrCorrupt", id, err)
+		}
+	}
+	if _, err := s.Due(DueQuery{Now: time.Now().Add(time.Hour)}); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("Due: %v, want ErrCorrupt", err)
+	}
+	if _, _, err := s.List(ListQuery{State: StatePending}); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("List: %v, want ErrCorrupt", err)
+	}
+	// The store keeps working for everything else.
+	mustInsert(t, s, rec("d", "4"))
+}

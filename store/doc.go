@@ -32,6 +32,11 @@
 // transaction, so concurrent updates of one record never lose one. Reads use
 // short read transactions and return copies; nothing is held across I/O.
 //
+// Commits skip writing bbolt's freelist (NoFreelistSync, map freelist), so
+// a commit stays cheap after a large backlog drains; Close writes it once,
+// so a clean restart opens in milliseconds. After a crash, Open rebuilds it
+// by walking the file (about 5 s for a million records).
+//
 // # Bad files
 //
 // Open never panics on a bad file: an empty file, random bytes, a truncated

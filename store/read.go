@@ -61,9 +61,9 @@ func (s *Store) Due(q DueQuery) ([]*Record, error) {
 			if v == nil {
 				return fmt.Errorf("%w: due index names %q, which is not pending", ErrCorrupt, id)
 			}
-			r, err := DecodeRecord(v)
+			r, err := decodeStored(string(id), v)
 			if err != nil {
-				return fmt.Errorf("record %q: %w", id, err)
+				return err
 			}
 			if q.HeadOfKeyOnly && r.Key != "" {
 				p := keyPrefix(r.Key)
@@ -124,7 +124,7 @@ func (s *Store) Get(id string) (*Record, State, error) {
 			return fmt.Errorf("%w: %q", ErrNotFound, id)
 		}
 		var err error
-		r, err = DecodeRecord(v)
+		r, err = decodeStored(id, v)
 		return err
 	})
 	if err != nil {
@@ -181,9 +181,9 @@ func (s *Store) List(q ListQuery) (recs []*Record, next string, err error) {
 				return nil
 			}
 			scanned++
-			r, err := DecodeRecord(v)
+			r, err := decodeStored(string(k), v)
 			if err != nil {
-				return fmt.Errorf("record %q: %w", k, err)
+				return err
 			}
 			if q.Filter == nil || q.Filter(r) {
 				recs = append(recs, r)

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"time"
 
@@ -236,7 +237,21 @@ func (w *wtx) getPending(id string) (*Record, error) {
 	if v == nil {
 		return nil, nil
 	}
-	return DecodeRecord(v)
+	return decodeStored(id, v)
+}
+
+// decodeStored decodes the value stored under key id and checks that it is
+// the record of that key: every later delete uses the key bytes, and a value
+// under the wrong key is damage, not a record.
+func decodeStored(id string, v []byte) (*Record, error) {
+	r, err := DecodeRecord(v)
+	if err != nil {
+		return nil, fmt.Errorf("record %q: %w", id, err)
+	}
+	if r.ID != id {
+		return nil, fmt.Errorf("%w: key %q holds record %q", ErrCorrupt, id, r.ID)
+	}
+	return r, nil
 }
 
 func (w *wtx) getDead(id string) (*Record, error) {
@@ -244,7 +259,7 @@ func (w *wtx) getDead(id string) (*Record, error) {
 	if v == nil {
 		return nil, nil
 	}
-	return DecodeRecord(v)
+	return decodeStored(id, v)
 }
 
 // putPending writes r (Version set) as pending with its indexes, replacing
