@@ -61,10 +61,12 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "webhookrelay:", err)
-		}
+	err := run(os.Args[1:], os.Stdout)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(0) // --help: the usage was printed
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "webhookrelay:", err)
 		os.Exit(1)
 	}
 }
