@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -20,13 +21,20 @@ const disabledDefer = time.Hour
 const maxCommitBatch = 1024
 
 // engine is the delivery machinery: the punctuation that takes due events
-// from the store, the worker pool that hands them to the Sink, and the
-// committer that applies their outcomes in batches.
+// from the store into a ready queue, the worker pool that hands them to the
+// Sink, and the committer that applies their outcomes in batches.
 //
-// Every event handed to a worker is "in flight" from the moment the
-// punctuation takes it until its outcome is committed; in-flight events are
-// never taken again, and the number in flight never exceeds Concurrency, so
-// the jobs and results channels (capacity Concurrency) never block.
+// An event is "in flight" from the moment a punctuation takes it until its
+// outcome is committed (or it is dropped from the ready queue): in-flight
+// events are never taken again. Of those, the ones handed to a worker are
+// "delivering"; their number never exceeds Concurrency (overall) and
+// MaxPerEndpoint (per endpoint), so the jobs channel, of capacity
+// Concurrency, never blocks. A worker frees its slot as soon as the Sink
+// returns and takes the next ready event itself, so neither a commit's fsync
+// nor a punctuation's snapshot leaves workers idle; the punctuation is woken
+// to refill the ready queue when it runs low. Events delivered but not yet
+// committed are bounded too: delivering plus uncommitted never exceeds
+// 2·Concurrency, which bounds what a crash can make the outbox deliver again.
 type engine struct {
 	o *Outbox
 
@@ -38,11 +46,20 @@ type engine struct {
 	workers       sync.WaitGroup
 	committerDone chan struct{}
 
+	// Limits of the ready queue: overall, and per endpoint (ready plus
+	// delivering), so that one slow endpoint cannot fill it.
+	readyCap, readyPerEndpoint, lowWater int
+
 	mu          sync.Mutex
-	running     bool // workers started and not stopped
-	inflight    map[string]struct{}
-	perEndpoint map[string]int
-	perKey      map[string]int
+	running     bool                           // workers started and not stopped
+	inflight    map[string]struct{}            // ready, delivering, or awaiting the commit of its outcome
+	ready       []*store.Record                // taken from the store, waiting for a worker slot
+	delivering  int                            // handed to a worker
+	uncommitted int                            // delivered, outcome not committed yet
+	perEndpoint map[string]int                 // delivering, by endpoint
+	queued      map[string]int                 // ready plus delivering, by endpoint
+	perKey      map[string]int                 // in flight, by key (Ordered)
+	soonHeld    map[string]bool                // endpoints with a throttle or disable not yet committed
 	endpoints   map[string]store.EndpointState // cache of the durable endpoint states
 }
 
@@ -58,13 +75,19 @@ func newEngine(o *Outbox) (*engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read endpoints: %w", err)
 	}
+	c := &o.cfg
 	e := &engine{
-		o:           o,
-		inflight:    make(map[string]struct{}),
-		perEndpoint: make(map[string]int),
-		perKey:      make(map[string]int),
-		endpoints:   make(map[string]store.EndpointState, len(eps)),
+		o:                o,
+		readyCap:         max(1, min(c.BatchSize, c.Concurrency)),
+		readyPerEndpoint: c.MaxPerEndpoint + c.Concurrency,
+		inflight:         make(map[string]struct{}),
+		perEndpoint:      make(map[string]int),
+		queued:           make(map[string]int),
+		perKey:           make(map[string]int),
+		soonHeld:         make(map[string]bool),
+		endpoints:        make(map[string]store.EndpointState, len(eps)),
 	}
+	e.lowWater = e.readyCap / 2
 	for _, ep := range eps {
 		e.endpoints[ep.Name] = ep
 	}
@@ -75,7 +98,7 @@ func newEngine(o *Outbox) (*engine, error) {
 func (e *engine) start() {
 	n := e.o.cfg.Concurrency
 	e.jobs = make(chan *job, n)
-	e.results = make(chan *job, n)
+	e.results = make(chan *job, 2*n)
 	e.deliverCtx, e.cancelDeliver = context.WithCancel(context.Background())
 	e.committerDone = make(chan struct{})
 	e.mu.Lock()
@@ -90,6 +113,7 @@ func (e *engine) start() {
 
 // stop stops taking events, lets in-flight deliveries finish until ctx is
 // done (then cancels them), and waits until every outcome is committed.
+// Ready events that no worker took stay pending in the store, untouched.
 func (e *engine) stop(ctx context.Context) error {
 	e.mu.Lock()
 	if !e.running {
@@ -97,6 +121,10 @@ func (e *engine) stop(ctx context.Context) error {
 		return nil
 	}
 	e.running = false
+	for _, r := range e.ready {
+		e.forgetLocked(r)
+	}
+	e.ready = nil
 	close(e.jobs)
 	e.mu.Unlock()
 
@@ -120,27 +148,30 @@ func (e *engine) work() {
 	defer e.workers.Done()
 	for j := range e.jobs {
 		r := j.rec
-		d := &Delivery{
-			ID:          r.ID,
-			Key:         r.Key,
-			Destination: r.Destination,
-			Endpoint:    r.Endpoint,
-			Method:      r.Method,
-			Headers:     maps.Clone(r.Headers),
-			Payload:     r.Payload,
-			Attempt:     r.Deliveries + 1,
-			CreatedAt:   r.CreatedAt,
-		}
 		if e.held(r.Endpoint) {
-			// Throttled or disabled while this job waited for a worker.
+			// Throttled or disabled while this event waited.
 			j.res = Result{Action: actionNone}
-			e.results <- j
-			continue
+		} else {
+			d := &Delivery{
+				ID:          r.ID,
+				Key:         r.Key,
+				Destination: r.Destination,
+				Endpoint:    r.Endpoint,
+				Method:      r.Method,
+				Headers:     maps.Clone(r.Headers),
+				Payload:     r.Payload,
+				Attempt:     r.Deliveries + 1,
+				CreatedAt:   r.CreatedAt,
+			}
+			j.start = time.Now()
+			j.res = e.deliver(d)
+			j.duration = time.Since(j.start)
 		}
-		j.start = time.Now()
-		j.res = e.deliver(d)
-		j.duration = time.Since(j.start)
+		refill := e.finished(j)
 		e.results <- j
+		if refill {
+			e.o.wake()
+		}
 	}
 }
 
@@ -155,10 +186,74 @@ func (e *engine) deliver(d *Delivery) (res Result) {
 	return e.o.sink.Deliver(e.deliverCtx, d)
 }
 
+// finished frees the delivery slot of a job whose Sink call returned (its
+// event stays in flight until the outcome is committed), hands ready events
+// to the free slots, and reports whether the ready queue runs low. A
+// throttle or disable holds the endpoint at once, before the commit.
+func (e *engine) finished(j *job) (refill bool) {
+	r := j.rec
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.delivering--
+	e.uncommitted++
+	decr(e.perEndpoint, r.Endpoint)
+	decr(e.queued, r.Endpoint)
+	if a := j.res.Action; a == ActionThrottle || a == ActionDisable {
+		e.soonHeld[r.Endpoint] = true
+	}
+	e.dispatchLocked()
+	return e.running && len(e.ready) <= e.lowWater
+}
+
+// dispatchLocked hands ready events to free worker slots, in queue order,
+// skipping events whose endpoint is at its limit.
+func (e *engine) dispatchLocked() int {
+	if !e.running {
+		return 0
+	}
+	c := &e.o.cfg
+	n, kept := 0, 0
+	for i, r := range e.ready {
+		if e.delivering >= c.Concurrency || e.delivering+e.uncommitted >= 2*c.Concurrency {
+			kept += copy(e.ready[kept:], e.ready[i:])
+			break
+		}
+		if e.perEndpoint[r.Endpoint] >= c.MaxPerEndpoint {
+			e.ready[kept] = r
+			kept++
+			continue
+		}
+		e.delivering++
+		e.perEndpoint[r.Endpoint]++
+		e.jobs <- &job{rec: r}
+		n++
+	}
+	clear(e.ready[kept:])
+	e.ready = e.ready[:kept]
+	return n
+}
+
+// forgetLocked drops an event from the in-flight state without an outcome.
+func (e *engine) forgetLocked(r *store.Record) {
+	delete(e.inflight, r.ID)
+	decr(e.queued, r.Endpoint)
+	if e.o.cfg.Ordered && r.Key != "" {
+		decr(e.perKey, r.Key)
+	}
+}
+
+func decr(m map[string]int, k string) {
+	if n := m[k] - 1; n > 0 {
+		m[k] = n
+	} else {
+		delete(m, k)
+	}
+}
+
 // punctuate is the delivery punctuation: take a snapshot of due events that
-// are not in flight and whose endpoint and key may go, and hand them to the
-// workers. It returns without waiting for the deliveries; the committer wakes
-// it again when slots free up.
+// are not in flight and whose endpoint and key may go into the ready queue,
+// and hand what it can to free workers. It returns without waiting for the
+// deliveries.
 func (e *engine) punctuate(ctx context.Context, _ time.Time) {
 	o := e.o
 	t0 := time.Now()
@@ -170,9 +265,9 @@ func (e *engine) punctuate(ctx context.Context, _ time.Time) {
 		e.mu.Unlock()
 		return
 	}
-	free := o.cfg.Concurrency - len(e.inflight)
+	room := e.readyCap - len(e.ready)
 	e.mu.Unlock()
-	if free <= 0 {
+	if room <= 0 {
 		return
 	}
 	now := o.clock.Now()
@@ -191,7 +286,7 @@ func (e *engine) punctuate(ctx context.Context, _ time.Time) {
 	// the copy still skips it.
 	e.mu.Lock()
 	inflight := maps.Clone(e.inflight)
-	perEndpoint := maps.Clone(e.perEndpoint)
+	queued := maps.Clone(e.queued)
 	perKey := maps.Clone(e.perKey)
 	holds := make(map[string]store.EndpointState)
 	for name, ep := range e.endpoints {
@@ -199,13 +294,17 @@ func (e *engine) punctuate(ctx context.Context, _ time.Time) {
 			holds[name] = ep
 		}
 	}
+	for name := range e.soonHeld {
+		if _, ok := holds[name]; !ok {
+			holds[name] = store.EndpointState{Name: name} // held, not deferred
+		}
+	}
 	e.mu.Unlock()
 
-	limit := min(free, o.cfg.BatchSize)
 	var deferred []store.Outcome
 	recs, err := o.st.Due(store.DueQuery{
 		Now:   now,
-		Limit: limit,
+		Limit: room,
 		SkipID: func(id string) bool {
 			_, busy := inflight[id]
 			return busy
@@ -230,7 +329,7 @@ func (e *engine) punctuate(ctx context.Context, _ time.Time) {
 				}
 				return true
 			}
-			if perEndpoint[r.Endpoint] >= o.cfg.MaxPerEndpoint {
+			if queued[r.Endpoint] >= e.readyPerEndpoint {
 				return true
 			}
 			if o.cfg.Ordered && r.Key != "" {
@@ -239,11 +338,14 @@ func (e *engine) punctuate(ctx context.Context, _ time.Time) {
 				}
 				perKey[r.Key]++
 			}
-			perEndpoint[r.Endpoint]++
+			queued[r.Endpoint]++
 			return false
 		},
 		HeadOfKeyOnly: o.cfg.Ordered,
-		MaxScan:       len(inflight) + 4*limit + o.cfg.BatchSize,
+		// In flight events are skipped before decoding; beyond them, a
+		// bounded number of decoded records may be refused (held endpoint,
+		// endpoint at its limit, busy key).
+		MaxScan: len(inflight) + 2*room + 64,
 	})
 	if err != nil {
 		o.logStoreErr("due", err)
@@ -260,13 +362,13 @@ func (e *engine) punctuate(ctx context.Context, _ time.Time) {
 			continue
 		}
 		e.inflight[r.ID] = struct{}{}
-		e.perEndpoint[r.Endpoint]++
+		e.queued[r.Endpoint]++
 		if o.cfg.Ordered && r.Key != "" {
 			e.perKey[r.Key]++
 		}
-		e.jobs <- &job{rec: r}
-		started++
+		e.ready = append(e.ready, r)
 	}
+	started = e.dispatchLocked()
 	e.mu.Unlock()
 
 	if len(deferred) > 0 {
@@ -276,26 +378,20 @@ func (e *engine) punctuate(ctx context.Context, _ time.Time) {
 	}
 }
 
-// release forgets the jobs' events as in flight.
+// release forgets the jobs' events as in flight, once their outcomes are
+// committed.
 func (e *engine) release(batch []*job) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, j := range batch {
 		r := j.rec
 		delete(e.inflight, r.ID)
-		if n := e.perEndpoint[r.Endpoint] - 1; n > 0 {
-			e.perEndpoint[r.Endpoint] = n
-		} else {
-			delete(e.perEndpoint, r.Endpoint)
-		}
+		e.uncommitted--
 		if e.o.cfg.Ordered && r.Key != "" {
-			if n := e.perKey[r.Key] - 1; n > 0 {
-				e.perKey[r.Key] = n
-			} else {
-				delete(e.perKey, r.Key)
-			}
+			decr(e.perKey, r.Key)
 		}
 	}
+	e.dispatchLocked()
 }
 
 // commitLoop gathers finished deliveries and commits their outcomes, one
@@ -352,6 +448,9 @@ func (e *engine) commit(batch []*job) {
 			touched[r.Endpoint] = newEP
 			e.endpoints[r.Endpoint] = newEP
 		}
+		if res.Action == ActionThrottle || res.Action == ActionDisable {
+			delete(e.soonHeld, r.Endpoint) // now in the cache
+		}
 		if out != nil {
 			outs = append(outs, *out)
 		}
@@ -397,9 +496,20 @@ func (e *engine) commit(batch []*job) {
 		}
 		o.hookDelivery(info)
 	}
-	if !stopping {
+	// Committed events left the in-flight set: refill the ready queue if it
+	// runs low, and look again at once after failures (a retry may already
+	// be due).
+	failed := slices.ContainsFunc(outs, func(out store.Outcome) bool { return out.Kind != store.OutcomeDelete })
+	if !stopping && (failed || e.readyLow()) {
 		o.wake()
 	}
+}
+
+// readyLow reports whether the ready queue should be refilled.
+func (e *engine) readyLow() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.running && len(e.ready) <= e.lowWater
 }
 
 // logStoreErr logs a store error of a background step; a closed store (the
@@ -417,15 +527,19 @@ func (e *engine) held(endpoint string) bool {
 	now := e.o.clock.Now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.soonHeld[endpoint] {
+		return true
+	}
 	ep, ok := e.endpoints[endpoint]
 	return ok && (ep.Disabled || ep.NotBefore.After(now))
 }
 
-// inFlight returns the number of deliveries in flight.
+// inFlight returns the number of deliveries under way (queued for or in a
+// worker).
 func (e *engine) inFlight() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return len(e.inflight)
+	return e.delivering
 }
 
 // endpointHolds counts the endpoints throttled now and disabled.
