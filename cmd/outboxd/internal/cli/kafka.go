@@ -7,7 +7,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/outboxd/outbox/cmd/outboxd/internal/config"
 	"github.com/outboxd/outbox/kafka"
 	"github.com/outboxd/outbox/outbox"
 )
@@ -19,41 +18,13 @@ type kafkaRunner interface {
 	Collectors() []prometheus.Collector
 }
 
-// kafkaConfig maps the settings onto package kafka's configuration.
-func kafkaConfig(k config.Kafka) kafka.Config {
-	return kafka.Config{
-		Brokers:           k.Brokers,
-		Topic:             k.Topic,
-		Group:             k.Group,
-		Destination:       k.Destination,
-		DestinationHeader: k.DestinationHeader,
-		IDHeader:          k.IDHeader,
-		StartOffset:       k.StartOffset,
-		ChangelogTopic:    k.ChangelogTopic,
-		ClientID:          k.ClientID,
-		TLS: kafka.TLSConfig{
-			Enabled:            k.TLS.Enabled,
-			CAFile:             k.TLS.CAFile,
-			CertFile:           k.TLS.CertFile,
-			KeyFile:            k.TLS.KeyFile,
-			InsecureSkipVerify: k.TLS.InsecureSkipVerify,
-		},
-		SASL: kafka.SASLConfig{
-			Mechanism: k.SASL.Mechanism,
-			Username:  k.SASL.Username,
-			Password:  k.SASL.Password,
-		},
-	}
-}
-
 // startKafka validates the Kafka settings and starts ingest and/or
 // changelog shipping.
-func startKafka(ctx context.Context, o *outbox.Outbox, k config.Kafka, logger *slog.Logger) (kafkaRunner, error) {
-	kc := kafkaConfig(k)
-	if err := kc.Validate(); err != nil {
+func startKafka(ctx context.Context, o *outbox.Outbox, k kafka.Config, logger *slog.Logger) (kafkaRunner, error) {
+	if err := k.Validate(); err != nil {
 		return nil, err
 	}
-	r, err := kafka.Start(ctx, o, kc, logger.With("component", "kafka"))
+	r, err := kafka.Start(ctx, o, k, logger.With("component", "kafka"))
 	if err != nil {
 		return nil, err
 	}
@@ -61,10 +32,6 @@ func startKafka(ctx context.Context, o *outbox.Outbox, k config.Kafka, logger *s
 }
 
 // restoreFromKafka rebuilds the database at dbPath from the changelog topic.
-func restoreFromKafka(ctx context.Context, k config.Kafka, dbPath string, progress io.Writer) (kafka.RestoreStats, error) {
-	kc := kafkaConfig(k)
-	if err := kc.Validate(); err != nil {
-		return kafka.RestoreStats{}, err
-	}
-	return kafka.Restore(ctx, kc, dbPath, progress)
+func restoreFromKafka(ctx context.Context, k kafka.Config, dbPath string, progress io.Writer) (kafka.RestoreStats, error) {
+	return kafka.Restore(ctx, k, dbPath, progress)
 }

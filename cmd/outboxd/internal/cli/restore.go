@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/outboxd/outbox/cmd/outboxd/internal/config"
 )
@@ -49,6 +50,7 @@ func restore(e Env, args []string) int {
 		fmt.Fprintf(e.Stderr, "outboxd restore: %v\n", err)
 		return exitError
 	}
-	fmt.Fprintf(e.Stdout, "restored %s from %s: %+v\n", cfg.DB, k.ChangelogTopic, stats)
+	fmt.Fprintf(e.Stdout, "restored %s from %s: %d pending, %d dead, %d tombstones (%d records, %s)\n",
+		cfg.DB, k.ChangelogTopic, stats.Pending, stats.Dead, stats.Tombstones, stats.Records, stats.Duration.Round(time.Millisecond))
 	return exitOK
 }

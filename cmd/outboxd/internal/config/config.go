@@ -3,6 +3,7 @@ package config
 import (
 	"time"
 
+	"github.com/outboxd/outbox/kafka"
 	"github.com/outboxd/outbox/outbox"
 	"github.com/outboxd/outbox/outbox/httpapi"
 )
@@ -36,9 +37,9 @@ type Config struct {
 	AllowPrivateNetworks bool `yaml:"allow_private_networks"`
 	// Endpoints are the named delivery targets.
 	Endpoints []Endpoint `yaml:"endpoints"`
-	// Kafka configures ingest from a topic and changelog shipping. Default:
-	// off.
-	Kafka Kafka `yaml:"kafka"`
+	// Kafka configures ingest from a topic and changelog shipping (package
+	// kafka documents each setting and its default). Default: off.
+	Kafka kafka.Config `yaml:"kafka"`
 }
 
 // Log configures logging.
@@ -117,46 +118,6 @@ type Endpoint struct {
 	// AllowPrivate lets this endpoint be on a private or loopback address.
 	// Default false.
 	AllowPrivate bool `yaml:"allow_private"`
-}
-
-// Kafka configures the Kafka integration (see package kafka for the
-// meaning and defaults of each field).
-type Kafka struct {
-	Brokers           []string  `yaml:"brokers"`
-	Topic             string    `yaml:"topic"`
-	Group             string    `yaml:"group"`
-	Destination       string    `yaml:"destination"`
-	DestinationHeader string    `yaml:"destination_header"`
-	IDHeader          string    `yaml:"id_header"`
-	StartOffset       string    `yaml:"start_offset"`
-	ChangelogTopic    string    `yaml:"changelog_topic"`
-	ClientID          string    `yaml:"client_id"`
-	TLS               KafkaTLS  `yaml:"tls"`
-	SASL              KafkaSASL `yaml:"sasl"`
-}
-
-// KafkaTLS configures TLS to the brokers.
-type KafkaTLS struct {
-	Enabled            bool   `yaml:"enabled"`
-	CAFile             string `yaml:"ca_file"`
-	CertFile           string `yaml:"cert_file"`
-	KeyFile            string `yaml:"key_file"`
-	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
-}
-
-// KafkaSASL configures SASL authentication to the brokers.
-type KafkaSASL struct {
-	// Mechanism is "", "plain", "scram-sha-256" or "scram-sha-512".
-	Mechanism string `yaml:"mechanism"`
-	Username  string `yaml:"username"`
-	// Password; prefer the OUTBOXD_KAFKA_SASL_PASSWORD variable.
-	Password string `yaml:"password"`
-}
-
-// Enabled reports whether any Kafka feature is configured: brokers and an
-// ingest or changelog topic.
-func (k Kafka) Enabled() bool {
-	return len(k.Brokers) > 0 && (k.Topic != "" || k.ChangelogTopic != "")
 }
 
 // Defaults of Config.

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outbox/httpsink"
+	"github.com/outboxd/outbox/kafka"
 )
 
 // SettingError is an invalid setting. Its message names the setting by its
@@ -170,17 +172,24 @@ func validateEndpoints(eps []Endpoint) error {
 	return nil
 }
 
-func validateKafka(k *Kafka) error {
+// validateKafka checks the Kafka settings when any is set; package kafka
+// names the bad setting by its YAML path.
+func validateKafka(k *kafka.Config) error {
 	if len(k.Brokers) == 0 && (k.Topic != "" || k.ChangelogTopic != "") {
 		return bad("kafka.brokers", "required when kafka.topic or kafka.changelog_topic is set")
 	}
-	if len(k.Brokers) > 0 && k.Topic == "" && k.ChangelogTopic == "" {
-		return bad("kafka.topic", "brokers are set but neither kafka.topic nor kafka.changelog_topic is")
-	}
-	if k.Topic != "" && k.Destination == "" {
-		// Records may carry the destination header; without a default,
-		// those without it are stored as dead letters. That is allowed.
+	if len(k.Brokers) == 0 {
 		return nil
+	}
+	if k.Topic == "" && k.ChangelogTopic == "" {
+		return bad("kafka.topic", "kafka.brokers is set but neither kafka.topic nor kafka.changelog_topic is")
+	}
+	if err := k.Validate(); err != nil {
+		var ce *kafka.ConfigError
+		if errors.As(err, &ce) {
+			return &SettingError{Setting: ce.Setting, Reason: ce.Reason}
+		}
+		return bad("kafka", "%v", err)
 	}
 	return nil
 }
