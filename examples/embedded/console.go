@@ -73,3 +73,17 @@ func (c *console) waitIdle(ctx context.Context, box *outbox.Outbox, limit time.D
 	}
 	return nil
 }
+
+// demoPace sets the delivery timings of a demo, seconds rather than the
+// production defaults' minutes, except those given on the command line.
+func demoPace(set map[string]bool, interval, park, backoff *time.Duration) {
+	for _, f := range []struct {
+		flag string
+		d    *time.Duration
+		v    time.Duration
+	}{{"interval", interval, 100 * time.Millisecond}, {"park-interval", park, 500 * time.Millisecond}, {"backoff", backoff, 300 * time.Millisecond}} {
+		if !set[f.flag] {
+			*f.d = f.v
+		}
+	}
+}

@@ -96,16 +96,7 @@ func run(args []string, stdout io.Writer) error {
 		if *receiver != "" {
 			return errors.New("--demo brings its own receiver: drop --receiver")
 		}
-		// Demo pace: seconds, not the production defaults' minutes.
-		defaults := map[string]struct {
-			d *time.Duration
-			v time.Duration
-		}{"interval": {interval, 100 * time.Millisecond}, "park-interval": {park, 500 * time.Millisecond}, "backoff": {backoff, 300 * time.Millisecond}}
-		for name, f := range defaults {
-			if !set[name] {
-				*f.d = f.v
-			}
-		}
+		demoPace(set, interval, park, backoff)
 		if !set["listen"] {
 			*listen = "127.0.0.1:0"
 		}

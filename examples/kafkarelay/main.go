@@ -136,16 +136,7 @@ func run(args []string, stdout io.Writer) error {
 		if *demoRecords < 1 {
 			return errors.New("--demo-records: at least 1")
 		}
-		// Demo pace: seconds, not the production defaults' minutes.
-		defaults := map[string]struct {
-			d *time.Duration
-			v time.Duration
-		}{"interval": {interval, 100 * time.Millisecond}, "park-interval": {park, 500 * time.Millisecond}, "backoff": {backoff, 300 * time.Millisecond}}
-		for name, f := range defaults {
-			if !set[name] {
-				*f.d = f.v
-			}
-		}
+		demoPace(set, interval, park, backoff)
 		if !set["db"] {
 			tmp, err := os.MkdirTemp("", "kafkarelay-demo-")
 			if err != nil {

@@ -108,12 +108,7 @@ func run(args []string, stdout io.Writer) error {
 		if *configPath != "" {
 			return errors.New("--demo brings its own configuration: drop --config")
 		}
-		// Demo pace: seconds, not the production defaults' minutes.
-		for name, d := range map[string]*time.Duration{"interval": interval, "park-interval": park, "backoff": backoff} {
-			if !set[name] {
-				*d = map[string]time.Duration{"interval": 100 * time.Millisecond, "park-interval": 500 * time.Millisecond, "backoff": 300 * time.Millisecond}[name]
-			}
-		}
+		demoPace(set, interval, park, backoff)
 		targets, err = startDemoTargets(out)
 		if err != nil {
 			return err
