@@ -170,6 +170,8 @@ func TestBadSettingsAreRefusedNamingTheSetting(t *testing.T) {
 		{name: "unknown file setting", file: "delivery:\n  intervall: 1s\n", want: []string{"config file", "unknown setting intervall", "line 2"}},
 		{name: "wrong file type", file: "delivery:\n  max_attempts: lots\n", want: []string{"config file", "line 2"}},
 		{name: "kafka topic without brokers", args: []string{"--kafka-topic", "events"}, want: []string{"kafka.brokers", "--kafka-brokers"}},
+		{name: "kafka broker address", args: []string{"--kafka-brokers", "kafka-1", "--kafka-topic", "events"}, want: []string{"kafka.brokers (--kafka-brokers, OUTBOXD_KAFKA_BROKERS)", "host:port"}},
+		{name: "kafka sasl from the file", file: "kafka:\n  brokers: [k:9092]\n  changelog_topic: cl\n  sasl:\n    mechanism: plain\n    username: u\n", want: []string{"kafka.sasl.password (OUTBOXD_KAFKA_SASL_PASSWORD)"}},
 		{name: "stray argument", args: []string{"now"}, want: []string{"unexpected argument"}},
 	}
 	for _, c := range cases {
@@ -191,6 +193,22 @@ func TestBadSettingsAreRefusedNamingTheSetting(t *testing.T) {
 				t.Errorf("error %q shows the secret", err)
 			}
 		})
+	}
+}
+
+func TestKafkaSettingsFromFlagsFileAndEnv(t *testing.T) {
+	file := writeFile(t, "kafka:\n  sasl:\n    mechanism: scram-sha-512\n    username: svc\n  tls:\n    enabled: true\n  commit_interval: 250ms\n")
+	cfg, err := load(t, []string{"--config", file, "--kafka-brokers", "k1:9092, k2:9092", "--kafka-topic", "events",
+		"--kafka-group", "g", "--kafka-destination", "orders", "--changelog-topic", "cl"},
+		map[string]string{"OUTBOXD_KAFKA_SASL_PASSWORD": "pw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := cfg.Kafka
+	if !k.Enabled() || len(k.Brokers) != 2 || k.Brokers[1] != "k2:9092" || k.Topic != "events" || k.Group != "g" ||
+		k.Destination != "orders" || k.ChangelogTopic != "cl" || k.SASL.Password != "pw" || !k.TLS.Enabled ||
+		k.CommitInterval != 250*time.Millisecond {
+		t.Errorf("kafka settings %+v", k)
 	}
 }
 
