@@ -201,6 +201,9 @@ func (s *Sink) Deliver(ctx context.Context, d *outbox.Delivery) outbox.Result {
 	if s.closed.Load() {
 		return outbox.Result{Action: outbox.ActionRetry, Err: ErrClosed}
 	}
+	if d == nil {
+		return outbox.Result{Action: outbox.ActionDead, Err: fmt.Errorf("%w: nil delivery", ErrInvalidRequest)}
+	}
 	ep := s.named[d.Destination]
 	var rawEP endpoint
 	if ep == nil {
@@ -249,6 +252,9 @@ type call struct {
 func (c *call) checkRequest() error {
 	if reason := checkHeaderName(c.method); reason != "" {
 		return fmt.Errorf("%w: method is not a valid token", ErrInvalidRequest)
+	}
+	if reason := checkHeaderValue(c.d.ID); reason != "" {
+		return fmt.Errorf("%w: event ID cannot be sent as a header: %s", ErrInvalidRequest, reason)
 	}
 	for k, v := range c.d.Headers {
 		if reason := checkHeaderName(k); reason != "" {

@@ -454,6 +454,7 @@ func TestInvalidEvent(t *testing.T) {
 		"method":       {ID: "1", Destination: "e", Method: "NOT A METHOD"},
 		"header name":  {ID: "1", Destination: "e", Headers: map[string]string{"X Bad": "v"}},
 		"header value": {ID: "1", Destination: "e", Headers: map[string]string{"Authorization": "secret-token\r\nX-Injected: 1"}},
+		"event ID":     {ID: "a\nb", Destination: "e"},
 	} {
 		res := s.Deliver(context.Background(), d)
 		if res.Action != outbox.ActionDead || !errors.Is(res.Err, httpsink.ErrInvalidRequest) {
@@ -462,6 +463,9 @@ func TestInvalidEvent(t *testing.T) {
 		if res.Err != nil && strings.Contains(res.Err.Error(), "secret-token") {
 			t.Errorf("%s: error quotes the header value: %v", name, res.Err)
 		}
+	}
+	if res := s.Deliver(context.Background(), nil); res.Action != outbox.ActionDead || !errors.Is(res.Err, httpsink.ErrInvalidRequest) {
+		t.Errorf("nil delivery: got %s, %v", res.Action, res.Err)
 	}
 	if n := rcv.requests.Load(); n != 0 {
 		t.Fatalf("%d invalid requests were sent", n)
