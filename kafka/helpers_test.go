@@ -51,7 +51,7 @@ func testConfig(brokers []string, topic string) Config {
 		CommitInterval:    50 * time.Millisecond,
 		SessionTimeout:    time.Second,
 		HeartbeatInterval: 100 * time.Millisecond,
-		RebalanceTimeout:  2 * time.Second,
+		RebalanceTimeout:  5 * time.Second,
 		ShipInterval:      10 * time.Millisecond,
 		RetryBackoff:      20 * time.Millisecond,
 		RetryBackoffMax:   200 * time.Millisecond,

@@ -75,7 +75,6 @@ func newIngest(cfg Config, o enqueuer, log *slog.Logger, cn *conns, met *metrics
 		WatchPartitionChanges:  true,
 		PartitionWatchInterval: max(cfg.SessionTimeout/6, time.Second),
 		StartOffset:            start,
-		Timeout:                cfg.DialTimeout,
 		Logger:                 kafkaLogger(log, slog.LevelDebug),
 		ErrorLogger:            kafkaLogger(log, slog.LevelDebug),
 	})
@@ -140,8 +139,7 @@ func (in *ingest) runGeneration(gen *kafkago.Generation) {
 	for _, pa := range parts {
 		tr := trackers[pa.ID]
 		gen.Start(func(gctx context.Context) {
-			defer consumers.Done()
-			in.consume(gctx, pa, tr)
+			in.consume(gctx, pa, tr, consumers.Done)
 		})
 	}
 	gen.Start(func(gctx context.Context) {
@@ -226,8 +224,13 @@ type failedBatch struct {
 	msgs []kafkago.Message
 }
 
-// consume runs one partition for one generation.
-func (in *ingest) consume(gctx context.Context, pa kafkago.PartitionAssignment, tr *tracker) {
+// consume runs one partition for one generation. It calls stopped once it
+// has stopped fetching and its last write is done, so the final commit need
+// not wait for the reader to close.
+func (in *ingest) consume(gctx context.Context, pa kafkago.PartitionAssignment, tr *tracker, stopped func()) {
+	var once sync.Once
+	stop := func() { once.Do(stopped) }
+	defer stop()
 	r := kafkago.NewReader(kafkago.ReaderConfig{
 		Brokers:        in.cfg.brokers(),
 		Topic:          in.cfg.Topic,
@@ -236,7 +239,9 @@ func (in *ingest) consume(gctx context.Context, pa kafkago.PartitionAssignment, 
 		QueueCapacity:  in.cfg.BatchSize,
 		MinBytes:       1,
 		MaxBytes:       16 << 20,
-		MaxWait:        500 * time.Millisecond,
+		// A fetch in flight delays the reader's close, and with it the
+		// rejoin at a rebalance: keep it within a heartbeat or so.
+		MaxWait:        min(max(in.cfg.HeartbeatInterval, 100*time.Millisecond), 500*time.Millisecond),
 		ReadBackoffMin: in.cfg.RetryBackoff,
 		ReadBackoffMax: in.cfg.RetryBackoffMax,
 		Logger:         kafkaLogger(in.log, slog.LevelDebug),
@@ -324,6 +329,7 @@ loop:
 	}
 	close(retry)
 	lane.Wait()
+	stop()
 	_ = r.Close()
 	fetcher.Wait()
 }
