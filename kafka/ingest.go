@@ -232,13 +232,13 @@ func (in *ingest) consume(gctx context.Context, pa kafkago.PartitionAssignment, 
 	stop := func() { once.Do(stopped) }
 	defer stop()
 	r := kafkago.NewReader(kafkago.ReaderConfig{
-		Brokers:        in.cfg.brokers(),
-		Topic:          in.cfg.Topic,
-		Partition:      pa.ID,
-		Dialer:         in.conns.dialer,
-		QueueCapacity:  in.cfg.BatchSize,
-		MinBytes:       1,
-		MaxBytes:       16 << 20,
+		Brokers:       in.cfg.brokers(),
+		Topic:         in.cfg.Topic,
+		Partition:     pa.ID,
+		Dialer:        in.conns.dialer,
+		QueueCapacity: in.cfg.BatchSize,
+		MinBytes:      1,
+		MaxBytes:      16 << 20,
 		// A fetch in flight delays the reader's close, and with it the
 		// rejoin at a rebalance: keep it within a heartbeat or so.
 		MaxWait:        min(max(in.cfg.HeartbeatInterval, 100*time.Millisecond), 500*time.Millisecond),
