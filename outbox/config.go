@@ -52,7 +52,8 @@ type Config struct {
 	MaxAttempts int
 
 	// MaxAge is the age after which a failing or parked event becomes a dead
-	// letter at its next outcome. Default: 72h.
+	// letter at its next outcome. Events waiting for a disabled endpoint are
+	// not aged out (they get no outcome until it is enabled). Default: 72h.
 	MaxAge time.Duration
 
 	// BackoffInitial is the wait before the second attempt after a retry.
