@@ -1,0 +1,88 @@
+package main
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The flags scripts and operators rely on do what they say: --db,
+// --allow-raw-urls, --allow-private-networks, --max-attempts, --max-age,
+// --ordered and --log-level (the others are exercised by the other tests).
+func TestOperatorFlagsWork(t *testing.T) {
+	dir := t.TempDir()
+	var mu sync.Mutex
+	var order []string // first attempts and successes of the ordered key, in arrival order
+	fails := map[string]int{"o-1": 2}
+	rc := newReceiver(t, func(r *http.Request, id string) int {
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/fail"):
+			return http.StatusInternalServerError
+		case strings.HasSuffix(r.URL.Path, "/notyet"):
+			return http.StatusNotFound
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		order = append(order, "try "+id)
+		if fails[id] > 0 {
+			fails[id]--
+			return http.StatusServiceUnavailable
+		}
+		order = append(order, "ok "+id)
+		return http.StatusNoContent
+	})
+	db := filepath.Join(dir, "data", "events.db")
+	if err := os.MkdirAll(filepath.Dir(db), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, dir, "--db", db, "--allow-raw-urls", "--allow-private-networks",
+		"--max-attempts", "2", "--max-age", "700ms", "--ordered", "--log-level", "debug",
+		"--interval", "20ms", "--park-interval", "50ms", "--backoff-initial", "20ms", "--backoff-max", "50ms")
+	if _, err := os.Stat(db); err != nil {
+		t.Fatalf("--db: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "outboxd.db")); err == nil {
+		t.Error("--db ignored: ./outboxd.db created")
+	}
+	raw := rc.srv.URL
+	code, m := call(t, "POST", p.url("/v1/events"), "", `[
+		{"id":"o-1","key":"k","destination":"`+raw+`/ok"},
+		{"id":"o-2","key":"k","destination":"`+raw+`/ok"},
+		{"id":"o-3","key":"k","destination":"`+raw+`/ok"},
+		{"id":"attempts","destination":"`+raw+`/fail"},
+		{"id":"age","destination":"`+raw+`/notyet"}]`)
+	if code != http.StatusAccepted {
+		t.Fatalf("raw URL destinations with --allow-raw-urls: %d %v", code, m)
+	}
+	waitFor(t, 15*time.Second, "the ordered key delivered", func() bool {
+		return rc.ackedCount("o-3") > 0
+	})
+	mu.Lock()
+	got := strings.Join(order, ", ")
+	mu.Unlock()
+	if want := "try o-1, try o-1, try o-1, ok o-1, try o-2, ok o-2, try o-3, ok o-3"; got != want {
+		t.Errorf("--ordered: receiver saw %s\nwant %s", got, want)
+	}
+	waitFor(t, 15*time.Second, "dead letters by max attempts and max age", func() bool {
+		_, a := call(t, "GET", p.url("/v1/events/attempts"), "", "")
+		_, b := call(t, "GET", p.url("/v1/events/age"), "", "")
+		return a["state"] == "dead" && b["state"] == "dead"
+	})
+	_, a := call(t, "GET", p.url("/v1/events/attempts"), "", "")
+	if r, _ := a["dead_reason"].(string); !strings.Contains(r, "max attempts (2)") || a["attempts"] != float64(2) {
+		t.Errorf("--max-attempts 2: %v", a)
+	}
+	_, b := call(t, "GET", p.url("/v1/events/age"), "", "")
+	if r, _ := b["dead_reason"].(string); !strings.Contains(r, "max age 700ms") {
+		t.Errorf("--max-age 700ms: %v", b)
+	}
+	if !strings.Contains(p.log.String(), `"level":"DEBUG"`) {
+		t.Error("--log-level debug: no debug records in the log")
+	}
+	p.signal(syscall.SIGTERM, 10*time.Second)
+}

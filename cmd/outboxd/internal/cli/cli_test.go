@@ -1,0 +1,97 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/outboxd/outbox/cmd/outboxd/internal/config"
+	"github.com/outboxd/outbox/httpsink"
+	"github.com/outboxd/outbox/outbox"
+	"github.com/outboxd/outbox/store"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestConfigErrorsOfOtherPackagesNameOurSettings(t *testing.T) {
+	cases := []struct {
+		err  error
+		want string
+	}{
+		{&httpsink.ConfigError{Field: "Endpoints[2].MaxInFlight", Reason: "must not be negative"}, "invalid setting endpoints[2].max_in_flight (--endpoint, OUTBOXD_ENDPOINTS): must not be negative"},
+		{&httpsink.ConfigError{Field: "Endpoints[0].URL", Reason: "no host"}, "invalid setting endpoints[0].url (--endpoint, OUTBOXD_ENDPOINTS): no host"},
+		{&outbox.ConfigError{Field: "MaxPerEndpoint", Reason: "must not exceed Concurrency"}, "invalid setting delivery.max_per_endpoint (--max-per-endpoint, OUTBOXD_MAX_PER_ENDPOINT)"},
+		{&outbox.ConfigError{Field: "MaxThrottle", Reason: "x"}, "delivery.max_retry_after (--max-retry-after"},
+		{&outbox.ConfigError{Field: "MaxPayloadBytes", Reason: "x"}, "limits.max_payload_bytes (--max-payload-bytes"},
+	}
+	for _, c := range cases {
+		got := explainConfigError(c.err)
+		var se *config.SettingError
+		if !errors.As(got, &se) || !strings.Contains(got.Error(), c.want) {
+			t.Errorf("%v -> %v, want %q", c.err, got, c.want)
+		}
+	}
+}
+
+func TestHistoryInWords(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	rec := func(attempts, deliveries, status int, lastErr string) *store.Record {
+		return &store.Record{ID: "e", Destination: "orders", Method: "POST", Payload: []byte("abc"),
+			Attempts: attempts, Deliveries: deliveries, LastStatus: status, LastError: lastErr,
+			NextAttemptAt: t0.Add(time.Minute)}
+	}
+	dead := rec(1, 3, 400, "status 400: bad")
+	dead.DeadReason = "status 400: bad"
+	entries := []*store.Entry{
+		{LSN: 1, Op: store.OpEnqueue, Time: t0, Record: rec(0, 0, 0, "")},
+		{LSN: 2, Op: store.OpReschedule, Time: t0, Record: rec(0, 1, 404, "status 404")},
+		{LSN: 3, Op: store.OpReschedule, Time: t0, Record: rec(1, 2, 0, "dial tcp: connection refused")},
+		{LSN: 4, Op: store.OpDead, Time: t0, Record: dead, Reason: dead.DeadReason},
+		{LSN: 5, Op: store.OpReplay, Time: t0, Record: rec(0, 3, 400, "")},
+		{LSN: 6, Op: store.OpDelete, Time: t0, Reason: "delivered"},
+	}
+	var got []string
+	for _, h := range describeHistory(entries) {
+		got = append(got, h.What)
+	}
+	want := []string{
+		"enqueued: POST to orders, 3-byte payload",
+		"delivery 1 parked (not yet; no attempt spent): status 404; next attempt 2026-03-01T12:01:00.000Z",
+		"attempt 1 failed, will retry: no response: dial tcp: connection refused; next attempt 2026-03-01T12:01:00.000Z",
+		"dead after delivery 3: status 400: bad",
+		"replayed: moved from dead back to pending, attempts reset",
+		"deleted: delivered",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("history:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestMainDispatch(t *testing.T) {
+	var out, errOut bytes.Buffer
+	env := Env{Getenv: func(string) (string, bool) { return "", false }, Stdout: &out, Stderr: &errOut, Exit: func(int) {}}
+	env.Args = nil
+	if code := Main(env); code != exitUsage || !strings.Contains(errOut.String(), "Usage:") {
+		t.Errorf("no command: %d %q", code, errOut.String())
+	}
+	env.Args = []string{"help"}
+	if code := Main(env); code != exitOK || !strings.Contains(out.String(), "outboxd serve") {
+		t.Errorf("help: %d %q", code, out.String())
+	}
+	errOut.Reset()
+	env.Args = []string{"inspect", "--state", "gone"}
+	if code := Main(env); code != exitUsage || !strings.Contains(errOut.String(), "--state: want pending or dead") {
+		t.Errorf("inspect --state gone: %d %q", code, errOut.String())
+	}
+	errOut.Reset()
+	env.Args = []string{"restore", "--changelog-topic", "cl", "--kafka-brokers", "k:9092"}
+	if code := Main(env); code != exitUsage || !strings.Contains(errOut.String(), "--from-kafka") {
+		t.Errorf("restore without a source: %d %q", code, errOut.String())
+	}
+}
