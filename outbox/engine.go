@@ -522,12 +522,13 @@ func (o *Outbox) logStoreErr(step string, err error) {
 	o.log.Error("outbox: "+step, "err", err)
 }
 
-// held reports whether the endpoint is disabled or throttled now.
+// held reports whether the endpoint is disabled or throttled now, or the
+// outbox is stopping (jobs not started yet are left pending).
 func (e *engine) held(endpoint string) bool {
 	now := e.o.clock.Now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.soonHeld[endpoint] {
+	if !e.running || e.soonHeld[endpoint] {
 		return true
 	}
 	ep, ok := e.endpoints[endpoint]

@@ -336,3 +336,55 @@ func TestRetryAfterHoldsEndpoint(t *testing.T) {
 	tick(o2, 2*time.Second) // t0+121s
 	waitFor(t, "all delivered after the hold", 10*time.Second, func() bool { return rc.delivered() == 5 })
 }
+
+// Deliveries in flight never exceed Concurrency overall nor MaxPerEndpoint
+// for one endpoint, and a busy endpoint does not stop the others.
+func TestConcurrencyLimits(t *testing.T) {
+	var mu sync.Mutex
+	cur := map[string]int{}
+	peak := map[string]int{}
+	total, peakTotal := 0, 0
+	sink := sinkFunc(func(ctx context.Context, d *outbox.Delivery) outbox.Result {
+		mu.Lock()
+		cur[d.Endpoint]++
+		total++
+		peak[d.Endpoint] = max(peak[d.Endpoint], cur[d.Endpoint])
+		peakTotal = max(peakTotal, total)
+		mu.Unlock()
+		time.Sleep(time.Millisecond) // a receiver that takes a while to answer
+		mu.Lock()
+		cur[d.Endpoint]--
+		total--
+		mu.Unlock()
+		return outbox.Result{Action: outbox.ActionSuccess, Status: 200}
+	})
+	cfg := testConfig(sink)
+	cfg.Concurrency = 8
+	cfg.MaxPerEndpoint = 3
+	o, _ := open(t, cfg)
+	ctx := context.Background()
+	var evs []outbox.Event
+	for i := range 300 {
+		evs = append(evs, outbox.Event{Destination: fmt.Sprintf("ep%d", i%4)})
+	}
+	if _, err := o.Enqueue(ctx, evs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "all delivered", 30*time.Second, func() bool { return o.Stats().DeliveredTotal == 300 })
+	mu.Lock()
+	defer mu.Unlock()
+	if peakTotal > 8 {
+		t.Fatalf("%d deliveries at once, Concurrency is 8", peakTotal)
+	}
+	for ep, n := range peak {
+		if n > 3 {
+			t.Fatalf("endpoint %s: %d deliveries at once, MaxPerEndpoint is 3", ep, n)
+		}
+	}
+	if len(peak) != 4 {
+		t.Fatalf("endpoints served: %v", peak)
+	}
+}
