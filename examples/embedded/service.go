@@ -282,7 +282,9 @@ func (s *service) changeMembership(join bool) http.HandlerFunc {
 //     inside the outbox's own serialized write transaction.
 //
 // Snapshots therefore reach the outbox in the order of the changes, and the
-// latest one always wins. Each carries the room's revision, so a receiver can
+// latest one always wins. (Comparing revisions inside Upsert's fn alone would
+// not do: once the previous snapshot was delivered, fn sees no pending event
+// and cannot tell a late, older snapshot from a new one.) Each carries the room's revision, so a receiver can
 // also drop one that arrives after a newer one (delivery is at-least-once:
 // a snapshot already being delivered when a newer one replaced it still
 // arrives).

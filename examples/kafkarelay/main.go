@@ -18,6 +18,9 @@
 //	    --endpoint shipping=https://shipping.internal/hooks \
 //	    --endpoint email=https://email.internal/hooks --destination shipping
 //
+// --tls and --sasl (with the password in an environment variable) connect to
+// brokers that want them.
+//
 // or see it work with no Kafka installed:
 //
 //	go run ./examples/kafkarelay --demo
@@ -95,6 +98,11 @@ func run(args []string, stdout io.Writer) error {
 	group := fs.String("group", "kafkarelay", "consumer group")
 	startOffset := fs.String("start-offset", kafka.DefaultStartOffset, `where a new group starts: "earliest" or "latest"`)
 	changelog := fs.String("changelog-topic", "kafkarelay-changelog", `compacted topic the outbox's changelog is shipped to ("" to turn shipping off)`)
+	useTLS := fs.Bool("tls", false, "connect to the brokers with TLS")
+	tlsCA := fs.String("tls-ca", "", "with --tls: PEM file of the CAs to trust (default: the system roots)")
+	saslMech := fs.String("sasl", "", `SASL mechanism: "plain", "scram-sha-256" or "scram-sha-512" (default: none)`)
+	saslUser := fs.String("sasl-user", "", "with --sasl: the user name")
+	saslPassEnv := fs.String("sasl-password-env", "KAFKARELAY_SASL_PASSWORD", "with --sasl: the environment variable that holds the password")
 	db := fs.String("db", "kafkarelay.db", "the outbox's file (--demo: a temporary file)")
 	var eps endpoints
 	fs.Var(&eps, "endpoint", "a named HTTP endpoint, name=URL (repeat for more); records name it in their outbox-destination header")
@@ -128,7 +136,7 @@ func run(args []string, stdout io.Writer) error {
 
 	var env *demoEnv
 	if *demo {
-		for _, name := range []string{"brokers", "endpoint", "destination"} {
+		for _, name := range []string{"brokers", "endpoint", "destination", "tls", "tls-ca", "sasl", "sasl-user"} {
 			if set[name] {
 				return fmt.Errorf("--demo brings its own broker and endpoints: drop --%s", name)
 			}
@@ -172,6 +180,18 @@ func run(args []string, stdout io.Writer) error {
 		Destination:    *destination,
 		ChangelogTopic: *changelog,
 		ClientID:       "kafkarelay",
+		TLS:            kafka.TLSConfig{Enabled: *useTLS, CAFile: *tlsCA},
+	}
+	if *tlsCA != "" && !*useTLS {
+		return errors.New("--tls-ca needs --tls")
+	}
+	if *saslMech != "" {
+		kcfg.SASL = kafka.SASLConfig{Mechanism: *saslMech, Username: *saslUser, Password: os.Getenv(*saslPassEnv)}
+		if kcfg.SASL.Password == "" {
+			return fmt.Errorf("--sasl: environment variable %s (--sasl-password-env) is empty or not set", *saslPassEnv)
+		}
+	} else if *saslUser != "" {
+		return errors.New("--sasl-user needs --sasl")
 	}
 	if err := kcfg.Validate(); err != nil {
 		return err

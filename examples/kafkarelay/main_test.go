@@ -17,6 +17,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"go.uber.org/goleak"
 
 	"github.com/outboxd/outbox/kafka"
@@ -172,7 +173,9 @@ func TestRelayDeliversEveryRecord(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	bin := buildBinary(t)
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "orders"))
+	// A broker that wants SCRAM-SHA-256, as production ones do.
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "orders"),
+		kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-256", "relay", "relay-password"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +187,8 @@ func TestRelayDeliversEveryRecord(t *testing.T) {
 
 	// Records published before the relay first starts are not skipped.
 	const n = 300
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic("orders"))
+	auth := kgo.SASL(scram.Auth{User: "relay", Pass: "relay-password"}.AsSha256Mechanism())
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), auth, kgo.DefaultProduceTopic("orders"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +209,9 @@ func TestRelayDeliversEveryRecord(t *testing.T) {
 	}
 	produce(0, n/2)
 
-	p := start(t, bin, nil, "--brokers", strings.Join(brokers, ","), "--topic", "orders", "--group", "relay-test",
+	p := start(t, bin, []string{"TEST_SASL_PASSWORD=relay-password"},
+		"--brokers", strings.Join(brokers, ","), "--topic", "orders", "--group", "relay-test",
+		"--sasl", "scram-sha-256", "--sasl-user", "relay", "--sasl-password-env", "TEST_SASL_PASSWORD",
 		"--endpoint", "main="+recv.URL+"/main", "--endpoint", "audit="+recv.URL+"/audit", "--destination", "main",
 		"--allow-private", "--changelog-topic", "orders-changelog", "--db", filepath.Join(t.TempDir(), "relay.db"),
 		"--interval", "50ms", "--park-interval", "100ms", "--backoff", "50ms")
@@ -215,7 +221,7 @@ func TestRelayDeliversEveryRecord(t *testing.T) {
 
 	// The changelog topic ends with a tombstone (a delete) for every record.
 	deleted := map[string]bool{}
-	cc, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics("orders-changelog"),
+	cc, err := kgo.NewClient(kgo.SeedBrokers(brokers...), auth, kgo.ConsumeTopics("orders-changelog"),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
