@@ -485,3 +485,42 @@ func TestVersionAndUsage(t *testing.T) {
 		t.Errorf("inspect of a missing file: %d %q", code, out)
 	}
 }
+
+// A second signal during a graceful shutdown ends the process at once; what
+// was acknowledged is still delivered after a restart.
+func TestSecondSignalExitsAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	release := make(chan struct{})
+	var inFlight atomic.Int64
+	rc := newReceiver(t, func(r *http.Request, id string) int {
+		inFlight.Add(1)
+		defer inFlight.Add(-1)
+		select {
+		case <-release:
+			return http.StatusNoContent
+		case <-r.Context().Done():
+			return http.StatusServiceUnavailable
+		}
+	})
+	args := []string{"--endpoint", rc.endpoint("slow"), "--shutdown-grace", "1m", "--interval", "50ms"}
+	p := start(t, dir, args...)
+	acked := enqueueBatches(t, p, "twice", "slow", 10, 10)
+	waitFor(t, 10*time.Second, "deliveries in flight", func() bool { return inFlight.Load() >= 10 })
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the graceful shutdown to begin", func() bool {
+		return strings.Contains(p.log.String(), `"msg":"shutting down"`)
+	})
+	took := p.signal(syscall.SIGINT, 5*time.Second)
+	if code := p.exitCode(); code == 0 || !strings.Contains(p.log.String(), "second signal") {
+		t.Errorf("second signal: exit code %d after %s, log:\n%s", code, took, p.log)
+	}
+	t.Logf("second signal: exited in %s (grace 1m)", took.Round(time.Millisecond))
+	close(release)
+	p2 := start(t, dir, args...)
+	waitFor(t, 30*time.Second, "every acknowledged event delivered after restart", func() bool {
+		return len(rc.missing(acked)) == 0
+	})
+	p2.signal(syscall.SIGTERM, 10*time.Second)
+}

@@ -124,6 +124,7 @@ func (s *server) run(sigs <-chan os.Signal) int {
 	srv := &http.Server{
 		Handler:           s.routes(reg),
 		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Minute,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
