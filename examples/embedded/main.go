@@ -170,9 +170,14 @@ func run(args []string, stdout io.Writer) error {
 	base := "http://" + ln.Addr().String()
 	out.printf("embedded service listening on %s (state and outbox in %s), events go to %s", base, *dir, *receiver)
 
+	// The demo runs until it is done or the program stops, whichever comes
+	// first; it is joined before the shutdown.
 	demoDone := make(chan error, 1)
+	demoCtx, stopDemo := context.WithCancel(ctx)
+	defer stopDemo()
+	demoRunning := *demo
 	if *demo {
-		go func() { demoDone <- recv.run(ctx, base, box) }()
+		go func() { demoDone <- recv.run(demoCtx, base, box) }()
 	}
 	var runErr error
 	select {
@@ -181,6 +186,7 @@ func run(args []string, stdout io.Writer) error {
 	case err := <-serveErr:
 		runErr = err
 	case err := <-demoDone:
+		demoRunning = false
 		switch {
 		case err != nil && ctx.Err() != nil:
 			out.printf("interrupted: shutting down")
@@ -197,6 +203,11 @@ func run(args []string, stdout io.Writer) error {
 				runErr = err
 			}
 		}
+	}
+
+	stopDemo()
+	if demoRunning {
+		<-demoDone
 	}
 
 	// Stop taking requests first, then let deliveries in flight finish.

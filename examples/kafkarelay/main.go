@@ -243,15 +243,21 @@ func run(args []string, stdout io.Writer) error {
 	}
 	out.printf("kafkarelay: %s on %s → %d endpoint(s), changelog shipped %s (outbox file %s)", *topic, *brokers, len(eps), shipping, *db)
 
+	// The demo runs until it is done or the program stops, whichever comes
+	// first; it is joined before the shutdown.
 	demoDone := make(chan error, 1)
+	demoCtx, stopDemo := context.WithCancel(ctx)
+	defer stopDemo()
+	demoRunning := *demo
 	if *demo {
-		go func() { demoDone <- env.run(ctx, *topic, *changelog, *demoRecords, box) }()
+		go func() { demoDone <- env.run(demoCtx, *topic, *changelog, *demoRecords, box) }()
 	}
 	var runErr error
 	select {
 	case <-ctx.Done():
 		out.printf("interrupted: shutting down")
 	case err := <-demoDone:
+		demoRunning = false
 		switch {
 		case err != nil && ctx.Err() != nil:
 			out.printf("interrupted: shutting down")
@@ -264,6 +270,11 @@ func run(args []string, stdout io.Writer) error {
 			<-ctx.Done()
 			out.printf("interrupted: shutting down")
 		}
+	}
+
+	stopDemo()
+	if demoRunning {
+		<-demoDone
 	}
 
 	// Stop consuming first (committing what is durable), then let deliveries

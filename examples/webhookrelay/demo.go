@@ -222,7 +222,11 @@ func (d *demoTargets) run(ctx context.Context, base, adminBase string, box *outb
 	d.mu.Unlock()
 	for _, ev := range dead {
 		d.out.printf("▶ audit ships a fix; an operator replays the dead letter: POST %s/v1/events/%s/replay", adminBase, ev.ID)
-		resp, err := http.Post(adminBase+"/v1/events/"+url.PathEscape(ev.ID)+"/replay", "application/json", nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, adminBase+"/v1/events/"+url.PathEscape(ev.ID)+"/replay", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return err
 		}

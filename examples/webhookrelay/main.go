@@ -201,9 +201,14 @@ func run(args []string, stdout io.Writer) error {
 		out.printf("admin API on %s/v1/ (dead letters: GET /v1/events?state=dead, replay: POST /v1/events/{id}/replay)", adminBase)
 	}
 
+	// The demo runs until it is done or the program stops, whichever comes
+	// first; it is joined before the shutdown.
 	demoDone := make(chan error, 1)
+	demoCtx, stopDemo := context.WithCancel(ctx)
+	defer stopDemo()
+	demoRunning := *demo
 	if *demo {
-		go func() { demoDone <- targets.run(ctx, base, adminBase, box) }()
+		go func() { demoDone <- targets.run(demoCtx, base, adminBase, box) }()
 	}
 
 	var runErr error
@@ -213,6 +218,7 @@ func run(args []string, stdout io.Writer) error {
 	case err := <-serveErr:
 		runErr = err
 	case err := <-demoDone:
+		demoRunning = false
 		if err != nil && ctx.Err() != nil {
 			out.printf("interrupted: shutting down")
 		} else if err != nil {
@@ -228,6 +234,11 @@ func run(args []string, stdout io.Writer) error {
 				runErr = err
 			}
 		}
+	}
+
+	stopDemo()
+	if demoRunning {
+		<-demoDone
 	}
 
 	// Stop taking webhooks first, then let deliveries in flight finish.
