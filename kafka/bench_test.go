@@ -1,0 +1,287 @@
+package kafka
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/outboxd/outbox/outbox"
+	"github.com/outboxd/outbox/store"
+)
+
+// nopSink accepts every delivery.
+type nopSink struct{}
+
+func (nopSink) Deliver(context.Context, *outbox.Delivery) outbox.Result {
+	return outbox.Result{Action: outbox.ActionSuccess, Status: 200}
+}
+
+// BenchmarkIngest measures topic -> durable store (fsync on) against two
+// baselines measured in the same iteration: kafka-go's own consumer group
+// reading the same records from the same broker (consume only, no store), and
+// the store alone taking the same events the way ingest hands them over (one
+// writer per partition, batches of 500), without Kafka.
+//
+//	go test -run '^$' -bench Ingest -benchtime 3x ./kafka/
+func BenchmarkIngest(b *testing.B) {
+	const parts, n = 6, 60_000
+	c := newCluster(b, kfakeSeed(parts, "in")...)
+	brokers := c.ListenAddrs()
+	p := newProducer(b, brokers, "in")
+	payload := bytes.Repeat([]byte("x"), 200)
+	msgs := make([]kafkago.Message, n)
+	for i := range msgs {
+		msgs[i] = kafkago.Message{Key: []byte("k-" + strconv.Itoa(i%1000)), Value: payload}
+	}
+	p.produce(b, msgs...)
+
+	var consumeSecs, ingestSecs, storeSecs float64
+	b.ResetTimer()
+	for i := range b.N {
+		// Baseline: the store alone, the same events enqueued by one
+		// writer per partition in batches of 500 (what ingest does).
+		so, err := outbox.Open(dbPath(b, fmt.Sprintf("store-%d", i)), outbox.Config{Sink: nopSink{}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		var wg sync.WaitGroup
+		for part := range parts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for off := 0; off < n/parts; off += 500 {
+					evs := make([]outbox.Event, 0, 500)
+					for j := off; j < min(off+500, n/parts); j++ {
+						evs = append(evs, outbox.Event{ID: RecordID("in", part, int64(j)), Key: "k-" + strconv.Itoa(j%1000),
+							Destination: "dest", Payload: payload})
+					}
+					if _, err := so.Enqueue(context.Background(), evs...); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		storeSecs += time.Since(start).Seconds()
+		if err := so.Stop(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+
+		// Baseline: kafka-go's consumer group, FetchMessage only.
+		tr := &kafkago.Transport{}
+		start = time.Now()
+		r := kafkago.NewReader(kafkago.ReaderConfig{Brokers: brokers, GroupID: fmt.Sprintf("base-%d", i), Topic: "in",
+			StartOffset: kafkago.FirstOffset, MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 100 * time.Millisecond,
+			QueueCapacity: 500, HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: time.Second})
+		for got := 0; got < n; got++ {
+			if _, err := r.FetchMessage(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+		}
+		consumeSecs += time.Since(start).Seconds()
+		_ = r.Close()
+		tr.CloseIdleConnections()
+
+		// Ours: into an outbox on a durable file (not started: nothing is
+		// delivered, so the store does only the ingest writes).
+		o, err := outbox.Open(dbPath(b, fmt.Sprintf("ingest-%d", i)), outbox.Config{Sink: nopSink{}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		cfg := Config{Brokers: brokers, Topic: "in", Group: fmt.Sprintf("ours-%d", i), Destination: "dest",
+			HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: time.Second}
+		start = time.Now()
+		run, err := Start(context.Background(), o, cfg, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pollUntil(func() bool { return run.met.enqueued.Load() >= n })
+		ingestSecs += time.Since(start).Seconds()
+		if err := run.Close(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		if st := o.Stats(); st.Pending != n {
+			b.Fatalf("%d pending, want %d", st.Pending, n)
+		}
+		if err := o.Stop(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	total := float64(n * b.N)
+	b.ReportMetric(total/consumeSecs, "consume-only/s")
+	b.ReportMetric(total/ingestSecs, "ingest/s")
+	b.ReportMetric(total/storeSecs, "store-only/s")
+	b.ReportMetric(consumeSecs/ingestSecs, "ingest/consume")
+	b.ReportMetric(storeSecs/ingestSecs, "ingest/store")
+}
+
+// BenchmarkShipCapacity measures how fast a backlog of changelog entries is
+// shipped (acks=all, shipped LSN recorded) against kafka-go's Writer
+// producing the same records to the same broker in the same iteration.
+//
+//	go test -run '^$' -bench ShipCapacity -benchtime 3x ./kafka/
+func BenchmarkShipCapacity(b *testing.B) {
+	const n = 20_000 // events; 20,000 changelog entries
+	c := newCluster(b)
+	brokers := c.ListenAddrs()
+	payload := bytes.Repeat([]byte("x"), 200)
+	var writeSecs, shipSecs float64
+	var entries int
+	for i := range b.N {
+		o, err := outbox.Open(dbPath(b, fmt.Sprintf("ship-%d", i)), outbox.Config{Sink: nopSink{}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		evs := make([]outbox.Event, 0, 1000)
+		for j := 0; j < n; j++ {
+			evs = append(evs, outbox.Event{ID: fmt.Sprintf("ev-%d", j), Key: "k", Destination: "dest", Payload: payload})
+			if len(evs) == cap(evs) {
+				if _, err := o.Enqueue(context.Background(), evs...); err != nil {
+					b.Fatal(err)
+				}
+				evs = evs[:0]
+			}
+		}
+		st := o.Store()
+		all, err := st.Changelog(1, n)
+		if err != nil || len(all) != n {
+			b.Fatalf("%d entries, %v", len(all), err)
+		}
+		entries += len(all)
+
+		// Baseline: the same records through a kafka-go Writer, acks=all.
+		topic := fmt.Sprintf("base-%d", i)
+		if _, err := admin(b, brokers).CreateTopics(context.Background(), &kafkago.CreateTopicsRequest{Topics: []kafkago.TopicConfig{{
+			Topic: topic, NumPartitions: 1, ReplicationFactor: 1,
+			ConfigEntries: []kafkago.ConfigEntry{{ConfigName: "max.message.bytes", ConfigValue: strconv.Itoa(DefaultChangelogMaxBytes)}},
+		}}}); err != nil {
+			b.Fatal(err)
+		}
+		p := newProducer(b, brokers, topic)
+		p.w.BatchSize = DefaultShipBatch
+		p.w.BatchBytes = DefaultChangelogMaxBytes
+		msgs := make([]kafkago.Message, len(all))
+		for j, e := range all {
+			msgs[j] = entryMessage(e)
+		}
+		p.produce(b, msgs[:1]...) // creates the topic
+		start := time.Now()
+		p.produce(b, msgs[1:]...)
+		writeSecs += time.Since(start).Seconds()
+
+		// Ours.
+		cfg := Config{Brokers: brokers, ChangelogTopic: fmt.Sprintf("cl-%d", i), ShipInterval: time.Millisecond}
+		start = time.Now()
+		run, err := Start(context.Background(), o, cfg, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pollUntil(func() bool { shipped, _ := st.ShippedLSN(); return shipped >= all[len(all)-1].LSN })
+		shipSecs += time.Since(start).Seconds()
+		if err := run.Close(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		if err := o.Stop(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(entries)/writeSecs, "writer-entries/s")
+	b.ReportMetric(float64(entries)/shipSecs, "shipped-entries/s")
+	b.ReportMetric(writeSecs/shipSecs, "ratio")
+}
+
+// BenchmarkShipKeepsUp runs a workload of up to 10,000 events/s (enqueue
+// and delivery: two changelog entries per event) for three seconds with
+// shipping on, and reports the event rate reached, the worst shipping lag
+// seen (entries, and age of the oldest unshipped entry), and how long
+// shipping needed to reach a lag of zero once the writers stopped.
+//
+//	go test -run '^$' -bench ShipKeepsUp -benchtime 1x ./kafka/
+func BenchmarkShipKeepsUp(b *testing.B) {
+	const rate, per = 10_000, 100 // events/s, events per enqueue
+	const runFor = 3 * time.Second
+	c := newCluster(b)
+	brokers := c.ListenAddrs()
+	payload := bytes.Repeat([]byte("x"), 200)
+	for i := range b.N {
+		o, err := outbox.Open(dbPath(b, fmt.Sprintf("keep-%d", i)), outbox.Config{Sink: nopSink{}, Interval: 10 * time.Millisecond,
+			StoreOptions: store.Options{}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := o.Start(); err != nil {
+			b.Fatal(err)
+		}
+		run, err := Start(context.Background(), o, Config{Brokers: brokers, ChangelogTopic: fmt.Sprintf("cl-%d", i), ShipInterval: 5 * time.Millisecond}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		// Four writers, each enqueueing 100 events every 40ms.
+		const writers = 4
+		var mu sync.Mutex
+		var maxLag uint64
+		var maxAge time.Duration
+		var sent atomic.Int64
+		start := time.Now()
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				tick := time.NewTicker(time.Second * per * writers / rate)
+				defer tick.Stop()
+				for k := 0; time.Since(start) < runFor; k++ {
+					<-tick.C
+					evs := make([]outbox.Event, per)
+					for j := range evs {
+						evs[j] = outbox.Event{ID: fmt.Sprintf("ev-%d-%d-%d-%d", i, w, k, j), Destination: "dest", Payload: payload}
+					}
+					if _, err := o.Enqueue(context.Background(), evs...); err != nil {
+						b.Error(err)
+						return
+					}
+					sent.Add(per)
+					n, age := run.ShippingLag()
+					mu.Lock()
+					maxLag, maxAge = max(maxLag, n), max(maxAge, age)
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		elapsed := time.Since(start)
+		stopAt := time.Now()
+		pollUntil(func() bool { n, _ := run.ShippingLag(); return n == 0 })
+		catchUp := time.Since(stopAt)
+		shipped := run.met.shipped.Load()
+		if err := run.Close(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		if err := o.Stop(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(sent.Load())/elapsed.Seconds(), "events/s")
+		b.ReportMetric(float64(shipped)/(elapsed+catchUp).Seconds(), "shipped-entries/s")
+		b.ReportMetric(float64(maxLag), "max-lag-entries")
+		b.ReportMetric(maxAge.Seconds()*1000, "max-lag-ms")
+		b.ReportMetric(catchUp.Seconds()*1000, "catch-up-ms")
+	}
+}
+
+// pollUntil checks cond every millisecond until it holds.
+func pollUntil(cond func() bool) {
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	for !cond() {
+		<-t.C
+	}
+}
