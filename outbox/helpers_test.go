@@ -204,3 +204,8 @@ func (t *fakeTimer) Reset(d time.Duration) bool {
 }
 
 var errTest = errors.New("test error")
+
+// settle bounds the waits for background work: generous, because CI runs
+// the whole repository under -race on two busy cores. Passing tests never
+// wait for it.
+const settle = 2 * time.Minute

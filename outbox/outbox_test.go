@@ -150,8 +150,8 @@ func TestDeliveredToReceiver(t *testing.T) {
 	if ids[0] != "one" || len(ids[1]) != 36 {
 		t.Fatalf("ids = %q, want the given one and a generated UUID", ids)
 	}
-	waitFor(t, "both delivered", 10*time.Second, func() bool { return rc.delivered() == 2 })
-	waitFor(t, "delete committed", 10*time.Second, func() bool { return o.Stats().Pending == 0 })
+	waitFor(t, "both delivered", settle, func() bool { return rc.delivered() == 2 })
+	waitFor(t, "delete committed", settle, func() bool { return o.Stats().Pending == 0 })
 	for _, id := range ids {
 		ev, err := o.Get(ctx, id)
 		if err != nil || ev.State != outbox.StateDelivered {
@@ -221,7 +221,7 @@ func TestAdminOperations(t *testing.T) {
 	if _, err := o.Enqueue(ctx, evs...); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "dead letters", 10*time.Second, func() bool { return o.Stats().Dead == 5 })
+	waitFor(t, "dead letters", settle, func() bool { return o.Stats().Dead == 5 })
 	ev, err := o.Get(ctx, "d0")
 	if err != nil || ev.State != outbox.StateDead || ev.LastStatus != 400 || !strings.Contains(ev.DeadReason, "400") || ev.DeadAt.IsZero() {
 		t.Fatalf("Get dead = %+v, %v", ev, err)
@@ -250,7 +250,7 @@ func TestAdminOperations(t *testing.T) {
 	if err := o.Replay(ctx, "d0"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "replayed event delivered", 10*time.Second, func() bool { return rc.successes("d0") == 1 })
+	waitFor(t, "replayed event delivered", settle, func() bool { return rc.successes("d0") == 1 })
 	// Left dead: d1 (k1), d2 (k0), d3 (k1).
 	n, err := o.ReplayDead(ctx, outbox.ReplayFilter{KeyPrefix: "k1", Rate: 1000})
 	if err != nil || n != 2 {
@@ -260,7 +260,7 @@ func TestAdminOperations(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("ReplayDead(all) = %d, %v; want 1", n, err)
 	}
-	waitFor(t, "all replayed delivered", 10*time.Second, func() bool { return rc.delivered() == 4 })
+	waitFor(t, "all replayed delivered", settle, func() bool { return rc.delivered() == 4 })
 	if err := o.Replay(ctx, "d0"); !errors.Is(err, outbox.ErrNotFound) && !errors.Is(err, outbox.ErrNotDead) {
 		t.Fatalf("Replay delivered: %v", err)
 	}
@@ -269,7 +269,7 @@ func TestAdminOperations(t *testing.T) {
 	if _, err := o.Enqueue(ctx, outbox.Event{ID: "g", Destination: rc.srv.URL + "/gone"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "endpoint disabled", 10*time.Second, func() bool { return o.Stats().EndpointsDisabled == 1 })
+	waitFor(t, "endpoint disabled", settle, func() bool { return o.Stats().EndpointsDisabled == 1 })
 	eps, err := o.Endpoints(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -293,7 +293,7 @@ func TestAdminOperations(t *testing.T) {
 	if err := o.EnableEndpoint(ctx, gone.Name); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "retried after enable", 10*time.Second, func() bool { return len(rc.requests("g")) > before })
+	waitFor(t, "retried after enable", settle, func() bool { return len(rc.requests("g")) > before })
 
 	stop(t, o)
 	if _, err := o.Enqueue(ctx, outbox.Event{Destination: rc.srv.URL + "/a"}); !errors.Is(err, outbox.ErrClosed) {

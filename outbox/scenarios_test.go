@@ -110,8 +110,8 @@ func TestStaleDeliveryDoesNotDeleteNewerVersion(t *testing.T) {
 		t.Fatalf("upsert of a pending key: %s v%d after %s v%d", v2.ID, v2.Version, v1.ID, v1.Version)
 	}
 	close(releaseFirst) // version n succeeds now
-	waitFor(t, "version n+1 delivered", 10*time.Second, func() bool { return rc.delivered() == 2 })
-	waitFor(t, "delete committed", 10*time.Second, func() bool { return o.Stats().Pending == 0 })
+	waitFor(t, "version n+1 delivered", settle, func() bool { return rc.delivered() == 2 })
+	waitFor(t, "delete committed", settle, func() bool { return o.Stats().Pending == 0 })
 	mu.Lock()
 	defer mu.Unlock()
 	if fmt.Sprint(payloads) != "[alice,bob alice]" {
@@ -163,7 +163,7 @@ func TestOrderedPerKey(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "all delivered", 30*time.Second, func() bool { return rc.delivered() == keys*per })
+	waitFor(t, "all delivered", settle, func() bool { return rc.delivered() == keys*per })
 	mu.Lock()
 	defer mu.Unlock()
 	next := map[string]int{} // key -> next expected seq
@@ -226,7 +226,7 @@ func TestStopWithHangingReceiver(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, "deliveries hanging", 10*time.Second, func() bool { return hanging.Load() >= 8 && o.Stats().InFlight == 8 })
+	waitFor(t, "deliveries hanging", settle, func() bool { return hanging.Load() >= 8 && o.Stats().InFlight == 8 })
 	sctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
 	err = o.Stop(sctx)
@@ -291,7 +291,7 @@ func TestRetryAfterHoldsEndpoint(t *testing.T) {
 	if _, err := o.Enqueue(ctx, evs...); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "endpoint throttled", 10*time.Second, func() bool { return o.Stats().EndpointsThrottled == 1 })
+	waitFor(t, "endpoint throttled", settle, func() bool { return o.Stats().EndpointsThrottled == 1 })
 	requests := func() int {
 		n := 0
 		for _, ev := range evs {
@@ -304,7 +304,7 @@ func TestRetryAfterHoldsEndpoint(t *testing.T) {
 	tick := func(o *outbox.Outbox, d time.Duration) {
 		before := puncts.Load()
 		clock.Advance(d)
-		waitFor(t, "a punctuation", 10*time.Second, func() bool { return puncts.Load() > before })
+		waitFor(t, "a punctuation", settle, func() bool { return puncts.Load() > before })
 	}
 	for range 6 {
 		tick(o, 10*time.Second)
@@ -334,7 +334,7 @@ func TestRetryAfterHoldsEndpoint(t *testing.T) {
 		t.Fatalf("%d requests within 119 s of a Retry-After: 120, across a restart", n)
 	}
 	tick(o2, 2*time.Second) // t0+121s
-	waitFor(t, "all delivered after the hold", 10*time.Second, func() bool { return rc.delivered() == 5 })
+	waitFor(t, "all delivered after the hold", settle, func() bool { return rc.delivered() == 5 })
 }
 
 // Deliveries in flight never exceed Concurrency overall nor MaxPerEndpoint
@@ -373,7 +373,7 @@ func TestConcurrencyLimits(t *testing.T) {
 	if err := o.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "all delivered", 30*time.Second, func() bool { return o.Stats().DeliveredTotal == 300 })
+	waitFor(t, "all delivered", settle, func() bool { return o.Stats().DeliveredTotal == 300 })
 	mu.Lock()
 	defer mu.Unlock()
 	if peakTotal > 8 {
