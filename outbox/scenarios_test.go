@@ -388,3 +388,51 @@ func TestConcurrencyLimits(t *testing.T) {
 		t.Fatalf("endpoints served: %v", peak)
 	}
 }
+
+// The dedup window: a delivered ID is a duplicate while its tombstone lasts;
+// the maintenance punctuation trims it after TombstoneRetention, and the ID
+// can be used again.
+func TestDedupWindowEndsAfterRetention(t *testing.T) {
+	rc := newReceiver(t, nil)
+	sink := newWebSink()
+	defer sink.close()
+	clock := newFakeClock(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))
+	cfg := testConfig(sink)
+	cfg.Clock = clock
+	cfg.Interval = time.Second
+	cfg.MaintenanceInterval = time.Minute
+	cfg.TombstoneRetention = time.Hour
+	o, _ := open(t, cfg)
+	if err := o.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ev := outbox.Event{ID: "once", Destination: rc.srv.URL + "/hook", Payload: []byte("1")}
+	if _, err := o.Enqueue(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "delivered", settle, func() bool { return rc.successes("once") == 1 && o.Stats().Pending == 0 })
+	if _, err := o.Enqueue(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	if s := o.Stats(); s.DuplicatesTotal != 1 || s.Pending != 0 {
+		t.Fatalf("re-enqueue within the window: %+v", s)
+	}
+	// Past the retention, the next maintenance run trims the tombstone.
+	clock.Advance(time.Hour + time.Minute)
+	waitFor(t, "tombstone trimmed", settle, func() bool {
+		_, err := o.Get(ctx, "once")
+		if errors.Is(err, outbox.ErrNotFound) {
+			return true
+		}
+		clock.Advance(time.Minute)
+		return false
+	})
+	if _, err := o.Enqueue(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "delivered again", settle, func() bool { return rc.successes("once") == 2 })
+	if s := o.Stats(); s.DuplicatesTotal != 1 || s.EnqueuedTotal != 2 {
+		t.Fatalf("stats %+v", s)
+	}
+}
