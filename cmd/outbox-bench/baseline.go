@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -57,20 +56,14 @@ func newKey() []byte {
 	return []byte(id.String())
 }
 
-// rawPuts measures durable bbolt puts of value for d. callers goroutines
-// write concurrently; perTx puts share a transaction. With callers > 1 each
-// caller's put goes through DB.Batch with MaxBatchSize set to the number of
-// callers: bbolt's own group commit, sized to the concurrency (its best
-// setting; the default 10 ms timer alone gives a fraction of this).
-func rawPuts(ctx context.Context, dir string, callers, perTx int, value []byte, d time.Duration) (float64, error) {
-	db, err := openRawBolt(dir, fmt.Sprintf("raw-%d-%d.db", callers, perTx))
-	if err != nil {
-		return 0, err
-	}
-	defer os.Remove(db.Path())
-	defer db.Close()
+// rawPuts measures durable bbolt puts of value into db for d. callers
+// goroutines write concurrently; perTx puts share a transaction. With
+// callers > 1 each caller's put goes through DB.Batch with MaxBatchSize set
+// to the number of callers: bbolt's own group commit, sized to the
+// concurrency (its best setting; the default 10 ms timer alone gives a
+// fraction of this). It returns the puts done and the time taken.
+func rawPuts(ctx context.Context, db *bolt.DB, callers, perTx int, value []byte, d time.Duration) (int64, time.Duration, error) {
 	db.MaxBatchSize = callers
-
 	put := func(tx *bolt.Tx, n int) error {
 		b := tx.Bucket([]byte("events"))
 		b.FillPercent = 0.9
@@ -81,6 +74,17 @@ func rawPuts(ctx context.Context, dir string, callers, perTx int, value []byte, 
 		}
 		return nil
 	}
+	return timed(ctx, callers, d, func() error {
+		if callers == 1 {
+			return db.Update(func(tx *bolt.Tx) error { return put(tx, perTx) })
+		}
+		return db.Batch(func(tx *bolt.Tx) error { return put(tx, perTx) })
+	}, perTx)
+}
+
+// timed runs fn from callers goroutines for d and returns calls*per and
+// the time taken.
+func timed(ctx context.Context, callers int, d time.Duration, fn func() error, per int) (int64, time.Duration, error) {
 	var total atomic.Int64
 	deadline := time.Now().Add(d)
 	errc := make(chan error, callers)
@@ -91,17 +95,11 @@ func rawPuts(ctx context.Context, dir string, callers, perTx int, value []byte, 
 		go func() {
 			defer wg.Done()
 			for time.Now().Before(deadline) && ctx.Err() == nil {
-				var err error
-				if callers == 1 {
-					err = db.Update(func(tx *bolt.Tx) error { return put(tx, perTx) })
-				} else {
-					err = db.Batch(func(tx *bolt.Tx) error { return put(tx, perTx) })
-				}
-				if err != nil {
+				if err := fn(); err != nil {
 					errc <- err
 					return
 				}
-				total.Add(int64(perTx))
+				total.Add(int64(per))
 			}
 		}()
 	}
@@ -109,9 +107,9 @@ func rawPuts(ctx context.Context, dir string, callers, perTx int, value []byte, 
 	elapsed := time.Since(start)
 	close(errc)
 	if err := <-errc; err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return float64(total.Load()) / elapsed.Seconds(), ctx.Err()
+	return total.Load(), elapsed, ctx.Err()
 }
 
 // receiver is a local HTTP endpoint that answers 200 to every delivery and

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/outboxd/outbox/httpsink"
@@ -147,56 +146,49 @@ func enqueueScenario(ctx context.Context, b *bench) error {
 		{fmt.Sprintf("durable enqueue, %d callers", b.cfg.Callers), fmt.Sprintf("bbolt put, %d callers, DB.Batch sized to them", b.cfg.Callers), b.cfg.Callers, 1},
 		{fmt.Sprintf("durable enqueue, %s-event calls", thousands(float64(b.cfg.Batch))), fmt.Sprintf("bbolt put, %s per transaction", thousands(float64(b.cfg.Batch))), 1, b.cfg.Batch},
 	}
+	// The baseline and the outbox take turns, in slices of a third of
+	// -duration each, so that a change in the disk's speed during the run
+	// (other tenants' fsyncs) hits both sides alike.
+	const slices = 3
 	for i, s := range shapes {
-		base, err := rawPuts(ctx, b.dir, s.callers, s.perCall, value, d)
+		raw, err := openRawBolt(b.dir, fmt.Sprintf("raw-%d.db", i))
 		if err != nil {
-			return fmt.Errorf("baseline: %w", err)
+			return err
 		}
 		o, closeFn, err := b.openOutbox(fmt.Sprintf("enqueue-%d.db", i), rcv.URL, outbox.Config{})
 		if err != nil {
+			raw.Close()
 			return err
 		}
-		rate, err := timedCallers(ctx, s.callers, d, func() error {
-			_, err := o.Enqueue(ctx, b.events(s.perCall)...)
-			return err
-		}, s.perCall)
+		var baseN, outN int64
+		var baseT, outT time.Duration
+		var runErr error
+		for range slices {
+			n, t, err := rawPuts(ctx, raw, s.callers, s.perCall, value, d/slices)
+			if err != nil {
+				runErr = fmt.Errorf("baseline: %w", err)
+				break
+			}
+			baseN, baseT = baseN+n, baseT+t
+			n, t, err = timed(ctx, s.callers, d/slices, func() error {
+				_, err := o.Enqueue(ctx, b.events(s.perCall)...)
+				return err
+			}, s.perCall)
+			if err != nil {
+				runErr = err
+				break
+			}
+			outN, outT = outN+n, outT+t
+		}
 		closeFn()
-		if err != nil {
-			return err
+		raw.Close()
+		os.Remove(raw.Path())
+		if runErr != nil {
+			return runErr
 		}
-		b.add(row{s.name, figure{rate, perSecond, "events"}, s.base, figure{base, perSecond, "puts"}})
+		b.add(row{s.name, figure{float64(outN) / outT.Seconds(), perSecond, "events"}, s.base, figure{float64(baseN) / baseT.Seconds(), perSecond, "puts"}})
 	}
 	return nil
-}
-
-// timedCallers runs fn from callers goroutines for d and returns calls*per
-// per second.
-func timedCallers(ctx context.Context, callers int, d time.Duration, fn func() error, per int) (float64, error) {
-	var total atomic.Int64
-	deadline := time.Now().Add(d)
-	errc := make(chan error, callers)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for range callers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) && ctx.Err() == nil {
-				if err := fn(); err != nil {
-					errc <- err
-					return
-				}
-				total.Add(int64(per))
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	close(errc)
-	if err := <-errc; err != nil {
-		return 0, err
-	}
-	return float64(total.Load()) / elapsed.Seconds(), ctx.Err()
 }
 
 // enqueueAll stores n events in calls of up to 1,000.
