@@ -187,6 +187,7 @@ func startBench(b *testing.B, dir string, args ...string) *proc {
 	all := append([]string{"serve", "--listen", "127.0.0.1:0", "--log-format", "json"}, args...)
 	cmd := exec.Command(binary, all...)
 	cmd.Dir = dir
+	cmd.Env = childEnv()
 	lw := &logWriter{listening: make(chan string, 1)}
 	cmd.Stdout, cmd.Stderr = lw, lw
 	if err := cmd.Start(); err != nil {

@@ -359,7 +359,20 @@ func TestReplayEnableAndInspectHistory(t *testing.T) {
 	if code, m := call(t, "POST", p.url("/v1/endpoints/gone/enable"), "", ""); code != http.StatusOK {
 		t.Fatalf("enable: %d %v", code, m)
 	}
-	waitFor(t, 10*time.Second, "delivery after enable", func() bool { return rc.ackedCount("g-1") == 1 })
+	enabled := time.Now()
+	waitFor(t, 20*time.Second, "delivery after enable", func() bool {
+		if rc.ackedCount("g-1") == 1 {
+			return true
+		}
+		if time.Since(enabled) > 15*time.Second {
+			_, ev := call(t, "GET", p.url("/v1/events/g-1"), "", "")
+			_, eps := call(t, "GET", p.url("/v1/endpoints"), "", "")
+			_, st := call(t, "GET", p.url("/v1/stats"), "", "")
+			t.Fatalf("g-1 not delivered 15s after enable: event %v, endpoints %v, stats %v, attempts at the receiver %d",
+				ev, eps, st, rc.attemptCount("g-1"))
+		}
+		return false
+	})
 
 	// A 404-parked event, then inspect --id. inspect refuses while the
 	// server runs.

@@ -35,7 +35,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "outboxd")
-	build := exec.Command("go", "build", "-o", binary, ".")
+	args := []string{"build", "-o", binary}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, ".")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building outboxd:", err)
@@ -51,6 +55,13 @@ func TestMain(m *testing.M) {
 	}
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// childEnv is the environment of the outboxd processes: the test's, and a
+// race detector (when built with it) that exits without its default 1s
+// pause, so that exit times measure outboxd.
+func childEnv() []string {
+	return append(os.Environ(), "GORACE=atexit_sleep_ms=0")
 }
 
 // testSecret signs deliveries to the test receivers.
@@ -114,6 +125,7 @@ func run(t *testing.T, dir string, args ...string) (int, string) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Dir = dir
+	cmd.Env = childEnv()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		if ee, ok := err.(*exec.ExitError); ok {
@@ -146,6 +158,7 @@ func startNoWait(t *testing.T, dir string, args ...string) *proc {
 	all := append([]string{"serve", "--listen", "127.0.0.1:0", "--log-format", "json"}, args...)
 	cmd := exec.Command(binary, all...)
 	cmd.Dir = dir
+	cmd.Env = childEnv()
 	lw := &logWriter{listening: make(chan string, 1)}
 	cmd.Stdout, cmd.Stderr = lw, lw
 	if err := cmd.Start(); err != nil {
@@ -162,6 +175,9 @@ func startNoWait(t *testing.T, dir string, args ...string) *proc {
 		default:
 			_ = cmd.Process.Kill()
 			<-p.done
+		}
+		if strings.Contains(lw.String(), "DATA RACE") {
+			t.Errorf("the race detector reported a race in outboxd")
 		}
 		if t.Failed() {
 			t.Logf("outboxd log:\n%s", lw)
