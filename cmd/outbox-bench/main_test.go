@@ -39,20 +39,28 @@ func TestRunPrintsEveryFigureBesideItsBaseline(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run: %v\nlog:\n%s", err, log.String())
 	}
-	var rows int
+	// Two tables: the figures (5 cells a row) and the sweep's points (8).
+	var rows, points int
 	for _, line := range strings.Split(out.String(), "\n") {
-		if !strings.HasPrefix(line, "| ") || strings.HasPrefix(line, "| scenario") {
+		if !strings.HasPrefix(line, "| ") || strings.HasPrefix(line, "| scenario") || strings.HasPrefix(line, "| concurrency") {
 			continue
 		}
-		rows++
 		cells := strings.Split(strings.Trim(line, "| "), " | ")
-		if len(cells) != 5 {
-			t.Errorf("row %q has %d cells, want 5", line, len(cells))
+		switch len(cells) {
+		case 5:
+			rows++
+		case 8:
+			points++
+		default:
+			t.Errorf("row %q has %d cells, want 5 or 8", line, len(cells))
 			continue
 		}
-		if !strings.HasSuffix(cells[4], "×") {
-			t.Errorf("row %q: ratio %q is not a ratio", line, cells[4])
+		if last := cells[len(cells)-1]; !strings.HasSuffix(last, "×") {
+			t.Errorf("row %q: ratio %q is not a ratio", line, last)
 		}
+	}
+	if points != 2 {
+		t.Errorf("sweep table has %d points, want 2 (concurrency 1 and 4):\n%s", points, out.String())
 	}
 	for _, want := range []string{"durable enqueue, 1 caller", "durable enqueue, 8 callers", "drain 300 events",
 		"file size after offline compaction", "HTTP ingest, 1 event/request", "HTTP ingest, 10 events/request",
