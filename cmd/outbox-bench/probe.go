@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -217,7 +218,8 @@ func runProbe(ctx context.Context, path string) (probeResult, error) {
 }
 
 // openScenario: opening an outbox file with -pending pending events (time to
-// Open, then heap in use and RSS right after), against opening an empty one.
+// Open, then heap in use and RSS right after), against opening an empty one,
+// each the median of five fresh processes.
 func openScenario(ctx context.Context, b *bench) error {
 	empty := filepath.Join(b.dir, "open-empty.db")
 	full := filepath.Join(b.dir, "open-full.db")
@@ -231,20 +233,49 @@ func openScenario(ctx context.Context, b *bench) error {
 		return err
 	}
 	b.logf("%s pending events written in %.1fs", thousands(float64(b.cfg.Pending)), time.Since(t0).Seconds())
-	base, err := runProbe(ctx, empty)
-	if err != nil {
-		return err
+	// Five probes of each file, taking turns; the medians are reported (one
+	// open is a few milliseconds, well within the noise of a busy machine).
+	const probes = 5
+	var bases, ress []probeResult
+	for range probes {
+		base, err := runProbe(ctx, empty)
+		if err != nil {
+			return err
+		}
+		res, err := runProbe(ctx, full)
+		if err != nil {
+			return err
+		}
+		if res.Pending != b.cfg.Pending {
+			return fmt.Errorf("probe saw %d pending events, want %d", res.Pending, b.cfg.Pending)
+		}
+		bases, ress = append(bases, base), append(ress, res)
 	}
-	res, err := runProbe(ctx, full)
-	if err != nil {
-		return err
-	}
-	if res.Pending != b.cfg.Pending {
-		return fmt.Errorf("probe saw %d pending events, want %d", res.Pending, b.cfg.Pending)
+	base, res := medianProbe(bases), medianProbe(ress)
+	for i := range bases {
+		b.logf("probe %d: open %.2f ms empty, %.2f ms with %s pending", i+1, bases[i].OpenSeconds*1000, ress[i].OpenSeconds*1000, thousands(float64(b.cfg.Pending)))
 	}
 	n := thousands(float64(b.cfg.Pending))
 	b.add(row{fmt.Sprintf("open, %s pending", n), figure{res.OpenSeconds * 1000, millis, ""}, "open, empty file", figure{base.OpenSeconds * 1000, millis, ""}})
 	b.add(row{fmt.Sprintf("heap in use after open, %s pending", n), figure{float64(res.HeapBytes) / (1 << 20), mebibytes, ""}, "same, empty file", figure{float64(base.HeapBytes) / (1 << 20), mebibytes, ""}})
 	b.add(row{fmt.Sprintf("RSS after open, %s pending", n), figure{float64(res.RSSBytes) / (1 << 20), mebibytes, ""}, "same, empty file", figure{float64(base.RSSBytes) / (1 << 20), mebibytes, ""}})
 	return nil
+}
+
+// medianProbe returns the median of each measure.
+func medianProbe(rs []probeResult) probeResult {
+	med := func(f func(probeResult) float64) float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = f(r)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	return probeResult{
+		OpenSeconds: med(func(r probeResult) float64 { return r.OpenSeconds }),
+		HeapBytes:   uint64(med(func(r probeResult) float64 { return float64(r.HeapBytes) })),
+		RSSBytes:    uint64(med(func(r probeResult) float64 { return float64(r.RSSBytes) })),
+		Pending:     rs[0].Pending,
+	}
 }
