@@ -64,7 +64,7 @@ func punctuationScenario(ctx context.Context, b *bench) error {
 		return err
 	}
 	defer rcv.Close()
-	window := min(b.cfg.Duration, 2*time.Second)
+	window := max(min(b.cfg.Duration, 2*time.Second), 500*time.Millisecond)
 	var base figure
 	for i, n := range b.cfg.Parked {
 		path := filepath.Join(b.dir, fmt.Sprintf("parked-%d.db", n))
