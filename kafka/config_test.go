@@ -1,0 +1,205 @@
+package kafka
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	kafkago "github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+func TestValidateNamesTheSetting(t *testing.T) {
+	dir := t.TempDir()
+	notPEM := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ok := Config{Brokers: []string{"localhost:9092"}, Topic: "events"}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("valid config refused: %v", err)
+	}
+	for _, tc := range []struct {
+		name    string
+		edit    func(*Config)
+		setting string
+	}{
+		{"no brokers", func(c *Config) { c.Brokers = nil }, "kafka.brokers"},
+		{"no port", func(c *Config) { c.Brokers = []string{"localhost"} }, "kafka.brokers"},
+		{"bad port", func(c *Config) { c.Brokers = []string{"localhost:99999"} }, "kafka.brokers"},
+		{"bad topic", func(c *Config) { c.Topic = "a topic" }, "kafka.topic"},
+		{"bad changelog topic", func(c *Config) { c.ChangelogTopic = "x/y" }, "kafka.changelog_topic"},
+		{"changelog is the topic", func(c *Config) { c.ChangelogTopic = "events" }, "kafka.changelog_topic"},
+		{"start offset", func(c *Config) { c.StartOffset = "middle" }, "kafka.start_offset"},
+		{"dest header", func(c *Config) { c.DestinationHeader = "a b" }, "kafka.destination_header"},
+		{"same headers", func(c *Config) { c.IDHeader = "h"; c.DestinationHeader = "h" }, "kafka.id_header"},
+		{"heartbeat", func(c *Config) { c.HeartbeatInterval = time.Minute }, "kafka.heartbeat_interval"},
+		{"negative", func(c *Config) { c.CommitInterval = -time.Second }, "kafka.commit_interval"},
+		{"backoff", func(c *Config) { c.RetryBackoff = time.Minute }, "kafka.retry_backoff_max"},
+		{"batch", func(c *Config) { c.BatchSize = -1 }, "kafka.batch_size"},
+		{"replication", func(c *Config) { c.ChangelogReplication = -3 }, "kafka.changelog_replication"},
+		{"mechanism", func(c *Config) { c.SASL.Mechanism = "kerberos" }, "kafka.sasl.mechanism"},
+		{"user without mechanism", func(c *Config) { c.SASL.Username = "u" }, "kafka.sasl.mechanism"},
+		{"no user", func(c *Config) { c.SASL.Mechanism = "scram-sha-512"; c.SASL.Password = "p" }, "kafka.sasl.username"},
+		{"no password", func(c *Config) { c.SASL.Mechanism = "plain"; c.SASL.Username = "u" }, "kafka.sasl.password"},
+		{"missing CA", func(c *Config) { c.TLS = TLSConfig{Enabled: true, CAFile: filepath.Join(dir, "missing.pem")} }, "kafka.tls.ca_file"},
+		{"CA not PEM", func(c *Config) { c.TLS = TLSConfig{Enabled: true, CAFile: notPEM} }, "kafka.tls.ca_file"},
+		{"cert without key", func(c *Config) { c.TLS = TLSConfig{Enabled: true, CertFile: notPEM} }, "kafka.tls.cert_file"},
+	} {
+		c := ok
+		tc.edit(&c)
+		err := c.Validate()
+		var ce *ConfigError
+		if !errors.As(err, &ce) || !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%s: %v, want a *ConfigError", tc.name, err)
+			continue
+		}
+		if ce.Setting != tc.setting || !strings.HasPrefix(err.Error(), tc.setting+": ") {
+			t.Errorf("%s: %q names %s, want %s", tc.name, err, ce.Setting, tc.setting)
+		}
+	}
+	// TLS off: its files are not looked at.
+	c := ok
+	c.TLS.CAFile = filepath.Join(dir, "missing.pem")
+	if err := c.Validate(); err != nil {
+		t.Errorf("TLS off but its files checked: %v", err)
+	}
+}
+
+func TestEnabledAndStartErrors(t *testing.T) {
+	if (Config{Topic: "t"}).Enabled() || (Config{Brokers: []string{"b:1"}}).Enabled() {
+		t.Error("enabled without brokers or topics")
+	}
+	if !(Config{Brokers: []string{"b:1"}, ChangelogTopic: "c"}).Enabled() {
+		t.Error("changelog shipping alone is enabled")
+	}
+	ctx := context.Background()
+	if _, err := start(ctx, nil, nil, Config{Brokers: []string{"b:1"}}, nil); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("start without topics: %v", err)
+	}
+	if _, err := Start(ctx, nil, Config{Brokers: []string{"b:1"}, Topic: "t"}, nil); err == nil {
+		t.Error("Start with a nil outbox")
+	}
+	if _, err := Restore(ctx, Config{Brokers: []string{"b:1"}}, filepath.Join(t.TempDir(), "x.db"), nil); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("restore without a changelog topic: %v", err)
+	}
+}
+
+// Ingest and shipping authenticate with SASL/PLAIN and SCRAM against a broker
+// that requires it, and a wrong password is refused.
+func TestSASL(t *testing.T) {
+	for _, mech := range []struct{ name, kfake string }{
+		{"plain", "PLAIN"}, {"scram-sha-256", "SCRAM-SHA-256"}, {"scram-sha-512", "SCRAM-SHA-512"},
+	} {
+		t.Run(mech.name, func(t *testing.T) {
+			c := newCluster(t, kfake.EnableSASL(), kfake.Superuser(mech.kfake, "outboxd", "s3cret"), kfake.SeedTopics(1, "in"))
+			brokers := c.ListenAddrs()
+			cfg := testConfig(brokers, "in")
+			cfg.SASL = SASLConfig{Mechanism: mech.name, Username: "outboxd", Password: "s3cret"}
+			cn, err := cfg.WithDefaults().conns()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cn.close()
+			cl := &kafkago.Client{Addr: kafkago.TCP(brokers...), Transport: cn.transport, Timeout: 5 * time.Second}
+			if _, err := cl.Metadata(context.Background(), &kafkago.MetadataRequest{Topics: []string{"in"}}); err != nil {
+				t.Fatalf("metadata with %s: %v", mech.name, err)
+			}
+			conn, err := cn.dialer.DialContext(context.Background(), "tcp", brokers[0])
+			if err != nil {
+				t.Fatalf("dial with %s: %v", mech.name, err)
+			}
+			_ = conn.Close()
+
+			cfg.SASL.Password = "wrong"
+			bad, err := cfg.WithDefaults().conns()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer bad.close()
+			if conn, err := bad.dialer.DialContext(context.Background(), "tcp", brokers[0]); err == nil {
+				_ = conn.Close()
+				t.Fatalf("%s accepted a wrong password", mech.name)
+			}
+		})
+	}
+}
+
+func TestSCRAMRefusesBadServers(t *testing.T) {
+	m := newSCRAM(scramSHA256, "user,=x", "pw")
+	sm, first, err := m.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(first), "n,,n=user=2C=3Dx,r=") {
+		t.Fatalf("client-first %q", first)
+	}
+	for name, challenge := range map[string]string{
+		"foreign nonce":   "r=abc,s=c2FsdA==,i=4096",
+		"few iterations":  "r=" + strings.TrimPrefix(string(first), "n,,n=user=2C=3Dx,r=") + "x,s=c2FsdA==,i=1",
+		"server error":    "e=unknown-user",
+		"malformed salt":  "r=" + strings.TrimPrefix(string(first), "n,,n=user=2C=3Dx,r=") + "x,s=!!,i=4096",
+		"nonce not grown": "r=" + strings.TrimPrefix(string(first), "n,,n=user=2C=3Dx,r=") + ",s=c2FsdA==,i=4096",
+	} {
+		if _, _, err := sm.Next(context.Background(), []byte(challenge)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// The brokers' certificate is verified against kafka.tls.ca_file.
+func TestTLS(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kfake"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster(t, kfake.TLS(&tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}), kfake.SeedTopics(1, "in"))
+	cfg := testConfig(c.ListenAddrs(), "in")
+	cfg.TLS = TLSConfig{Enabled: true, CAFile: caFile}
+	cn, err := cfg.WithDefaults().conns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cn.close()
+	cl := &kafkago.Client{Addr: kafkago.TCP(c.ListenAddrs()...), Transport: cn.transport, Timeout: 5 * time.Second}
+	if _, err := cl.Metadata(context.Background(), &kafkago.MetadataRequest{Topics: []string{"in"}}); err != nil {
+		t.Fatalf("metadata over TLS: %v", err)
+	}
+	cfg.TLS = TLSConfig{Enabled: true} // system roots do not know this CA
+	untrusted, err := cfg.WithDefaults().conns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer untrusted.close()
+	if conn, err := untrusted.dialer.DialContext(context.Background(), "tcp", c.ListenAddrs()[0]); err == nil {
+		_ = conn.Close()
+		t.Fatal("an untrusted certificate was accepted")
+	}
+}
