@@ -290,6 +290,8 @@ func (o *Outbox) EnableEndpoint(ctx context.Context, name string) error {
 	if !ok {
 		return fmt.Errorf("outbox: enable endpoint %q: %w", name, ErrNotFound)
 	}
+	o.eng.holdMu.Lock()
+	defer o.eng.holdMu.Unlock()
 	now := o.clock.Now().UTC()
 	ep.Disabled = false
 	ep.DisabledReason = ""

@@ -51,16 +51,21 @@ type engine struct {
 	readyCap, readyPerEndpoint, lowWater int
 
 	mu          sync.Mutex
-	running     bool                           // workers started and not stopped
-	inflight    map[string]struct{}            // ready, delivering, or awaiting the commit of its outcome
-	ready       []*store.Record                // taken from the store, waiting for a worker slot
-	delivering  int                            // handed to a worker
-	uncommitted int                            // delivered, outcome not committed yet
-	perEndpoint map[string]int                 // delivering, by endpoint
-	queued      map[string]int                 // ready plus delivering, by endpoint
-	perKey      map[string]int                 // in flight, by key (Ordered)
-	soonHeld    map[string]bool                // endpoints with a throttle or disable not yet committed
-	endpoints   map[string]store.EndpointState // cache of the durable endpoint states
+	running     bool                // workers started and not stopped
+	inflight    map[string]struct{} // ready, delivering, or awaiting the commit of its outcome
+	ready       []*store.Record     // taken from the store, waiting for a worker slot
+	delivering  int                 // handed to a worker
+	uncommitted int                 // delivered, outcome not committed yet
+	perEndpoint map[string]int      // delivering, by endpoint
+	queued      map[string]int      // ready plus delivering, by endpoint
+	perKey      map[string]int      // in flight, by key (Ordered)
+	soonHeld    map[string]bool     // endpoints with a throttle or disable not yet committed
+
+	// holdMu serializes pushing back the events of a held endpoint with
+	// EnableEndpoint's bringing them forward, so that a punctuation that saw
+	// the endpoint disabled cannot defer its events after it was enabled.
+	holdMu    sync.Mutex
+	endpoints map[string]store.EndpointState // cache of the durable endpoint states
 }
 
 type job struct {
@@ -302,6 +307,7 @@ func (e *engine) punctuate(ctx context.Context, _ time.Time) {
 	e.mu.Unlock()
 
 	var deferred []store.Outcome
+	var deferredEP []string // the endpoint of each deferred event
 	recs, err := o.st.Due(store.DueQuery{
 		Now:   now,
 		Limit: room,
@@ -326,6 +332,7 @@ func (e *engine) punctuate(ctx context.Context, _ time.Time) {
 						LastStatus:    r.LastStatus,
 						LastError:     r.LastError,
 					})
+					deferredEP = append(deferredEP, r.Endpoint)
 				}
 				return true
 			}
@@ -372,9 +379,32 @@ func (e *engine) punctuate(ctx context.Context, _ time.Time) {
 	e.mu.Unlock()
 
 	if len(deferred) > 0 {
-		if _, err := o.st.Apply(ctx, deferred, nil); err != nil {
-			o.logStoreErr("defer held events", err)
+		e.deferHeld(ctx, deferred, deferredEP)
+	}
+}
+
+// deferHeld commits the push-back of events whose endpoint was held when the
+// punctuation looked. Under holdMu it keeps only those whose endpoint is
+// still held: an endpoint enabled in between has had its events brought
+// forward already, and must not lose them for another hour.
+func (e *engine) deferHeld(ctx context.Context, deferred []store.Outcome, endpoints []string) {
+	e.holdMu.Lock()
+	defer e.holdMu.Unlock()
+	now := e.o.clock.Now()
+	e.mu.Lock()
+	kept := deferred[:0]
+	for i, out := range deferred {
+		ep, ok := e.endpoints[endpoints[i]]
+		if ok && (ep.Disabled || ep.NotBefore.After(now)) {
+			kept = append(kept, out)
 		}
+	}
+	e.mu.Unlock()
+	if len(kept) == 0 {
+		return
+	}
+	if _, err := e.o.st.Apply(ctx, kept, nil); err != nil {
+		e.o.logStoreErr("defer held events", err)
 	}
 }
 
