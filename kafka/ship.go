@@ -106,6 +106,11 @@ func (s *shipper) run(stop, work context.Context) {
 		}
 		n, err := s.shipOnce(work)
 		switch {
+		case errors.Is(err, store.ErrClosed):
+			// The outbox stopped before the runner: nothing more will
+			// be written, and what is left is shipped at the next start.
+			s.log.Info("kafka: the store is closed; changelog shipping stops", "topic", s.cfg.ChangelogTopic)
+			return
 		case err != nil:
 			s.ready.Store(false)
 			s.met.shipErrors.Add(1)
