@@ -33,6 +33,9 @@ func TestBrokerUnavailableAtStartAndMidRun(t *testing.T) {
 	ctx := context.Background()
 	cfg := testConfig([]string{addr}, "in")
 	cfg.ChangelogTopic = "cl"
+	// The restarted broker keeps the group (same data directory): a short
+	// session lets it drop the member of the lost connection quickly.
+	cfg.SessionTimeout, cfg.HeartbeatInterval = time.Second, 100*time.Millisecond
 	r := startRunner(t, o, cfg)
 
 	// Down at start: not ready, yet the outbox delivers.
