@@ -201,9 +201,11 @@ func TestSIGTERMUnderLoadExitsWithinGraceAndLosesNothing(t *testing.T) {
 	acked := enqueueBatches(t, p, "term", "slow", 1000, 100)
 	waitFor(t, 10*time.Second, "64 deliveries in flight", func() bool { return inFlight.Load() >= 64 })
 	took := p.signal(syscall.SIGTERM, grace+5*time.Second)
-	// The process exits within the grace; a little slack for the
-	// signal's delivery and the exit itself on a busy machine.
-	if took > grace+500*time.Millisecond || p.exitCode() != 0 {
+	// The process exits within the grace; slack for the signal's delivery
+	// and the process teardown on a busy machine (CI runs many test
+	// binaries at once on two cores). The log's own "stopped" record
+	// states the time outboxd took.
+	if took > grace+time.Second || p.exitCode() != 0 {
 		t.Errorf("exit took %s with code %d, grace is %s", took, p.exitCode(), grace)
 	}
 	t.Logf("SIGTERM with %d deliveries in flight: exited in %s (grace %s), code %d", 64, took.Round(time.Millisecond), grace, p.exitCode())
@@ -299,7 +301,12 @@ func TestSIGKILLUnderLoadLosesNothingAcknowledged(t *testing.T) {
 // inspect --id showing a 404-parked event's history.
 func TestReplayEnableAndInspectHistory(t *testing.T) {
 	dir := t.TempDir()
-	var mode sync.Map // endpoint path -> status
+	var mode sync.Map         // endpoint path -> status
+	var parkAttempts sync.Map // webhook-id -> *atomic.Int64
+	attemptsOf := func(r *http.Request) int64 {
+		v, _ := parkAttempts.LoadOrStore(r.Header.Get("webhook-id"), new(atomic.Int64))
+		return v.(*atomic.Int64).Add(1)
+	}
 	status := func(path string) int {
 		if v, ok := mode.Load(path); ok {
 			return v.(int)
@@ -407,14 +414,6 @@ func TestReplayEnableAndInspectHistory(t *testing.T) {
 	if code2 != 0 || !strings.Contains(out, "compacted outboxd.db") {
 		t.Errorf("compact: exit %d %s", code2, out)
 	}
-}
-
-var attemptCounter sync.Map // webhook-id -> *atomic.Int64
-
-// attemptsOf counts the attempts seen for the request's event.
-func attemptsOf(r *http.Request) int64 {
-	v, _ := attemptCounter.LoadOrStore(r.Header.Get("webhook-id"), new(atomic.Int64))
-	return v.(*atomic.Int64).Add(1)
 }
 
 // Must show 6: a second serve on the same database fails at once, naming

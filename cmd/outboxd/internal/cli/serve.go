@@ -169,7 +169,7 @@ func (s *server) shutdown(srv *http.Server) error {
 	// Requests get a third of the grace. Deliveries may run until a reserve
 	// before the end, kept for cancelling them, committing the outcomes and
 	// closing the file.
-	reserve := min(max(grace/10, 100*time.Millisecond), 2*time.Second)
+	reserve := min(max(grace/5, 250*time.Millisecond), 3*time.Second)
 	httpCtx, httpCancel := context.WithDeadline(context.Background(), start.Add(grace/3))
 	defer httpCancel()
 	stopCtx, stopCancel := context.WithDeadline(context.Background(), start.Add(grace-reserve))
