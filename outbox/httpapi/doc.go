@@ -5,7 +5,11 @@
 // Routes (all JSON, errors as {"error": "..."} naming the bad field):
 //
 //	POST   /v1/events                      one event object or an array of them: 202 {"ids": [...]} once durable
-//	GET    /v1/events?state=&limit=&after= list pending or dead events, paginated by ID: 200 {"events": [...], "next": "..."}
+//	GET    /v1/events?state=&limit=&after=&destination=
+//	                                       list pending (default) or dead events in ID order, at most limit
+//	                                       (default 100, at most 1000) after the cursor: 200 {"events": [...], "next": "..."};
+//	                                       next is "" on the last page. The cursor is an ID, so pages stay
+//	                                       consistent while events are added and removed.
 //	GET    /v1/events/{id}                 one event (pending, dead, or delivered while its tombstone lasts)
 //	DELETE /v1/events/{id}                 drop a pending or dead event: 204
 //	POST   /v1/events/{id}/replay          move a dead event back to pending: 202, 404, 409 when not dead
@@ -13,6 +17,18 @@
 //	GET    /v1/endpoints                   endpoint states
 //	POST   /v1/endpoints/{name}/enable     re-enable a disabled endpoint
 //	GET    /v1/stats                       counts
+//
+// An event as POST /v1/events takes it:
+//
+//	{"id"?: string, "key"?: string, "destination": string, "method"?: string,
+//	 "headers"?: {string: string}, "payload"?: any JSON value, "payload_base64"?: string}
+//
+// payload is delivered as its JSON text, payload_base64 as its decoded bytes
+// (one of the two); without id the outbox generates a UUIDv7; method
+// defaults to POST. Unknown fields are refused. An event as the API returns
+// it: {"id", "key", "destination", "state": "pending" | "dead" | "delivered",
+// "attempts", "created_at", "next_attempt_at", "last_status", "last_error",
+// "dead_reason"} with RFC 3339 times (empty ones left out).
 //
 // Every request must carry "Authorization: Bearer TOKEN" when Config.Token
 // is set (compared in constant time). Request bodies are bounded by
