@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -98,7 +99,7 @@ func BenchmarkIngest(b *testing.B) {
 			b.Fatal(err)
 		}
 		cfg := Config{Brokers: brokers, Topic: "in", Group: fmt.Sprintf("ours-%d", i), Destination: "dest",
-			HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: time.Second}
+			HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: time.Second, BatchSize: benchBatch}
 		start = time.Now()
 		run, err := Start(context.Background(), o, cfg, nil)
 		if err != nil {
@@ -285,3 +286,5 @@ func pollUntil(cond func() bool) {
 		<-t.C
 	}
 }
+
+var benchBatch = func() int { n, _ := strconv.Atoi(os.Getenv("BENCH_BATCH")); return n }()

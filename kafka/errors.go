@@ -19,8 +19,10 @@ var (
 // ConfigError reports a bad setting. Setting is the dotted YAML name, such as
 // "kafka.brokers" or "kafka.sasl.mechanism".
 type ConfigError struct {
+	// Setting names the setting, e.g. "kafka.tls.ca_file".
 	Setting string
-	Reason  string
+	// Reason says what is wrong with it.
+	Reason string
 }
 
 // Error implements error.

@@ -298,14 +298,16 @@ loop:
 			}
 			batch = append(batch, m)
 		}
+		size := msgSize(&batch[0])
 	drain:
-		for len(batch) < cap(batch) {
+		for len(batch) < cap(batch) && size < maxBatchBytes {
 			select {
 			case m, ok := <-msgs:
 				if !ok {
 					break drain
 				}
 				batch = append(batch, m)
+				size += msgSize(&m)
 			default:
 				break drain
 			}
@@ -332,6 +334,18 @@ loop:
 	stop()
 	_ = r.Close()
 	fetcher.Wait()
+}
+
+// maxBatchBytes bounds the records of one enqueue by size as BatchSize
+// bounds them by number, so that large payloads do not make huge writes.
+const maxBatchBytes = 8 << 20
+
+func msgSize(m *kafkago.Message) int {
+	n := len(m.Key) + len(m.Value)
+	for _, h := range m.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
 }
 
 // retryLane retries failed batches of one partition in order, with backoff,

@@ -162,8 +162,9 @@ func (r *Runner) Assigned() []int {
 // changelog write in flight is finished. If ctx ends first, in-flight work is
 // cancelled (nothing durable is lost: uncommitted records are read again and
 // deduplicated by ID, unshipped entries are shipped next time) and ctx's
-// error is returned. Close is idempotent and joins every goroutine it
-// started.
+// error is returned; leaving the group may then still take up to
+// DialTimeout when the coordinator cannot be reached. Close is idempotent
+// and joins every goroutine it started.
 func (r *Runner) Close(ctx context.Context) error {
 	r.closeOnce.Do(func() {
 		done := make(chan struct{})
