@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/binary"
 	"errors"
 	"math/rand/v2"
 	"os"
@@ -108,8 +109,9 @@ func TestOpenDamagedMetaPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b[16+20] ^= 0xFF // inside meta page 0, covered by its checksum
-	b[4096+16+20] ^= 0xFF
+	pageSize := int(binary.LittleEndian.Uint32(b[16+8:])) // meta page 0: header, magic, version, page size
+	b[16+20] ^= 0xFF                                      // inside meta page 0, covered by its checksum
+	b[pageSize+16+20] ^= 0xFF
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -52,6 +52,9 @@ var (
 	metaChangelogN = []byte("count_changelog")
 )
 
+// newFilePageSize is the page size of files this build creates.
+const newFilePageSize = 16 << 10
+
 // Options configure Open. The zero value is ready to use.
 type Options struct {
 	// LockTimeout is how long Open waits for the file lock before it fails
@@ -170,7 +173,12 @@ func boltOptions(opts Options) *bolt.Options {
 		ReadOnly:        opts.ReadOnly,
 		InitialMmapSize: opts.InitialMmapSize,
 		NoSync:          opts.NoSync,
-		OpenFile:        opts.OpenFile,
+		// New files get 16 KiB pages: a commit writes each dirty page with
+		// its own pwrite, and a record is written three times (events,
+		// changelog, due index), so 4 KiB pages made a 1,000-record commit
+		// some 300 system calls. Existing files keep their page size.
+		PageSize: newFilePageSize,
+		OpenFile: opts.OpenFile,
 	}
 }
 
