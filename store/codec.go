@@ -104,6 +104,36 @@ func appendEntry(dst []byte, en *Entry, rec []byte) []byte {
 	return e.finishAt(start)
 }
 
+// entryHeadMax is an upper bound of the bytes a changelog entry for id with
+// reason holds before its embedded record frame.
+func entryHeadMax(id, reason string) int {
+	return frameHeader + 4*binary.MaxVarintLen64 + 1 + len(id) + len(reason) + 1 + 2*binary.MaxVarintLen64 +
+		binary.MaxVarintLen64
+}
+
+// entryAround completes in place the changelog entry en that embeds the record
+// frame buf[off:off+n]: the entry's head goes into the headroom before off
+// (at least entryHeadMax bytes) and its trailer into buf[off+n:off+n+4]. It
+// returns the entry, byte for byte what appendEntry writes, so one copy of
+// the record serves both the events bucket and the changelog. scratch is
+// reused for the head and returned.
+func entryAround(buf []byte, off, n int, en *Entry, scratch []byte) (entry, scr []byte) {
+	e := encoder{b: append(scratch[:0], kindEntry, codecVersion, 0, 0, 0, 0)}
+	e.uvarint(en.LSN)
+	e.byte(byte(en.Op))
+	e.str(en.ID)
+	e.uvarint(en.Version)
+	e.time(en.Time)
+	e.str(en.Reason)
+	e.uvarint(uint64(n))
+	start := off - len(e.b)
+	copy(buf[start:off], e.b)
+	end := off + n
+	binary.BigEndian.PutUint32(buf[start+2:start+6], uint32(end-start-frameHeader))
+	binary.BigEndian.PutUint32(buf[end:end+frameTrailer], crc32.Checksum(buf[start:end], castagnoli))
+	return buf[start : end+frameTrailer : end+frameTrailer], e.b
+}
+
 // DecodeEntry decodes a value written by EncodeEntry, with the same error
 // contract as DecodeRecord.
 func DecodeEntry(b []byte) (*Entry, error) {

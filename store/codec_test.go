@@ -83,6 +83,31 @@ func TestEntryRoundTrip(t *testing.T) {
 	}
 }
 
+// The insert path builds a changelog entry in place around an already
+// encoded record; it must be the very bytes EncodeEntry writes.
+func TestEntryAroundMatchesEncodeEntry(t *testing.T) {
+	r := sampleRecord()
+	long := string(bytes.Repeat([]byte("i"), MaxIDLen))
+	for _, e := range []*Entry{
+		{LSN: 9, Op: OpEnqueue, ID: r.ID, Version: 9, Time: time.Unix(100, 5).UTC(), Record: r},
+		{LSN: 1 << 62, Op: OpDead, ID: r.ID, Version: 1 << 62, Time: time.Date(2261, 12, 31, 0, 0, 0, 999999999, time.UTC),
+			Reason: "too many attempts", Record: r},
+		{LSN: 3, Op: OpEnqueue, ID: long, Version: 3, Record: &Record{ID: long}},
+	} {
+		frame := EncodeRecord(e.Record)
+		head := entryHeadMax(e.ID, e.Reason)
+		buf := make([]byte, head+len(frame)+frameTrailer)
+		copy(buf[head:], frame)
+		got, _ := entryAround(buf, head, len(frame), e, nil)
+		if want := EncodeEntry(e); !bytes.Equal(got, want) {
+			t.Fatalf("entry %d:\n got %x\nwant %x", e.LSN, got, want)
+		}
+		if !bytes.Equal(buf[head:head+len(frame)], frame) {
+			t.Fatalf("entry %d: the record frame was changed", e.LSN)
+		}
+	}
+}
+
 func TestDecodeDetectsDamage(t *testing.T) {
 	good := EncodeRecord(sampleRecord())
 	cases := map[string][]byte{

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"time"
@@ -80,9 +81,10 @@ func (s *Store) Insert(ctx context.Context, recs []*Record) ([]InsertStatus, err
 		if err := validateRecord(r); err != nil {
 			return nil, fmt.Errorf("record %d: %w", i, err)
 		}
-		size += recordSizeHint(r) + len(r.ID)
+		size += entryHeadMax(r.ID, r.DeadReason) + recordSizeHint(r) + frameTrailer + 2*len(r.ID) + 16 // as below
 	}
-	// One buffer holds every frame and ID of the call.
+	// One buffer holds every frame, changelog entry and key of the call:
+	// the transaction writes from it without allocating or copying.
 	buf := make([]byte, 0, size)
 	for i, r := range recs {
 		c := *r
@@ -98,13 +100,27 @@ func (s *Store) Insert(ctx context.Context, recs []*Record) ([]InsertStatus, err
 		} else if c.DeadAt.IsZero() {
 			c.DeadAt = now
 		}
+		// [entry head room | record frame | entry trailer] [ID] [due key] [LSN]
+		head := entryHeadMax(c.ID, c.DeadReason)
+		buf = slices.Grow(buf, head+recordSizeHint(&c)+frameTrailer+2*len(c.ID)+16)
+		region := len(buf)
+		buf = buf[:region+head]
 		start := len(buf)
 		buf = appendRecord(buf, &c)
-		frame := buf[start:len(buf):len(buf)]
-		start = len(buf)
+		frameEnd := len(buf)
+		buf = buf[:frameEnd+frameTrailer]
+		entry := buf[region:len(buf):len(buf)]
+		start -= region
 		buf = append(buf, c.ID...)
-		items[i] = insertItem{id: c.ID, idb: buf[start:len(buf):len(buf)], key: c.Key, next: c.NextAttemptAt,
-			dead: c.DeadReason, frame: frame, dupOf: -1}
+		idb := buf[len(buf)-len(c.ID) : len(buf) : len(buf)]
+		buf = binary.BigEndian.AppendUint64(buf, nanos(c.NextAttemptAt))
+		buf = append(buf, c.ID...)
+		due := buf[len(buf)-8-len(c.ID) : len(buf) : len(buf)]
+		buf = append(buf, make([]byte, 8)...)
+		lsnKey := buf[len(buf)-8 : len(buf) : len(buf)]
+		items[i] = insertItem{id: c.ID, idb: idb, key: c.Key, dueKey: due, lsnKey: lsnKey,
+			dead: c.DeadReason, entry: entry, frameOff: start, frame: entry[start : frameEnd-region],
+			dupOf: -1}
 	}
 	if len(recs) > 1 {
 		// Repeated IDs in one call: same content is one insert, other
@@ -144,9 +160,21 @@ func (s *Store) Insert(ctx context.Context, recs []*Record) ([]InsertStatus, err
 			}
 			statuses[i], versions[i] = st, version
 		}
+		// Bucket by bucket: each run of puts appends at the right edge of
+		// one tree, whose path stays in the cache.
 		for i := range items {
 			if it := &items[i]; it.dupOf < 0 && statuses[i] == Inserted {
 				versions[i] = w.insertItem(it)
+			}
+		}
+		for i := range items {
+			if it := &items[i]; it.dupOf < 0 && statuses[i] == Inserted && it.dead == "" {
+				w.put(w.due, it.dueKey, nil)
+			}
+		}
+		for i := range items {
+			if it := &items[i]; it.dupOf < 0 && statuses[i] == Inserted {
+				w.logItem(it, versions[i])
 			}
 		}
 		for i := range items {
@@ -171,10 +199,15 @@ func (s *Store) Insert(ctx context.Context, recs []*Record) ([]InsertStatus, err
 type insertItem struct {
 	id, key string
 	idb     []byte // the ID's bytes, the key of every bucket write
-	next    time.Time
+	dueKey  []byte // the due index key
+	lsnKey  []byte // room for the changelog key
 	dead    string // DeadReason
-	frame   []byte // EncodeRecord with Version and seq 0
-	dupOf   int    // index of the first record with this ID in the call, or -1
+	frame   []byte // EncodeRecord with Version and seq 0, inside entry
+	// entry is room for the changelog entry around frame, which starts at
+	// entry[frameOff:] (see entryAround).
+	entry    []byte
+	frameOff int
+	dupOf    int // index of the first record with this ID in the call, or -1
 }
 
 // insertCheckFrame is insertCheck for an encoded record: the record is
@@ -197,8 +230,9 @@ func (w *wtx) insertCheckFrame(it *insertItem) (InsertStatus, uint64, error) {
 	return w.insertCheck(r)
 }
 
-// insertItem writes a new record from its encoded form with its changelog
-// entry, and returns its version.
+// insertItem writes a new record from its encoded form and returns its
+// version; the caller then writes its due index entry (when pending) and
+// its changelog entry (logItem).
 func (w *wtx) insertItem(it *insertItem) uint64 {
 	lsn := w.next()
 	if it.dead != "" {
@@ -206,13 +240,25 @@ func (w *wtx) insertItem(it *insertItem) uint64 {
 		w.raiseIDMax(it.idb)
 		w.put(w.dead, it.idb, it.frame)
 		w.deadN++
-		w.log(lsn, OpDead, it.id, it.frame, it.dead)
 		return lsn
 	}
 	patchRecord(it.frame, lsn, lsn)
-	w.putNewPending(it.idb, it.key, it.next, lsn, it.frame)
-	w.log(lsn, OpEnqueue, it.id, it.frame, "")
+	w.putNewPending(it.idb, it.key, lsn, it.frame)
 	return lsn
+}
+
+// logItem writes the changelog entry of a record insertItem wrote.
+func (w *wtx) logItem(it *insertItem, lsn uint64) {
+	op := OpEnqueue
+	if it.dead != "" {
+		op = OpDead
+	}
+	e := Entry{LSN: lsn, Op: op, ID: it.id, Version: lsn, Time: w.now, Reason: it.dead}
+	var entry []byte
+	entry, w.scratch = entryAround(it.entry, it.frameOff, len(it.frame), &e, w.scratch)
+	binary.BigEndian.PutUint64(it.lsnKey, lsn)
+	w.put(w.changelog, it.lsnKey, entry)
+	w.changeLen++
 }
 
 // insertCheck decides what inserting r would do, without writing.

@@ -25,7 +25,8 @@ type wtx struct {
 	err    error
 	inUser bool
 
-	arena []byte // backing store for the keys and values of this transaction
+	arena   []byte // backing store for the keys and values of this transaction
+	scratch []byte // reused for changelog entry heads (entryAround)
 
 	cursors map[*bolt.Bucket]*bolt.Cursor
 
@@ -114,8 +115,8 @@ func (s *Store) begin(tx *bolt.Tx) *wtx {
 	}
 	// Sequential keys (UUIDv7 IDs, due times, LSNs) append at the right edge
 	// of their trees: fill pages up instead of splitting them in half.
-	w.events.FillPercent = 0.9
-	w.due.FillPercent = 0.9
+	w.events.FillPercent = 1.0
+	w.due.FillPercent = 1.0
 	w.dead.FillPercent = 0.9
 	w.tombs.FillPercent = 0.9
 	w.tombTime.FillPercent = 0.95
@@ -288,12 +289,12 @@ func (w *wtx) putPending(r, old *Record, frame []byte) {
 }
 
 // putNewPending writes a new pending record from its parts (Insert's path,
-// which encoded the record before the transaction).
-func (w *wtx) putNewPending(id []byte, key string, next time.Time, seq uint64, frame []byte) {
+// which encoded the record before the transaction), all but its due index
+// entry.
+func (w *wtx) putNewPending(id []byte, key string, seq uint64, frame []byte) {
 	w.pending++
 	w.raiseIDMax(id)
 	w.put(w.events, id, frame)
-	w.put(w.due, append(binary.BigEndian.AppendUint64(w.alloc(8+len(id)), nanos(next)), id...), nil)
 	if key != "" {
 		w.put(w.keys, keyIndex(key, seq, string(id)), nil)
 	}
