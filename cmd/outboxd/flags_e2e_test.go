@@ -13,7 +13,8 @@ import (
 
 // The flags scripts and operators rely on do what they say: --db,
 // --allow-raw-urls, --allow-private-networks, --max-attempts, --max-age,
-// --ordered and --log-level (the others are exercised by the other tests).
+// --ordered, --policy and --log-level (the others are exercised by the other
+// tests).
 func TestOperatorFlagsWork(t *testing.T) {
 	dir := t.TempDir()
 	var mu sync.Mutex
@@ -25,6 +26,8 @@ func TestOperatorFlagsWork(t *testing.T) {
 			return http.StatusInternalServerError
 		case strings.HasSuffix(r.URL.Path, "/notyet"):
 			return http.StatusNotFound
+		case strings.HasSuffix(r.URL.Path, "/exists"):
+			return http.StatusConflict // success by --policy 409=success
 		}
 		mu.Lock()
 		defer mu.Unlock()
@@ -41,7 +44,7 @@ func TestOperatorFlagsWork(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := start(t, dir, "--db", db, "--allow-raw-urls", "--allow-private-networks",
-		"--max-attempts", "2", "--max-age", "700ms", "--ordered", "--log-level", "debug",
+		"--max-attempts", "2", "--max-age", "700ms", "--ordered", "--log-level", "debug", "--policy", "409=success",
 		"--interval", "20ms", "--park-interval", "50ms", "--backoff-initial", "20ms", "--backoff-max", "50ms")
 	if _, err := os.Stat(db); err != nil {
 		t.Fatalf("--db: %v", err)
@@ -55,7 +58,8 @@ func TestOperatorFlagsWork(t *testing.T) {
 		{"id":"o-2","key":"k","destination":"`+raw+`/ok"},
 		{"id":"o-3","key":"k","destination":"`+raw+`/ok"},
 		{"id":"attempts","destination":"`+raw+`/fail"},
-		{"id":"age","destination":"`+raw+`/notyet"}]`)
+		{"id":"age","destination":"`+raw+`/notyet"},
+		{"id":"exists","destination":"`+raw+`/exists"}]`)
 	if code != http.StatusAccepted {
 		t.Fatalf("raw URL destinations with --allow-raw-urls: %d %v", code, m)
 	}
@@ -81,6 +85,10 @@ func TestOperatorFlagsWork(t *testing.T) {
 	if r, _ := b["dead_reason"].(string); !strings.Contains(r, "max age 700ms") {
 		t.Errorf("--max-age 700ms: %v", b)
 	}
+	waitFor(t, 15*time.Second, "--policy 409=success: the event answered 409 delivered", func() bool {
+		_, m := call(t, "GET", p.url("/v1/events/exists"), "", "")
+		return m["state"] == "delivered"
+	})
 	if !strings.Contains(p.log.String(), `"level":"DEBUG"`) {
 		t.Error("--log-level debug: no debug records in the log")
 	}
