@@ -216,3 +216,32 @@ func TestTracker(t *testing.T) {
 		t.Fatalf("first range starts at %d, want the assigned offset 7", s.start)
 	}
 }
+
+// Records read again (the group's offset was reset, as after a crash before
+// a commit) are recognised by their IDs: duplicates, not delivered twice.
+func TestReconsumedRecordsAreDuplicates(t *testing.T) {
+	c := newCluster(t, kfakeSeed(1, "in")...)
+	brokers := c.ListenAddrs()
+	sink := newRecorder("sink")
+	o := openOutbox(t, dbPath(t, "dups"), sink, nil)
+	newProducer(t, brokers, "in").produce(t, records(0, 50, 5)...)
+	r := startRunner(t, o, testConfig(brokers, "in"))
+	waitFor(t, 10*time.Second, "every record delivered", func() bool { return sink.distinct() == 50 })
+	closeRunner(t, r)
+
+	cl := admin(t, brokers)
+	resp, err := cl.OffsetCommit(context.Background(), &kafkago.OffsetCommitRequest{GroupID: "g", GenerationID: -1,
+		Topics: map[string][]kafkago.OffsetCommit{"in": {{Partition: 0, Offset: 0}}}})
+	if err != nil || resp.Topics["in"][0].Error != nil {
+		t.Fatalf("reset the group's offset: %v %+v", err, resp)
+	}
+	before := o.Stats().DuplicatesTotal
+	r = startRunner(t, o, testConfig(brokers, "in"))
+	waitFor(t, 10*time.Second, "the records read again", func() bool { return o.Stats().DuplicatesTotal-before == 50 })
+	waitFor(t, 10*time.Second, "the offset back at the end", func() bool { return committedOffsets(t, cl, "g", "in", 1)[0] == 50 })
+	for id, n := range sink.snapshot() {
+		if n != 1 {
+			t.Errorf("%s delivered %d times", id, n)
+		}
+	}
+}
