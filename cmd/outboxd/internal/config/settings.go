@@ -143,7 +143,7 @@ func settings() []setting {
 		{path: "allow_private_networks", flag: "allow-private-networks", env: "OUTBOXD_ALLOW_PRIVATE_NETWORKS", usage: "let deliveries reach private, loopback and link-local addresses", isBool: true,
 			set: boolean(func(c *Config) *bool { return &c.AllowPrivateNetworks })},
 		{path: "endpoints", flag: "endpoint", env: "OUTBOXD_ENDPOINTS",
-			usage: "named endpoint `NAME=URL[,secret=whsec_...][,timeout=D][,max-in-flight=N][,allow-private]` (repeatable; env: space separated); replaces a file endpoint of that name",
+			usage: "named `endpoint` as NAME=URL[,secret=whsec_...][,timeout=D][,max-in-flight=N][,allow-private] (repeatable; env: space separated); replaces a file endpoint of that name",
 			list:  true, split: strings.Fields, set: addEndpointSpec},
 		{path: "kafka.brokers", flag: "kafka-brokers", env: "OUTBOXD_KAFKA_BROKERS", usage: "Kafka broker `addresses`, comma separated",
 			set: commaList(func(c *Config) *[]string { return &c.Kafka.Brokers })},
