@@ -20,6 +20,7 @@ import (
 
 	"github.com/outboxd/outbox/cmd/outboxd/internal/config"
 	"github.com/outboxd/outbox/httpsink"
+	"github.com/outboxd/outbox/kafka"
 	"github.com/outboxd/outbox/outbox"
 	"github.com/outboxd/outbox/outbox/httpapi"
 	"github.com/outboxd/outbox/outbox/outboxprom"
@@ -115,7 +116,11 @@ func (s *server) run(sigs <-chan os.Signal) int {
 		if err != nil {
 			ln.Close()
 			_ = stopOutbox(context.Background())
-			return s.fail(exitUsage, "starting Kafka: %v", err)
+			var ce *kafka.ConfigError
+			if errors.As(err, &ce) {
+				return s.fail(exitUsage, "%v", &config.SettingError{Setting: ce.Setting, Reason: ce.Reason})
+			}
+			return s.fail(exitError, "starting Kafka: %v", err)
 		}
 		s.kafka = r
 		reg.MustRegister(r.Collectors()...)
@@ -136,18 +141,22 @@ func (s *server) run(sigs <-chan os.Signal) int {
 	code := exitOK
 	select {
 	case sig := <-sigs:
-		s.log.Info("shutting down", "signal", sig.String(), "grace", cfg.ShutdownGrace)
+		s.log.Info("shutting down", "signal", sig.String(), "grace", cfg.ShutdownGrace.String())
 	case err := <-served:
 		s.log.Error("HTTP server failed", "err", err)
 		code = exitError
 	}
+	done := make(chan struct{})
+	defer close(done)
 	go func() {
 		// A second signal ends the process at once. Everything
 		// acknowledged is already durable; in-flight deliveries are
 		// attempted again after the restart.
-		if sig, ok := <-sigs; ok {
+		select {
+		case sig := <-sigs:
 			s.log.Warn("second signal: exiting at once", "signal", sig.String())
 			s.env.Exit(exitError)
+		case <-done:
 		}
 	}()
 	if err := s.shutdown(srv); err != nil {
