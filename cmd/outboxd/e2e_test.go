@@ -134,7 +134,11 @@ func TestBadInputOverHTTPChangesNothing(t *testing.T) {
 	p.signal(syscall.SIGTERM, 10*time.Second)
 	_, out := run(t, dir, "inspect", "--db", "outboxd.db", "--json")
 	var summary struct {
-		Stats struct{ Pending, Dead, ChangelogEntries int }
+		Stats struct {
+			Pending          int `json:"pending"`
+			Dead             int `json:"dead"`
+			ChangelogEntries int `json:"changelog_entries"`
+		}
 	}
 	if err := json.Unmarshal([]byte(out), &summary); err != nil {
 		t.Fatalf("inspect --json: %v\n%s", err, out)

@@ -136,6 +136,29 @@ func viewRecord(r *store.Record) *recordView {
 	}
 }
 
+// statsView is the database's counts as inspect --json shows them.
+type statsView struct {
+	Pending          int    `json:"pending"`
+	Dead             int    `json:"dead"`
+	Tombstones       int    `json:"tombstones"`
+	Endpoints        int    `json:"endpoints"`
+	ChangelogEntries int    `json:"changelog_entries"`
+	FileSize         int64  `json:"file_size"`
+	LastLSN          uint64 `json:"last_lsn"`
+	ShippedLSN       uint64 `json:"shipped_lsn"`
+}
+
+// endpointView is an endpoint's state as inspect --json shows it.
+type endpointView struct {
+	Name           string `json:"name"`
+	Disabled       bool   `json:"disabled"`
+	DisabledReason string `json:"disabled_reason,omitempty"`
+	DisabledAt     string `json:"disabled_at,omitempty"`
+	ThrottledUntil string `json:"throttled_until,omitempty"`
+	FailureStreak  int    `json:"failure_streak"`
+	LastStatus     int    `json:"last_status"`
+}
+
 // historyView is one changelog entry of an event, with what it means.
 type historyView struct {
 	LSN    uint64      `json:"lsn"`
@@ -305,12 +328,22 @@ func inspectSummary(w io.Writer, st *store.Store, only string, limit int, asJSON
 			}
 			views[name] = v
 		}
+		epViews := make([]endpointView, len(eps))
+		for i, ep := range eps {
+			epViews[i] = endpointView{
+				Name: ep.Name, Disabled: ep.Disabled, DisabledReason: ep.DisabledReason, DisabledAt: ts(ep.DisabledAt),
+				ThrottledUntil: ts(ep.NotBefore), FailureStreak: ep.FailureStreak, LastStatus: ep.LastStatus,
+			}
+		}
 		return writeJSONTo(w, struct {
 			File      string                   `json:"file"`
-			Stats     store.Stats              `json:"stats"`
-			Endpoints []store.EndpointState    `json:"endpoints"`
+			Stats     statsView                `json:"stats"`
+			Endpoints []endpointView           `json:"endpoints"`
 			Events    map[string][]*recordView `json:"events"`
-		}{st.Path(), stats, eps, views})
+		}{st.Path(), statsView{
+			Pending: stats.Pending, Dead: stats.Dead, Tombstones: stats.Tombstones, Endpoints: stats.Endpoints,
+			ChangelogEntries: stats.ChangelogEntries, FileSize: stats.FileSize, LastLSN: stats.LastLSN, ShippedLSN: stats.ShippedLSN,
+		}, epViews, views})
 	}
 	fmt.Fprintf(w, "database %s (%d bytes)\n", st.Path(), stats.FileSize)
 	fmt.Fprintf(w, "  pending %d, dead %d, tombstones %d, changelog entries %d (last LSN %d, shipped %d)\n",
