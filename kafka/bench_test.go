@@ -31,6 +31,7 @@ func (nopSink) Deliver(context.Context, *outbox.Delivery) outbox.Result {
 // writer per partition, batches of 500), without Kafka.
 //
 //	go test -run '^$' -bench Ingest -benchtime 3x ./kafka/
+//	BENCH_BATCH=5000 go test -run '^$' -bench Ingest -benchtime 3x ./kafka/
 func BenchmarkIngest(b *testing.B) {
 	const parts, n = 6, 60_000
 	c := newCluster(b, kfakeSeed(parts, "in")...)
@@ -287,4 +288,6 @@ func pollUntil(cond func() bool) {
 	}
 }
 
+// benchBatch is Config.BatchSize for BenchmarkIngest, from $BENCH_BATCH
+// (0, the default: DefaultBatchSize), to compare batch sizes.
 var benchBatch = func() int { n, _ := strconv.Atoi(os.Getenv("BENCH_BATCH")); return n }()
