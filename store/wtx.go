@@ -81,10 +81,12 @@ func (w *wtx) get(b *bolt.Bucket, k []byte) []byte {
 
 // alloc returns an empty slice with capacity n carved from the transaction's
 // arena: bbolt needs keys and values to stay valid until the commit, and one
-// big allocation per 256 KiB costs the collector far less than one per value.
+// big allocation costs the collector far less than one per value. Chunks
+// start small and double up to 256 KiB, so that a transaction of a few
+// outcomes does not allocate (and zero) 256 KiB for a few hundred bytes.
 func (w *wtx) alloc(n int) []byte {
 	if cap(w.arena)-len(w.arena) < n {
-		w.arena = make([]byte, 0, max(n, 256<<10))
+		w.arena = make([]byte, 0, max(n, min(2*cap(w.arena), 256<<10), 4<<10))
 	}
 	l := len(w.arena)
 	w.arena = w.arena[:l+n]
