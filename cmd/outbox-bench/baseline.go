@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -120,11 +119,8 @@ type receiver struct {
 	delay  time.Duration
 	served chan struct{}
 
-	mu    sync.Mutex
-	count int64
-	seen  map[string]time.Time
-	want  int64
-	done  chan struct{} // closed when count reaches want
+	mu   sync.Mutex
+	seen map[string]time.Time
 }
 
 // startReceiver listens on a loopback port. delay is spent in each request
@@ -135,7 +131,7 @@ func startReceiver(delay time.Duration) (*receiver, error) {
 		return nil, err
 	}
 	r := &receiver{URL: "http://" + ln.Addr().String() + "/hook", delay: delay, served: make(chan struct{})}
-	r.expect(0)
+	r.reset()
 	r.srv = &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		defer close(r.served)
@@ -155,38 +151,15 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if _, ok := r.seen[id]; id != "" && !ok {
 		r.seen[id] = now
 	}
-	r.count++
-	if r.count == r.want {
-		close(r.done)
-	}
 	r.mu.Unlock()
 	w.WriteHeader(http.StatusOK)
 }
 
-// expect resets the counters and arranges for wait to return once n
-// requests have been answered.
-func (r *receiver) expect(n int64) {
+// reset forgets the requests seen so far.
+func (r *receiver) reset() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.seen = make(map[string]time.Time)
-	r.count = 0
-	r.want = n
-	r.done = make(chan struct{})
-}
-
-// wait blocks until the expected number of requests arrived or ctx ends.
-func (r *receiver) wait(ctx context.Context) error {
-	r.mu.Lock()
-	done := r.done
-	r.mu.Unlock()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return fmt.Errorf("receiver got %d of %d requests: %w", r.count, r.want, ctx.Err())
-	}
 }
 
 // arrival returns when the event with that ID first arrived.
@@ -354,6 +327,3 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-// errSkipped marks a scenario left out by -only.
-var errSkipped = errors.New("skipped")

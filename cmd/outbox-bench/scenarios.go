@@ -219,7 +219,7 @@ func drainScenario(ctx context.Context, b *bench) error {
 	n := b.cfg.Events
 	conc := b.cfg.Concurrency[len(b.cfg.Concurrency)-1]
 
-	rcv.expect(int64(n))
+	rcv.reset()
 	base, _, err := clientLoop(ctx, rcv.URL, n, conc, b.payload())
 	if err != nil {
 		return fmt.Errorf("baseline: %w", err)
@@ -244,7 +244,7 @@ func drainScenario(ctx context.Context, b *bench) error {
 	if err != nil {
 		return err
 	}
-	rcv.expect(int64(n))
+	rcv.reset()
 	start := time.Now()
 	if err := o.Start(); err != nil {
 		return err
@@ -363,7 +363,7 @@ func latencyScenario(ctx context.Context, b *bench) error {
 	const rate = 200
 	n := max(50, int(b.cfg.Duration.Seconds()*rate))
 
-	rcv.expect(int64(n))
+	rcv.reset()
 	_, base, err := clientLoop(ctx, rcv.URL, n, 1, b.payload())
 	if err != nil {
 		return fmt.Errorf("baseline: %w", err)
@@ -378,7 +378,7 @@ func latencyScenario(ctx context.Context, b *bench) error {
 	if err := o.Start(); err != nil {
 		return err
 	}
-	rcv.expect(int64(n))
+	rcv.reset()
 	starts := make(map[string]time.Time, n)
 	tick := time.NewTicker(time.Second / rate)
 	defer tick.Stop()
@@ -432,7 +432,7 @@ func sweepScenario(ctx context.Context, b *bench) error {
 			n = min(n, int(d/b.cfg.ReceiverDelay)*c)
 		}
 		n = max(n, 100)
-		rcv.expect(int64(n))
+		rcv.reset()
 		base, baseLat, err := clientLoop(ctx, rcv.URL, n, c, b.payload())
 		if err != nil {
 			return fmt.Errorf("baseline: %w", err)
@@ -448,7 +448,7 @@ func sweepScenario(ctx context.Context, b *bench) error {
 			closeFn()
 			return err
 		}
-		rcv.expect(int64(backlog))
+		rcv.reset()
 		start := time.Now()
 		if err := o.Start(); err != nil {
 			closeFn()
