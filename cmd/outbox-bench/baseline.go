@@ -22,14 +22,15 @@ import (
 // one of these.
 
 // openRawBolt opens a fresh bbolt file tuned as the store tunes its own
-// (hashmap freelist not synced, a generous initial mmap), so that the
-// baseline differs from the outbox only by what the outbox adds.
+// (16 KiB pages, hashmap freelist not synced, a generous initial mmap), so
+// that the baseline differs from the outbox only by what the outbox adds.
 func openRawBolt(dir, name string) (*bolt.DB, error) {
 	db, err := bolt.Open(filepath.Join(dir, name), 0o600, &bolt.Options{
 		Timeout:         time.Second,
 		NoFreelistSync:  true,
 		FreelistType:    bolt.FreelistMapType,
 		InitialMmapSize: 1 << 30,
+		PageSize:        16 << 10,
 	})
 	if err != nil {
 		return nil, err
