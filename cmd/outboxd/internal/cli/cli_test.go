@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -93,5 +94,17 @@ func TestMainDispatch(t *testing.T) {
 	env.Args = []string{"restore", "--changelog-topic", "cl", "--kafka-brokers", "k:9092"}
 	if code := Main(env); code != exitUsage || !strings.Contains(errOut.String(), "--from-kafka") {
 		t.Errorf("restore without a source: %d %q", code, errOut.String())
+	}
+}
+
+func TestOutboxConfigCarriesTheChangelogSettings(t *testing.T) {
+	c := config.Default()
+	c.Delivery.ChangelogRetention = 2 * time.Hour
+	c.Delivery.ChangelogMaxEntries = -1
+	c.Delivery.MaintenanceInterval = 10 * time.Second
+	oc := outboxConfig(&c, nil, newLogger(c.Log, io.Discard))
+	if oc.ChangelogRetention != 2*time.Hour || oc.ChangelogMaxEntries != -1 || oc.MaintenanceInterval != 10*time.Second {
+		t.Errorf("outbox config: retention %s, max entries %d, maintenance %s; want 2h, -1, 10s",
+			oc.ChangelogRetention, oc.ChangelogMaxEntries, oc.MaintenanceInterval)
 	}
 }

@@ -94,6 +94,16 @@ type Delivery struct {
 	MaxRetryAfter time.Duration `yaml:"max_retry_after"`
 	// TombstoneRetention is the dedup window for delivered IDs. Default 24h.
 	TombstoneRetention time.Duration `yaml:"tombstone_retention"`
+	// ChangelogRetention is how long changelog entries (each event's
+	// history, and what is shipped to Kafka) are kept; entries not yet
+	// shipped are kept regardless. Negative: no age limit. Default 24h.
+	ChangelogRetention time.Duration `yaml:"changelog_retention"`
+	// ChangelogMaxEntries caps the changelog entries kept, oldest trimmed
+	// first. Negative: no count limit. Default 1,000,000.
+	ChangelogMaxEntries int `yaml:"changelog_max_entries"`
+	// MaintenanceInterval is how often tombstones and the changelog are
+	// trimmed and the stats refreshed. Default 1m.
+	MaintenanceInterval time.Duration `yaml:"maintenance_interval"`
 	// Policy overrides rows of the status policy table, e.g. "404=retry",
 	// "4xx=dead", "error=throttle". Default: none (the design's table).
 	Policy []string `yaml:"policy"`
@@ -141,17 +151,20 @@ func Default() Config {
 			MaxIDBytes:      httpapi.DefaultMaxIDBytes,
 		},
 		Delivery: Delivery{
-			Interval:           outbox.DefaultInterval,
-			BatchSize:          outbox.DefaultBatchSize,
-			Concurrency:        outbox.DefaultConcurrency,
-			MaxAttempts:        outbox.DefaultMaxAttempts,
-			MaxAge:             outbox.DefaultMaxAge,
-			BackoffInitial:     outbox.DefaultBackoffInitial,
-			BackoffMax:         outbox.DefaultBackoffMax,
-			ParkInterval:       outbox.DefaultParkInterval,
-			Timeout:            30 * time.Second,
-			MaxRetryAfter:      time.Hour,
-			TombstoneRetention: outbox.DefaultTombstoneRetention,
+			Interval:            outbox.DefaultInterval,
+			BatchSize:           outbox.DefaultBatchSize,
+			Concurrency:         outbox.DefaultConcurrency,
+			MaxAttempts:         outbox.DefaultMaxAttempts,
+			MaxAge:              outbox.DefaultMaxAge,
+			BackoffInitial:      outbox.DefaultBackoffInitial,
+			BackoffMax:          outbox.DefaultBackoffMax,
+			ParkInterval:        outbox.DefaultParkInterval,
+			Timeout:             30 * time.Second,
+			MaxRetryAfter:       time.Hour,
+			TombstoneRetention:  outbox.DefaultTombstoneRetention,
+			ChangelogRetention:  outbox.DefaultChangelogRetention,
+			ChangelogMaxEntries: outbox.DefaultChangelogMaxEntries,
+			MaintenanceInterval: outbox.DefaultMaintenanceInterval,
 		},
 	}
 }

@@ -242,3 +242,76 @@ func TestByteSize(t *testing.T) {
 		t.Errorf("String = %q", s)
 	}
 }
+
+// The changelog grows with every event; an operator bounds it by age and by
+// count from the file, the environment or a flag, and may lift either bound.
+func TestChangelogRetentionSettings(t *testing.T) {
+	def, err := load(t, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := def.Delivery; d.ChangelogRetention != 24*time.Hour || d.ChangelogMaxEntries != 1_000_000 || d.MaintenanceInterval != time.Minute {
+		t.Errorf("defaults: retention %s, max entries %d, maintenance %s; want 24h, 1000000, 1m",
+			d.ChangelogRetention, d.ChangelogMaxEntries, d.MaintenanceInterval)
+	}
+	file := writeFile(t, "delivery:\n  changelog_retention: 2h\n  changelog_max_entries: 5000\n  maintenance_interval: 30s\n")
+	env := map[string]string{"OUTBOXD_CHANGELOG_RETENTION": "3h", "OUTBOXD_CHANGELOG_MAX_ENTRIES": "6000", "OUTBOXD_MAINTENANCE_INTERVAL": "20s"}
+	flags := []string{"--changelog-retention", "4h", "--changelog-max-entries", "7000", "--maintenance-interval", "10s"}
+	cases := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		age     time.Duration
+		entries int
+		maint   time.Duration
+	}{
+		{"file", []string{"--config", file}, nil, 2 * time.Hour, 5000, 30 * time.Second},
+		{"env over file", []string{"--config", file}, env, 3 * time.Hour, 6000, 20 * time.Second},
+		{"flag over env", append([]string{"--config", file}, flags...), env, 4 * time.Hour, 7000, 10 * time.Second},
+		{"negative lifts the limits", []string{"--changelog-retention", "-1s", "--changelog-max-entries", "-1"}, nil, -time.Second, -1, time.Minute},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := load(t, c.args, c.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := cfg.Delivery
+			if d.ChangelogRetention != c.age || d.ChangelogMaxEntries != c.entries || d.MaintenanceInterval != c.maint {
+				t.Errorf("retention %s, max entries %d, maintenance %s; want %s, %d, %s",
+					d.ChangelogRetention, d.ChangelogMaxEntries, d.MaintenanceInterval, c.age, c.entries, c.maint)
+			}
+		})
+	}
+
+	bad := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want []string
+	}{
+		{name: "zero retention", args: []string{"--changelog-retention", "0s"},
+			want: []string{"delivery.changelog_retention (--changelog-retention, OUTBOXD_CHANGELOG_RETENTION)", "zero", "negative"}},
+		{name: "zero max entries", env: map[string]string{"OUTBOXD_CHANGELOG_MAX_ENTRIES": "0"},
+			want: []string{"delivery.changelog_max_entries (--changelog-max-entries, OUTBOXD_CHANGELOG_MAX_ENTRIES)", "zero"}},
+		{name: "unparsable retention", env: map[string]string{"OUTBOXD_CHANGELOG_RETENTION": "a week"},
+			want: []string{"OUTBOXD_CHANGELOG_RETENTION", "a week"}},
+		{name: "unparsable max entries", args: []string{"--changelog-max-entries", "lots"},
+			want: []string{"--changelog-max-entries", "lots"}},
+		{name: "zero maintenance interval", args: []string{"--maintenance-interval", "0s"},
+			want: []string{"delivery.maintenance_interval (--maintenance-interval, OUTBOXD_MAINTENANCE_INTERVAL)", "positive"}},
+	}
+	for _, c := range bad {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := load(t, c.args, c.env)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}

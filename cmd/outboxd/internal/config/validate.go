@@ -112,6 +112,7 @@ func validateDelivery(d *Delivery) error {
 		{"delivery.timeout", d.Timeout},
 		{"delivery.max_retry_after", d.MaxRetryAfter},
 		{"delivery.tombstone_retention", d.TombstoneRetention},
+		{"delivery.maintenance_interval", d.MaintenanceInterval},
 	} {
 		if p.d <= 0 {
 			return bad(p.path, "must be positive, got %s", p.d)
@@ -128,6 +129,14 @@ func validateDelivery(d *Delivery) error {
 		if p.n <= 0 {
 			return bad(p.path, "must be positive, got %d", p.n)
 		}
+	}
+	// Zero is refused rather than taken as the outbox's default: it reads
+	// as "keep nothing", which the outbox cannot do.
+	if d.ChangelogRetention == 0 {
+		return bad("delivery.changelog_retention", "must not be zero: a positive duration, or negative (e.g. -1s) for no age limit")
+	}
+	if d.ChangelogMaxEntries == 0 {
+		return bad("delivery.changelog_max_entries", "must not be zero: a positive number, or negative (e.g. -1) for no count limit")
 	}
 	if d.MaxPerEndpoint < 0 || d.MaxPerEndpoint > d.Concurrency {
 		return bad("delivery.max_per_endpoint", "must be from 0 (meaning delivery.concurrency) to delivery.concurrency (%d), got %d", d.Concurrency, d.MaxPerEndpoint)
