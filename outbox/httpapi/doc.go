@@ -36,4 +36,10 @@
 // batch by Config.MaxBatch (413); a batch is stored in one durable Enqueue
 // call, so it is accepted or rejected as a whole. Unknown routes answer 404
 // and known routes with another method 405, both in JSON.
+//
+// When the store's disk is full (ENOSPC or EDQUOT) a request answers 503
+// with "Retry-After: 5": the failed commit changed nothing, so the same
+// request can simply be sent again. Other server-side failures answer 500;
+// neither answer repeats the underlying error, which may name files: it goes
+// to Config.Logger.
 package httpapi

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/outboxd/outbox/outbox"
@@ -96,7 +97,8 @@ func isJSON(ct string) bool {
 }
 
 // fail answers err: an *apiError with its status, an outbox error mapped to
-// its status, anything else as 500 (logged).
+// its status, a full disk as 503 with Retry-After, anything else as 500
+// (logged; the answer does not repeat the error, which may name files).
 func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error, batch bool) {
 	if ae, ok := asAPIError(err); ok {
 		writeError(w, ae.status, ae.msg)
@@ -125,10 +127,30 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error, batch 
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
 		// The client went away; nobody reads this answer.
 		writeError(w, http.StatusServiceUnavailable, "request cancelled")
+	case isStorageFull(err):
+		// The commit failed as a whole (the store changes nothing unless it
+		// commits), so the same request can be sent again once space is
+		// freed. 503 with Retry-After is what clients and load balancers
+		// retry; the error names the file, so it is only logged.
+		h.cfg.Logger.Error("request failed: out of disk space", "method", r.Method, "path", r.URL.Path, "err", err)
+		w.Header().Set("Retry-After", strconv.Itoa(storageFullRetryAfter))
+		writeError(w, http.StatusServiceUnavailable, "the store is out of disk space; nothing was stored or changed, retry later")
 	default:
+		// The detail (often an I/O error naming the database file) is for
+		// the operator's log, not for clients.
 		h.cfg.Logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		writeError(w, http.StatusInternalServerError, "internal error: "+err.Error())
+		writeError(w, http.StatusInternalServerError, "internal error; the details are in the server's log")
 	}
+}
+
+// storageFullRetryAfter is the Retry-After, in seconds, of a 503 answered
+// because the disk is full.
+const storageFullRetryAfter = 5
+
+// isStorageFull reports whether err comes from a full filesystem or an
+// exhausted disk quota.
+func isStorageFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 // enqueue serves POST /v1/events.
