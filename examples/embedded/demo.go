@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/outboxd/outbox/examples/internal/console"
 	"github.com/outboxd/outbox/outbox"
 )
 
@@ -27,7 +28,7 @@ import (
 //	               its time (25ms a snapshot): changes made meanwhile are
 //	               coalesced into the room's one pending snapshot
 type demoReceiver struct {
-	out  *console
+	out  *console.Console
 	ln   net.Listener
 	srv  *http.Server
 	done chan struct{}
@@ -40,7 +41,7 @@ type demoReceiver struct {
 	stale    int                 // room snapshots older than the one held
 }
 
-func startDemoReceiver(out *console) (*demoReceiver, error) {
+func startDemoReceiver(out *console.Console) (*demoReceiver, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -55,7 +56,7 @@ func startDemoReceiver(out *console) (*demoReceiver, error) {
 		defer close(d.done)
 		_ = d.srv.Serve(ln)
 	}()
-	out.printf("demo receiver at %s: fails o-2's first event once, refuses 0-cent orders, parks each shipment twice", d.url())
+	out.Printf("demo receiver at %s: fails o-2's first event once, refuses 0-cent orders, parks each shipment twice", d.url())
 	return d, nil
 }
 
@@ -158,7 +159,7 @@ func (d *demoReceiver) run(ctx context.Context, base string, box *outbox.Outbox)
 	}
 
 	orders := []Order{{ID: "o-1", Customer: "ada", TotalCents: 1999}, {ID: "o-2", Customer: "grace", TotalCents: 4500}, {ID: "o-3", Customer: "alan", TotalCents: 0}}
-	d.out.printf("▶ 3 orders, each created, paid and shipped (o-3 is a free sample)")
+	d.out.Printf("▶ 3 orders, each created, paid and shipped (o-3 is a free sample)")
 	err := concurrently(len(orders), func(i int) error {
 		o := orders[i]
 		b, _ := json.Marshal(o)
@@ -173,12 +174,12 @@ func (d *demoReceiver) run(ctx context.Context, base string, box *outbox.Outbox)
 		return err
 	}
 
-	d.out.printf("▶ room lobby: 100 users join at once")
+	d.out.Printf("▶ room lobby: 100 users join at once")
 	err = concurrently(100, func(i int) error { return post("/rooms/lobby/join", fmt.Sprintf(`{"user":"u%03d"}`, i)) })
 	if err != nil {
 		return err
 	}
-	d.out.printf("▶ room lobby: 60 of them leave while 140 others join, 200 requests at once")
+	d.out.Printf("▶ room lobby: 60 of them leave while 140 others join, 200 requests at once")
 	err = concurrently(200, func(i int) error {
 		if i < 60 {
 			return post("/rooms/lobby/leave", fmt.Sprintf(`{"user":"u%03d"}`, i))
@@ -194,27 +195,27 @@ func (d *demoReceiver) run(ctx context.Context, base string, box *outbox.Outbox)
 	}
 
 	// Wait until every event was delivered or dead.
-	if err := d.out.waitIdle(ctx, box, 2*time.Minute, nil); err != nil {
+	if err := d.out.WaitIdle(ctx, box, 2*time.Minute, nil); err != nil {
 		return err
 	}
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, o := range orders {
-		d.out.printf("summary: order %s reached the receiver as %s", o.ID, strings.Join(d.orders[o.ID], " → "))
+		d.out.Printf("summary: order %s reached the receiver as %s", o.ID, strings.Join(d.orders[o.ID], " → "))
 	}
 	dead, _, err := box.List(ctx, outbox.ListOptions{State: outbox.StateDead})
 	if err != nil {
 		return err
 	}
 	for _, ev := range dead {
-		d.out.printf("summary: dead letter %s (%s): kept, replayable", ev.ID, ev.DeadReason)
+		d.out.Printf("summary: dead letter %s (%s): kept, replayable", ev.ID, ev.DeadReason)
 	}
 	lobby := d.rooms["lobby"]
-	d.out.printf("summary: room lobby changed 300 times; the receiver got %d snapshots (older ones coalesced away, %d arrived late and were ignored)", d.accepted, d.stale)
+	d.out.Printf("summary: room lobby changed 300 times; the receiver got %d snapshots (older ones coalesced away, %d arrived late and were ignored)", d.accepted, d.stale)
 	if !slices.Equal(lobby.Members, want) {
 		return fmt.Errorf("the receiver's lobby has %d members, want the %d u060..u239", len(lobby.Members), len(want))
 	}
-	d.out.printf("summary: the receiver's lobby has exactly the expected %d members u060..u239 (revision %d) ✓", len(lobby.Members), lobby.Revision)
+	d.out.Printf("summary: the receiver's lobby has exactly the expected %d members u060..u239 (revision %d) ✓", len(lobby.Members), lobby.Revision)
 	return nil
 }

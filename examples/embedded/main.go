@@ -49,6 +49,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/outboxd/outbox/examples/internal/console"
 	"github.com/outboxd/outbox/httpsink"
 	"github.com/outboxd/outbox/outbox"
 )
@@ -89,14 +90,14 @@ func run(args []string, stdout io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	out := &console{w: stdout}
+	out := console.New(stdout)
 
 	var recv *demoReceiver
 	if *demo {
 		if *receiver != "" {
 			return errors.New("--demo brings its own receiver: drop --receiver")
 		}
-		demoPace(set, interval, park, backoff)
+		console.DemoPace(set, interval, park, backoff)
 		if !set["listen"] {
 			*listen = "127.0.0.1:0"
 		}
@@ -140,7 +141,7 @@ func run(args []string, stdout io.Writer) error {
 		Interval:       *interval,
 		ParkInterval:   *park,
 		BackoffInitial: *backoff,
-		Hooks:          outbox.Hooks{OnDelivery: out.printDelivery},
+		Hooks:          outbox.Hooks{OnDelivery: out.PrintDelivery},
 	})
 	if err != nil {
 		return err
@@ -168,7 +169,7 @@ func run(args []string, stdout io.Writer) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	base := "http://" + ln.Addr().String()
-	out.printf("embedded service listening on %s (state and outbox in %s), events go to %s", base, *dir, *receiver)
+	out.Printf("embedded service listening on %s (state and outbox in %s), events go to %s", base, *dir, *receiver)
 
 	// The demo runs until it is done or the program stops, whichever comes
 	// first; it is joined before the shutdown.
@@ -182,23 +183,23 @@ func run(args []string, stdout io.Writer) error {
 	var runErr error
 	select {
 	case <-ctx.Done():
-		out.printf("interrupted: shutting down")
+		out.Printf("interrupted: shutting down")
 	case err := <-serveErr:
 		runErr = err
 	case err := <-demoDone:
 		demoRunning = false
 		switch {
 		case err != nil && ctx.Err() != nil:
-			out.printf("interrupted: shutting down")
+			out.Printf("interrupted: shutting down")
 		case err != nil:
 			runErr = fmt.Errorf("demo: %w", err)
 		case *demoExit:
-			out.printf("demo complete: shutting down")
+			out.Printf("demo complete: shutting down")
 		default:
-			out.printf("the service keeps running on %s (try curl %s/rooms/lobby), Ctrl-C to stop", base, base)
+			out.Printf("the service keeps running on %s (try curl %s/rooms/lobby), Ctrl-C to stop", base, base)
 			select {
 			case <-ctx.Done():
-				out.printf("interrupted: shutting down")
+				out.Printf("interrupted: shutting down")
 			case err := <-serveErr:
 				runErr = err
 			}
@@ -222,9 +223,9 @@ func run(args []string, stdout io.Writer) error {
 	}
 	if runErr == nil {
 		if *demo && !set["dir"] {
-			out.printf("stopped cleanly (the demo's temporary files are removed)")
+			out.Printf("stopped cleanly (the demo's temporary files are removed)")
 		} else {
-			out.printf("stopped cleanly; undelivered events stay in %s for the next start", *dir)
+			out.Printf("stopped cleanly; undelivered events stay in %s for the next start", *dir)
 		}
 	}
 	return runErr

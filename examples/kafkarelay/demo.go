@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/outboxd/outbox/examples/internal/console"
 	"github.com/outboxd/outbox/httpsink"
 	"github.com/outboxd/outbox/kafka"
 	"github.com/outboxd/outbox/outbox"
@@ -28,7 +29,7 @@ import (
 //	shipping  answers 404 twice to a back-ordered shipment (parked: "not yet")
 //	email     answers 500 to the first attempt of every third record (retried)
 type demoEnv struct {
-	out     *console
+	out     *console.Console
 	cluster *kfake.Cluster
 	brokers []string
 	ln      net.Listener
@@ -46,7 +47,7 @@ type demoRecord struct {
 	Backorder bool `json:"backorder"`
 }
 
-func startDemo(out *console, topic string) (*demoEnv, error) {
+func startDemo(out *console.Console, topic string) (*demoEnv, error) {
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, topic))
 	if err != nil {
 		return nil, fmt.Errorf("in-process broker: %w", err)
@@ -65,8 +66,8 @@ func startDemo(out *console, topic string) (*demoEnv, error) {
 		defer close(d.done)
 		_ = d.srv.Serve(ln)
 	}()
-	out.printf("demo broker (in-process kfake) at %s, topic %s with 3 partitions", strings.Join(d.brokers, ","), topic)
-	out.printf("demo receivers at http://%s: shipping parks back-orders twice, email fails every third record once", ln.Addr())
+	out.Printf("demo broker (in-process kfake) at %s, topic %s with 3 partitions", strings.Join(d.brokers, ","), topic)
+	out.Printf("demo receivers at http://%s: shipping parks back-orders twice, email fails every third record once", ln.Addr())
 	return d, nil
 }
 
@@ -127,8 +128,8 @@ func (d *demoEnv) run(ctx context.Context, topic, changelog string, n int, box *
 		return err
 	}
 	defer cl.Close()
-	d.out.printf("▶ producing %d records to %s, each naming shipping or email in its outbox-destination header", n, topic)
-	d.out.printf("▶ and one record for \"fax\", an endpoint nobody configured")
+	d.out.Printf("▶ producing %d records to %s, each naming shipping or email in its outbox-destination header", n, topic)
+	d.out.Printf("▶ and one record for \"fax\", an endpoint nobody configured")
 	var recs []*kgo.Record
 	for i := range n + 1 {
 		dest := []string{"shipping", "email"}[i%2]
@@ -148,7 +149,7 @@ func (d *demoEnv) run(ctx context.Context, topic, changelog string, n int, box *
 
 	// Wait for every record to be delivered or dead, and the changelog to
 	// be shipped up to the last change.
-	err = d.out.waitIdle(ctx, box, 2*time.Minute, func() bool {
+	err = d.out.WaitIdle(ctx, box, 2*time.Minute, func() bool {
 		if d.delivered() < n || box.Stats().Dead < 1 {
 			return false
 		}
@@ -163,14 +164,14 @@ func (d *demoEnv) run(ctx context.Context, topic, changelog string, n int, box *
 	}
 
 	d.mu.Lock()
-	d.out.printf("summary: %d records delivered: shipping %d, email %d", n, len(d.got["shipping"]), len(d.got["email"]))
+	d.out.Printf("summary: %d records delivered: shipping %d, email %d", n, len(d.got["shipping"]), len(d.got["email"]))
 	d.mu.Unlock()
 	dead, _, err := box.List(ctx, outbox.ListOptions{State: outbox.StateDead})
 	if err != nil {
 		return err
 	}
 	for _, ev := range dead {
-		d.out.printf("summary: dead letter %s: %s", ev.ID, ev.DeadReason)
+		d.out.Printf("summary: dead letter %s: %s", ev.ID, ev.DeadReason)
 	}
 	if changelog == "" {
 		return nil
@@ -185,7 +186,7 @@ func (d *demoEnv) run(ctx context.Context, topic, changelog string, n int, box *
 		parts = append(parts, fmt.Sprintf("%s %d", op, ops[op]))
 		total += ops[op]
 	}
-	d.out.printf("summary: changelog topic %s holds %d entries (%s): enough to restore the pending and dead events on another machine",
+	d.out.Printf("summary: changelog topic %s holds %d entries (%s): enough to restore the pending and dead events on another machine",
 		changelog, total, strings.Join(parts, ", "))
 	return nil
 }

@@ -48,6 +48,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/outboxd/outbox/examples/internal/console"
 	"github.com/outboxd/outbox/httpsink"
 	"github.com/outboxd/outbox/kafka"
 	"github.com/outboxd/outbox/outbox"
@@ -132,7 +133,7 @@ func run(args []string, stdout io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	out := &console{w: stdout}
+	out := console.New(stdout)
 
 	var env *demoEnv
 	if *demo {
@@ -144,7 +145,7 @@ func run(args []string, stdout io.Writer) error {
 		if *demoRecords < 1 {
 			return errors.New("--demo-records: at least 1")
 		}
-		demoPace(set, interval, park, backoff)
+		console.DemoPace(set, interval, park, backoff)
 		if !set["db"] {
 			tmp, err := os.MkdirTemp("", "kafkarelay-demo-")
 			if err != nil {
@@ -209,10 +210,10 @@ func run(args []string, stdout io.Writer) error {
 		BackoffInitial: *backoff,
 		Hooks: outbox.Hooks{
 			OnEnqueue: func(n int) {
-				out.printf("← %d record(s) from %s stored durably (their offsets can be committed)", n, *topic)
+				out.Printf("← %d record(s) from %s stored durably (their offsets can be committed)", n, *topic)
 			},
-			OnDuplicate: func(n int) { out.printf("= %d record(s) read again: duplicates, dropped", n) },
-			OnDelivery:  out.printDelivery,
+			OnDuplicate: func(n int) { out.Printf("= %d record(s) read again: duplicates, dropped", n) },
+			OnDelivery:  out.PrintDelivery,
 		},
 	})
 	if err != nil {
@@ -241,7 +242,7 @@ func run(args []string, stdout io.Writer) error {
 	if *changelog != "" {
 		shipping = "to " + *changelog
 	}
-	out.printf("kafkarelay: %s on %s → %d endpoint(s), changelog shipped %s (outbox file %s)", *topic, *brokers, len(eps), shipping, *db)
+	out.Printf("kafkarelay: %s on %s → %d endpoint(s), changelog shipped %s (outbox file %s)", *topic, *brokers, len(eps), shipping, *db)
 
 	// The demo runs until it is done or the program stops, whichever comes
 	// first; it is joined before the shutdown.
@@ -255,20 +256,20 @@ func run(args []string, stdout io.Writer) error {
 	var runErr error
 	select {
 	case <-ctx.Done():
-		out.printf("interrupted: shutting down")
+		out.Printf("interrupted: shutting down")
 	case err := <-demoDone:
 		demoRunning = false
 		switch {
 		case err != nil && ctx.Err() != nil:
-			out.printf("interrupted: shutting down")
+			out.Printf("interrupted: shutting down")
 		case err != nil:
 			runErr = fmt.Errorf("demo: %w", err)
 		case *demoExit:
-			out.printf("demo complete: shutting down")
+			out.Printf("demo complete: shutting down")
 		default:
-			out.printf("the relay keeps running: produce to %s on %s, Ctrl-C to stop", *topic, *brokers)
+			out.Printf("the relay keeps running: produce to %s on %s, Ctrl-C to stop", *topic, *brokers)
 			<-ctx.Done()
-			out.printf("interrupted: shutting down")
+			out.Printf("interrupted: shutting down")
 		}
 	}
 
@@ -291,9 +292,9 @@ func run(args []string, stdout io.Writer) error {
 	}
 	if runErr == nil {
 		if *demo && !set["db"] {
-			out.printf("stopped cleanly (the demo's temporary files are removed)")
+			out.Printf("stopped cleanly (the demo's temporary files are removed)")
 		} else {
-			out.printf("stopped cleanly; undelivered events stay in %s for the next start", *db)
+			out.Printf("stopped cleanly; undelivered events stay in %s for the next start", *db)
 		}
 	}
 	return runErr

@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/outboxd/outbox/examples/internal/console"
 	"github.com/outboxd/outbox/outbox"
 )
 
@@ -34,7 +35,7 @@ import (
 // Every target checks the relay's own Standard Webhooks signature on what it
 // receives, with its secret.
 type demoTargets struct {
-	out  *console
+	out  *console.Console
 	ln   net.Listener
 	srv  *http.Server
 	done chan struct{}
@@ -55,7 +56,7 @@ var demoBehaviour = map[string]string{
 	"audit":   "refuses disputes with 422 (until fixed), answers 200 otherwise",
 }
 
-func startDemoTargets(out *console) (*demoTargets, error) {
+func startDemoTargets(out *console.Console) (*demoTargets, error) {
 	d := &demoTargets{
 		out:       out,
 		done:      make(chan struct{}),
@@ -85,7 +86,7 @@ func startDemoTargets(out *console) (*demoTargets, error) {
 		_ = d.srv.Serve(ln)
 	}()
 	for _, name := range slices.Sorted(maps.Keys(demoBehaviour)) {
-		out.printf("demo target %-8s at http://%s/%s %s", name, ln.Addr(), name, demoBehaviour[name])
+		out.Printf("demo target %-8s at http://%s/%s %s", name, ln.Addr(), name, demoBehaviour[name])
 	}
 	return d, nil
 }
@@ -131,7 +132,7 @@ func (d *demoTargets) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	v := &standardWebhooks{keys: [][]byte{key}, tolerance: DefaultTolerance}
 	if _, err := v.verify(r.Header, body, time.Now()); err != nil {
-		d.out.printf("  %s: the relay's signature does not verify: %v", target, err)
+		d.out.Printf("  %s: the relay's signature does not verify: %v", target, err)
 		w.WriteHeader(http.StatusUnauthorized)
 		return
 	}
@@ -192,7 +193,7 @@ func (d *demoTargets) run(ctx context.Context, base, adminBase string, box *outb
 		}, http.StatusOK},
 	}
 	for _, s := range steps {
-		d.out.printf("▶ %s", s.what)
+		d.out.Printf("▶ %s", s.what)
 		req, err := s.req()
 		if err != nil {
 			return err
@@ -208,7 +209,7 @@ func (d *demoTargets) run(ctx context.Context, base, adminBase string, box *outb
 		}
 	}
 
-	if err := d.out.waitIdle(ctx, box, 2*time.Minute, nil); err != nil {
+	if err := d.out.WaitIdle(ctx, box, 2*time.Minute, nil); err != nil {
 		return err
 	}
 	dead, err := d.summary(ctx, box)
@@ -221,7 +222,7 @@ func (d *demoTargets) run(ctx context.Context, base, adminBase string, box *outb
 	d.fixed = true
 	d.mu.Unlock()
 	for _, ev := range dead {
-		d.out.printf("▶ audit ships a fix; an operator replays the dead letter: POST %s/v1/events/%s/replay", adminBase, ev.ID)
+		d.out.Printf("▶ audit ships a fix; an operator replays the dead letter: POST %s/v1/events/%s/replay", adminBase, ev.ID)
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, adminBase+"/v1/events/"+url.PathEscape(ev.ID)+"/replay", nil)
 		if err != nil {
 			return err
@@ -235,7 +236,7 @@ func (d *demoTargets) run(ctx context.Context, base, adminBase string, box *outb
 			return fmt.Errorf("replay %s: admin API answered %d", ev.ID, resp.StatusCode)
 		}
 	}
-	if err := d.out.waitIdle(ctx, box, 2*time.Minute, nil); err != nil {
+	if err := d.out.WaitIdle(ctx, box, 2*time.Minute, nil); err != nil {
 		return err
 	}
 	_, err = d.summary(ctx, box)
@@ -254,16 +255,16 @@ func (d *demoTargets) summary(ctx context.Context, box *outbox.Outbox) ([]outbox
 		lines = append(lines, fmt.Sprintf("%s %d", t, n))
 	}
 	d.mu.Unlock()
-	d.out.printf("summary: delivered per target: %s", strings.Join(lines, ", "))
+	d.out.Printf("summary: delivered per target: %s", strings.Join(lines, ", "))
 	dead, _, err := box.List(ctx, outbox.ListOptions{State: outbox.StateDead})
 	if err != nil {
 		return nil, err
 	}
 	for _, ev := range dead {
-		d.out.printf("summary: dead letter %s: %s", ev.ID, ev.DeadReason)
+		d.out.Printf("summary: dead letter %s: %s", ev.ID, ev.DeadReason)
 	}
 	if len(dead) == 0 {
-		d.out.printf("summary: no dead letters")
+		d.out.Printf("summary: no dead letters")
 	}
 	return dead, nil
 }

@@ -55,6 +55,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/outboxd/outbox/examples/internal/console"
 	"github.com/outboxd/outbox/httpsink"
 	"github.com/outboxd/outbox/outbox"
 	"github.com/outboxd/outbox/outbox/httpapi"
@@ -97,7 +98,7 @@ func run(args []string, stdout io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	out := &console{w: stdout}
+	out := console.New(stdout)
 
 	var (
 		cfg     *Config
@@ -108,7 +109,7 @@ func run(args []string, stdout io.Writer) error {
 		if *configPath != "" {
 			return errors.New("--demo brings its own configuration: drop --config")
 		}
-		demoPace(set, interval, park, backoff)
+		console.DemoPace(set, interval, park, backoff)
 		targets, err = startDemoTargets(out)
 		if err != nil {
 			return err
@@ -154,7 +155,7 @@ func run(args []string, stdout io.Writer) error {
 	defer sink.Close()
 	box, err := outbox.Open(cfg.DB, outbox.Config{
 		Sink:               sink,
-		Hooks:              outbox.Hooks{OnDelivery: out.printDelivery},
+		Hooks:              outbox.Hooks{OnDelivery: out.PrintDelivery},
 		Interval:           *interval,
 		ParkInterval:       *park,
 		BackoffInitial:     *backoff,
@@ -185,7 +186,7 @@ func run(args []string, stdout io.Writer) error {
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- srv.Serve(ln) }()
 	base := "http://" + ln.Addr().String()
-	out.printf("webhookrelay listening on %s/hooks/{source} (outbox file %s)", base, cfg.DB)
+	out.Printf("webhookrelay listening on %s/hooks/{source} (outbox file %s)", base, cfg.DB)
 
 	var adminSrv *http.Server
 	adminBase := ""
@@ -198,7 +199,7 @@ func run(args []string, stdout io.Writer) error {
 		adminSrv = &http.Server{Handler: httpapi.New(box, httpapi.Config{Token: cfg.Admin.token}), ReadHeaderTimeout: 10 * time.Second}
 		go func() { serveErr <- adminSrv.Serve(aln) }()
 		adminBase = "http://" + aln.Addr().String()
-		out.printf("admin API on %s/v1/ (dead letters: GET /v1/events?state=dead, replay: POST /v1/events/{id}/replay)", adminBase)
+		out.Printf("admin API on %s/v1/ (dead letters: GET /v1/events?state=dead, replay: POST /v1/events/{id}/replay)", adminBase)
 	}
 
 	// The demo runs until it is done or the program stops, whichever comes
@@ -214,22 +215,22 @@ func run(args []string, stdout io.Writer) error {
 	var runErr error
 	select {
 	case <-ctx.Done():
-		out.printf("interrupted: shutting down")
+		out.Printf("interrupted: shutting down")
 	case err := <-serveErr:
 		runErr = err
 	case err := <-demoDone:
 		demoRunning = false
 		if err != nil && ctx.Err() != nil {
-			out.printf("interrupted: shutting down")
+			out.Printf("interrupted: shutting down")
 		} else if err != nil {
 			runErr = fmt.Errorf("demo: %w", err)
 		} else if *demoExit {
-			out.printf("demo complete: shutting down")
+			out.Printf("demo complete: shutting down")
 		} else {
-			out.printf("the relay keeps running: post your own signed webhooks to %s/hooks/{source}, Ctrl-C to stop", base)
+			out.Printf("the relay keeps running: post your own signed webhooks to %s/hooks/{source}, Ctrl-C to stop", base)
 			select {
 			case <-ctx.Done():
-				out.printf("interrupted: shutting down")
+				out.Printf("interrupted: shutting down")
 			case err := <-serveErr:
 				runErr = err
 			}
@@ -258,9 +259,9 @@ func run(args []string, stdout io.Writer) error {
 	}
 	if runErr == nil {
 		if *demo && *db == "" {
-			out.printf("stopped cleanly (the demo's temporary files are removed)")
+			out.Printf("stopped cleanly (the demo's temporary files are removed)")
 		} else {
-			out.printf("stopped cleanly; undelivered events stay in %s for the next start", cfg.DB)
+			out.Printf("stopped cleanly; undelivered events stay in %s for the next start", cfg.DB)
 		}
 	}
 	return runErr

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/outboxd/outbox/examples/internal/console"
 	"github.com/outboxd/outbox/outbox"
 )
 
@@ -15,7 +16,7 @@ import (
 type relay struct {
 	cfg *Config
 	box *outbox.Outbox
-	out *console
+	out *console.Console
 	now func() time.Time
 }
 
@@ -44,7 +45,7 @@ func (rl *relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, errNoDeliveryID) || errors.Is(err, errBadDeliveryID) {
 			status = http.StatusBadRequest // signed, but not something we can relay
 		}
-		rl.out.printf("✗ %s: %d %s — %v, nothing stored", name, status, http.StatusText(status), err)
+		rl.out.Printf("✗ %s: %d %s — %v, nothing stored", name, status, http.StatusText(status), err)
 		reply(w, status, err.Error())
 		return
 	}
@@ -76,7 +77,7 @@ func (rl *relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case errors.Is(err, outbox.ErrConflict):
 			// The same delivery ID was stored with another body: not a
 			// redelivery. Refuse it loudly rather than pick one.
-			rl.out.printf("✗ %s: delivery %s reused with a different body: 409", name, in.DeliveryID)
+			rl.out.Printf("✗ %s: delivery %s reused with a different body: 409", name, in.DeliveryID)
 			reply(w, http.StatusConflict, "delivery ID already stored with another body")
 		case errors.Is(err, outbox.ErrInvalid):
 			reply(w, http.StatusBadRequest, err.Error())
@@ -84,17 +85,17 @@ func (rl *relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			reply(w, http.StatusServiceUnavailable, "shutting down")
 		default:
 			// Not stored: a 5xx makes the provider try again later.
-			rl.out.printf("✗ %s: delivery %s not stored: %v", name, in.DeliveryID, err)
+			rl.out.Printf("✗ %s: delivery %s not stored: %v", name, in.DeliveryID, err)
 			reply(w, http.StatusInternalServerError, "not stored, try again")
 		}
 		return
 	}
 	if dup {
-		rl.out.printf("= %s: delivery %s is a redelivery: already stored, nothing new", name, in.DeliveryID)
+		rl.out.Printf("= %s: delivery %s is a redelivery: already stored, nothing new", name, in.DeliveryID)
 		replyJSON(w, http.StatusOK, map[string]any{"status": "duplicate", "delivery": in.DeliveryID})
 		return
 	}
-	rl.out.printf("✓ %s: delivery %s verified (%s) and stored for %v", name, in.DeliveryID, src.Scheme, src.Targets)
+	rl.out.Printf("✓ %s: delivery %s verified (%s) and stored for %v", name, in.DeliveryID, src.Scheme, src.Targets)
 	replyJSON(w, http.StatusAccepted, map[string]any{"status": "stored", "delivery": in.DeliveryID, "targets": src.Targets})
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxd/outbox/examples/internal/console"
 	"github.com/outboxd/outbox/outbox"
 )
 
@@ -40,7 +41,7 @@ func newTestRelay(t *testing.T, maxBody int) (http.Handler, *outbox.Outbox) {
 	}
 	t.Cleanup(func() { box.Stop(context.Background()) })
 	mux := http.NewServeMux()
-	mux.Handle("POST /hooks/{source}", &relay{cfg: cfg, box: box, out: &console{w: io.Discard}, now: time.Now})
+	mux.Handle("POST /hooks/{source}", &relay{cfg: cfg, box: box, out: console.New(io.Discard), now: time.Now})
 	return mux, box
 }
 

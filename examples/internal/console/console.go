@@ -1,4 +1,4 @@
-package main
+package console
 
 import (
 	"context"
@@ -12,23 +12,32 @@ import (
 	"github.com/outboxd/outbox/outbox"
 )
 
-// console prints one readable, timestamped line per thing that happens.
-type console struct {
+// Console prints one readable, timestamped line per thing that happens. It
+// is safe for concurrent use.
+type Console struct {
 	mu       sync.Mutex
 	w        io.Writer
 	attempts atomic.Uint64 // delivery attempts printed
 }
 
-func (c *console) printf(format string, args ...any) {
+// New returns a Console writing to w.
+func New(w io.Writer) *Console {
+	return &Console{w: w}
+}
+
+// Printf prints one line, formatted as fmt.Sprintf does and prefixed with
+// the wall-clock time.
+func (c *Console) Printf(format string, args ...any) {
 	line := fmt.Sprintf(format, args...)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	fmt.Fprintf(c.w, "%s %s\n", time.Now().Format("15:04:05.000"), line)
 }
 
-// printDelivery prints the committed outcome of one delivery attempt:
-// delivered, retried, parked, throttled, disabled or dead-lettered.
-func (c *console) printDelivery(d outbox.DeliveryInfo) {
+// PrintDelivery prints the committed outcome of one delivery attempt:
+// delivered, retried, parked, throttled, disabled or dead-lettered. It fits
+// outbox.Hooks.OnDelivery.
+func (c *Console) PrintDelivery(d outbox.DeliveryInfo) {
 	what := map[outbox.Action]string{
 		outbox.ActionSuccess:  "delivered",
 		outbox.ActionRetry:    "will retry (backoff)",
@@ -44,14 +53,15 @@ func (c *console) printDelivery(d outbox.DeliveryInfo) {
 	if d.Status != 0 {
 		status = strconv.Itoa(d.Status)
 	}
-	c.printf("→ %-8s %s  attempt %d: %s, %s", d.Endpoint, d.ID, d.Attempt, status, what)
+	c.Printf("→ %-8s %s  attempt %d: %s, %s", d.Endpoint, d.ID, d.Attempt, status, what)
 	c.attempts.Add(1)
 }
 
-// waitIdle waits until box has nothing pending or in flight, every attempt
+// WaitIdle waits until box has nothing pending or in flight, every attempt
 // it counted was printed, and done (if not nil) holds, twice in a row 50ms
-// apart, so that what is printed next comes after every delivery line.
-func (c *console) waitIdle(ctx context.Context, box *outbox.Outbox, limit time.Duration, done func() bool) error {
+// apart, so that what is printed next comes after every delivery line. It
+// gives up with an error after limit, or when ctx is done.
+func (c *Console) WaitIdle(ctx context.Context, box *outbox.Outbox, limit time.Duration, done func() bool) error {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	deadline := time.Now().Add(limit)
@@ -74,9 +84,11 @@ func (c *console) waitIdle(ctx context.Context, box *outbox.Outbox, limit time.D
 	return nil
 }
 
-// demoPace sets the delivery timings of a demo, seconds rather than the
-// production defaults' minutes, except those given on the command line.
-func demoPace(set map[string]bool, interval, park, backoff *time.Duration) {
+// DemoPace sets the delivery timings of a demo, seconds rather than the
+// production defaults' minutes, except those given on the command line:
+// set holds the names of the flags given ("interval", "park-interval",
+// "backoff").
+func DemoPace(set map[string]bool, interval, park, backoff *time.Duration) {
 	for _, f := range []struct {
 		flag string
 		d    *time.Duration
