@@ -1,15 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -17,23 +13,12 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/outboxd/outbox/examples/internal/runexample"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) {
-		if built.dir != "" {
-			os.RemoveAll(built.dir)
-		}
-	}))
-}
-
-// built is the example's binary, built once for all the tests of the
-// package (under -race when the tests are).
-var built struct {
-	once      sync.Once
-	dir, path string
-	out       []byte
-	err       error
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { runexample.Cleanup() }))
 }
 
 // receiver is the downstream service of the test.
@@ -88,116 +73,20 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
-// proc is the example binary running.
-type proc struct {
-	cmd   *exec.Cmd
-	mu    sync.Mutex
-	lines []string
-	done  chan struct{}
-}
-
-func start(t *testing.T, bin string, env []string, args ...string) *proc {
-	t.Helper()
-	p := &proc{cmd: exec.Command(bin, args...), done: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stderr = os.Stderr
-	stdout, err := p.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(p.done)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.lines = append(p.lines, sc.Text())
-			p.mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			_ = p.cmd.Process.Kill()
-			<-p.done
-			_ = p.cmd.Wait()
-		}
-	})
-	return p
-}
-
-func (p *proc) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return strings.Join(p.lines, "\n")
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for %s", what)
-		case <-tick.C:
-		}
-	}
-}
-
-// interrupt sends SIGINT and waits for a clean exit.
-func (p *proc) interrupt(t *testing.T) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("no exit within 30s of SIGINT")
-	}
-	if err := p.cmd.Wait(); err != nil {
-		t.Fatalf("exit after SIGINT: %v\n%s", err, p.output())
-	}
-}
-
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	built.once.Do(func() {
-		if built.dir, built.err = os.MkdirTemp("", "embedded-test-"); built.err != nil {
-			return
-		}
-		built.path = filepath.Join(built.dir, "embedded")
-		args := []string{"build", "-o", built.path}
-		if raceEnabled {
-			args = append(args, "-race")
-		}
-		built.out, built.err = exec.Command("go", append(args, ".")...).CombinedOutput()
-	})
-	if built.err != nil {
-		t.Fatalf("go build: %v\n%s", built.err, built.out)
-	}
-	return built.path
-}
-
 func TestServiceAsAUserRunsIt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := buildBinary(t)
+	bin := runexample.Binary(t)
 	rc := &receiver{tries: map[string]int{}, orders: map[string][]string{}}
 	recv := httptest.NewServer(rc)
 	defer recv.Close()
 
-	p := start(t, bin, nil, "--listen", "127.0.0.1:0", "--dir", t.TempDir(), "--receiver", recv.URL, "--allow-private",
+	p := runexample.Start(t, bin, nil, "--listen", "127.0.0.1:0", "--dir", t.TempDir(), "--receiver", recv.URL, "--allow-private",
 		"--interval", "50ms", "--backoff", "50ms", "--park-interval", "100ms")
 	var base string
-	waitFor(t, "the listening line", 20*time.Second, func() bool {
-		out := p.output()
+	runexample.WaitFor(t, "the listening line", 20*time.Second, func() bool {
+		out := p.Output()
 		if i := strings.Index(out, "listening on "); i >= 0 {
 			base = strings.Fields(out[i+len("listening on "):])[0]
 			return true
@@ -278,12 +167,12 @@ func TestServiceAsAUserRunsIt(t *testing.T) {
 	}
 
 	// The receiver ends with exactly that membership.
-	waitFor(t, "the receiver to get the final membership", 30*time.Second, func() bool {
+	runexample.WaitFor(t, "the receiver to get the final membership", 30*time.Second, func() bool {
 		rc.mu.Lock()
 		defer rc.mu.Unlock()
 		return rc.lobby.Revision == 240
 	})
-	waitFor(t, "every order's events", 30*time.Second, func() bool {
+	runexample.WaitFor(t, "every order's events", 30*time.Second, func() bool {
 		rc.mu.Lock()
 		defer rc.mu.Unlock()
 		for i := range 5 {
@@ -293,9 +182,9 @@ func TestServiceAsAUserRunsIt(t *testing.T) {
 		}
 		return true
 	})
-	p.interrupt(t)
-	if !strings.Contains(p.output(), "stopped cleanly") {
-		t.Fatalf("no clean stop in the output:\n%s", p.output())
+	p.Interrupt(t)
+	if !strings.Contains(p.Output(), "stopped cleanly") {
+		t.Fatalf("no clean stop in the output:\n%s", p.Output())
 	}
 
 	rc.mu.Lock()
@@ -318,17 +207,17 @@ func TestDemoRunsToTheEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := buildBinary(t)
-	p := start(t, bin, nil, "--demo", "--demo-exit")
+	bin := runexample.Binary(t)
+	p := runexample.Start(t, bin, nil, "--demo", "--demo-exit")
 	select {
-	case <-p.done:
+	case <-p.Done():
 	case <-time.After(60 * time.Second):
 		t.Fatal("the demo did not finish within 60s")
 	}
-	if err := p.cmd.Wait(); err != nil {
-		t.Fatalf("demo: %v\n%s", err, p.output())
+	if err := p.Wait(); err != nil {
+		t.Fatalf("demo: %v\n%s", err, p.Output())
 	}
-	out := p.output()
+	out := p.Output()
 	for _, want := range []string{
 		"order o-2 reached the receiver as order.created → order.paid → order.shipped",
 		"will retry", "parked", "dead letter order:o-3:created",

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,120 +17,12 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"go.uber.org/goleak"
 
+	"github.com/outboxd/outbox/examples/internal/runexample"
 	"github.com/outboxd/outbox/kafka"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) {
-		if built.dir != "" {
-			os.RemoveAll(built.dir)
-		}
-	}))
-}
-
-// built is the example's binary, built once for all the tests of the
-// package (under -race when the tests are).
-var built struct {
-	once      sync.Once
-	dir, path string
-	out       []byte
-	err       error
-}
-
-// proc is the example binary running.
-type proc struct {
-	cmd   *exec.Cmd
-	mu    sync.Mutex
-	lines []string
-	done  chan struct{}
-}
-
-func start(t *testing.T, bin string, env []string, args ...string) *proc {
-	t.Helper()
-	p := &proc{cmd: exec.Command(bin, args...), done: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stderr = os.Stderr
-	stdout, err := p.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(p.done)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.lines = append(p.lines, sc.Text())
-			p.mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			_ = p.cmd.Process.Kill()
-			<-p.done
-			_ = p.cmd.Wait()
-		}
-	})
-	return p
-}
-
-func (p *proc) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return strings.Join(p.lines, "\n")
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for %s", what)
-		case <-tick.C:
-		}
-	}
-}
-
-// interrupt sends SIGINT and waits for a clean exit.
-func (p *proc) interrupt(t *testing.T) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("no exit within 30s of SIGINT")
-	}
-	if err := p.cmd.Wait(); err != nil {
-		t.Fatalf("exit after SIGINT: %v\n%s", err, p.output())
-	}
-}
-
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	built.once.Do(func() {
-		if built.dir, built.err = os.MkdirTemp("", "kafkarelay-test-"); built.err != nil {
-			return
-		}
-		built.path = filepath.Join(built.dir, "kafkarelay")
-		args := []string{"build", "-o", built.path}
-		if raceEnabled {
-			args = append(args, "-race")
-		}
-		built.out, built.err = exec.Command("go", append(args, ".")...).CombinedOutput()
-	})
-	if built.err != nil {
-		t.Fatalf("go build: %v\n%s", built.err, built.out)
-	}
-	return built.path
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { runexample.Cleanup() }))
 }
 
 // receiver counts what each endpoint accepted.
@@ -172,7 +61,7 @@ func TestRelayDeliversEveryRecord(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := buildBinary(t)
+	bin := runexample.Binary(t)
 	// A broker that wants SCRAM-SHA-256, as production ones do.
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "orders"),
 		kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-256", "relay", "relay-password"))
@@ -209,7 +98,7 @@ func TestRelayDeliversEveryRecord(t *testing.T) {
 	}
 	produce(0, n/2)
 
-	p := start(t, bin, []string{"TEST_SASL_PASSWORD=relay-password"},
+	p := runexample.Start(t, bin, []string{"TEST_SASL_PASSWORD=relay-password"},
 		"--brokers", strings.Join(brokers, ","), "--topic", "orders", "--group", "relay-test",
 		"--sasl", "scram-sha-256", "--sasl-user", "relay", "--sasl-password-env", "TEST_SASL_PASSWORD",
 		"--endpoint", "main="+recv.URL+"/main", "--endpoint", "audit="+recv.URL+"/audit", "--destination", "main",
@@ -217,7 +106,7 @@ func TestRelayDeliversEveryRecord(t *testing.T) {
 		"--interval", "50ms", "--park-interval", "100ms", "--backoff", "50ms")
 	produce(n/2, n)
 
-	waitFor(t, "every record delivered", 60*time.Second, func() bool { return rc.count() == n })
+	runexample.WaitFor(t, "every record delivered", 60*time.Second, func() bool { return rc.count() == n })
 
 	// The changelog topic ends with a tombstone (a delete) for every record.
 	deleted := map[string]bool{}
@@ -243,9 +132,9 @@ func TestRelayDeliversEveryRecord(t *testing.T) {
 		})
 	}
 
-	p.interrupt(t)
-	if !strings.Contains(p.output(), "stopped cleanly") {
-		t.Fatalf("no clean stop in the output:\n%s", p.output())
+	p.Interrupt(t)
+	if !strings.Contains(p.Output(), "stopped cleanly") {
+		t.Fatalf("no clean stop in the output:\n%s", p.Output())
 	}
 
 	rc.mu.Lock()
@@ -277,17 +166,17 @@ func TestDemoRunsToTheEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := buildBinary(t)
-	p := start(t, bin, nil, "--demo", "--demo-exit", "--db", filepath.Join(t.TempDir(), "demo.db"))
+	bin := runexample.Binary(t)
+	p := runexample.Start(t, bin, nil, "--demo", "--demo-exit", "--db", filepath.Join(t.TempDir(), "demo.db"))
 	select {
-	case <-p.done:
+	case <-p.Done():
 	case <-time.After(60 * time.Second):
 		t.Fatal("the demo did not finish within 60s")
 	}
-	if err := p.cmd.Wait(); err != nil {
-		t.Fatalf("demo: %v\n%s", err, p.output())
+	if err := p.Wait(); err != nil {
+		t.Fatalf("demo: %v\n%s", err, p.Output())
 	}
-	out := p.output()
+	out := p.Output()
 	for _, want := range []string{"12 records delivered", "parked", "will retry", `unknown endpoint: "fax"`, "changelog topic kafkarelay-changelog holds", "stopped cleanly"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)

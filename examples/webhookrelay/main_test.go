@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -12,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -22,24 +20,12 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/outboxd/outbox/examples/internal/runexample"
 	"github.com/outboxd/outbox/store"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) {
-		if built.dir != "" {
-			os.RemoveAll(built.dir)
-		}
-	}))
-}
-
-// built is the example's binary, built once for all the tests of the
-// package (under -race when the tests are).
-var built struct {
-	once      sync.Once
-	dir, path string
-	out       []byte
-	err       error
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { runexample.Cleanup() }))
 }
 
 // The providers, signed the way their documentation says, written here
@@ -139,107 +125,11 @@ func (tg *target) snapshot() (got map[string]int, tries map[string]int, bad []st
 	return got, tries, append([]string(nil), tg.bad...)
 }
 
-// proc is the relay binary running.
-type proc struct {
-	cmd   *exec.Cmd
-	mu    sync.Mutex
-	lines []string
-	done  chan struct{}
-}
-
-func start(t *testing.T, bin string, env []string, args ...string) *proc {
-	t.Helper()
-	p := &proc{cmd: exec.Command(bin, args...), done: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stderr = os.Stderr
-	stdout, err := p.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(p.done)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.lines = append(p.lines, sc.Text())
-			p.mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			_ = p.cmd.Process.Kill()
-			<-p.done
-			_ = p.cmd.Wait()
-		}
-	})
-	return p
-}
-
-func (p *proc) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return strings.Join(p.lines, "\n")
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for %s", what)
-		case <-tick.C:
-		}
-	}
-}
-
-// interrupt sends SIGINT and waits for a clean exit.
-func (p *proc) interrupt(t *testing.T) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("no exit within 30s of SIGINT")
-	}
-	if err := p.cmd.Wait(); err != nil {
-		t.Fatalf("exit after SIGINT: %v\n%s", err, p.output())
-	}
-}
-
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	built.once.Do(func() {
-		if built.dir, built.err = os.MkdirTemp("", "webhookrelay-test-"); built.err != nil {
-			return
-		}
-		built.path = filepath.Join(built.dir, "webhookrelay")
-		args := []string{"build", "-o", built.path}
-		if raceEnabled {
-			args = append(args, "-race")
-		}
-		built.out, built.err = exec.Command("go", append(args, ".")...).CombinedOutput()
-	})
-	if built.err != nil {
-		t.Fatalf("go build: %v\n%s", built.err, built.out)
-	}
-	return built.path
-}
-
 func TestRelayAsAUserRunsIt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := buildBinary(t)
+	bin := runexample.Binary(t)
 	dir := t.TempDir()
 
 	fast, slow := newTarget("fast", 0), newTarget("slow", 3)
@@ -281,11 +171,11 @@ sources:
 		t.Fatal(err)
 	}
 
-	p := start(t, bin, []string{"TEST_GH_SECRET=" + ghSecret, "TEST_ADMIN_TOKEN=s3cret-admin"},
+	p := runexample.Start(t, bin, []string{"TEST_GH_SECRET=" + ghSecret, "TEST_ADMIN_TOKEN=s3cret-admin"},
 		"--config", cfgPath, "--interval", "50ms", "--park-interval", "100ms", "--backoff", "50ms")
 	var base, admin string
-	waitFor(t, "the listening lines", 20*time.Second, func() bool {
-		out := p.output()
+	runexample.WaitFor(t, "the listening lines", 20*time.Second, func() bool {
+		out := p.Output()
 		i, j := strings.Index(out, "listening on "), strings.Index(out, "admin API on ")
 		if i < 0 || j < 0 {
 			return false
@@ -386,7 +276,7 @@ sources:
 		"st:evt_1NG8Du2eZvKYlo2CUI79vXWy:",
 		"sw:msg_2KWPBgLlAfxdpx2AI54pPJ85f4W:",
 	}
-	waitFor(t, "every target to get every event", 30*time.Second, func() bool {
+	runexample.WaitFor(t, "every target to get every event", 30*time.Second, func() bool {
 		for _, tg := range []*target{fast, slow} {
 			got, _, _ := tg.snapshot()
 			for _, id := range ids {
@@ -412,9 +302,9 @@ sources:
 	code, body = post("st", stBody, signStripe(stSecret, now+2, stBody))
 	expect("stripe retry after delivery", http.StatusOK, code, body)
 
-	p.interrupt(t)
-	if !strings.Contains(p.output(), "stopped cleanly") {
-		t.Fatalf("no clean stop in the output:\n%s", p.output())
+	p.Interrupt(t)
+	if !strings.Contains(p.Output(), "stopped cleanly") {
+		t.Fatalf("no clean stop in the output:\n%s", p.Output())
 	}
 
 	for _, tg := range []*target{fast, slow} {
@@ -469,17 +359,17 @@ func TestDemoRunsToTheEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := buildBinary(t)
-	p := start(t, bin, nil, "--demo", "--demo-exit", "--db", filepath.Join(t.TempDir(), "demo.db"))
+	bin := runexample.Binary(t)
+	p := runexample.Start(t, bin, nil, "--demo", "--demo-exit", "--db", filepath.Join(t.TempDir(), "demo.db"))
 	select {
-	case <-p.done:
+	case <-p.Done():
 	case <-time.After(60 * time.Second):
 		t.Fatal("the demo did not finish within 60s")
 	}
-	if err := p.cmd.Wait(); err != nil {
-		t.Fatalf("demo: %v\n%s", err, p.output())
+	if err := p.Wait(); err != nil {
+		t.Fatalf("demo: %v\n%s", err, p.Output())
 	}
-	out := p.output()
+	out := p.Output()
 	for _, want := range []string{
 		"401 Unauthorized", "is a redelivery", "parked", "will retry", "dead letter",
 		"delivered per target: audit 3, billing 2, ci 1, crm 1", "dead letter stripe:evt_1003:audit: status 422",

@@ -1,6 +1,6 @@
 //go:build race
 
-package main
+package runexample
 
 // raceEnabled: the test runs under -race, and so does the binary it builds.
 const raceEnabled = true
