@@ -173,43 +173,12 @@ func run(args []string, stdout io.Writer) error {
 
 	// The demo runs until it is done or the program stops, whichever comes
 	// first; it is joined before the shutdown.
-	demoDone := make(chan error, 1)
-	demoCtx, stopDemo := context.WithCancel(ctx)
-	defer stopDemo()
-	demoRunning := *demo
+	var demoRun func(context.Context) error
 	if *demo {
-		go func() { demoDone <- recv.run(demoCtx, base, box) }()
+		demoRun = func(ctx context.Context) error { return recv.run(ctx, base, box) }
 	}
-	var runErr error
-	select {
-	case <-ctx.Done():
-		out.Printf("interrupted: shutting down")
-	case err := <-serveErr:
-		runErr = err
-	case err := <-demoDone:
-		demoRunning = false
-		switch {
-		case err != nil && ctx.Err() != nil:
-			out.Printf("interrupted: shutting down")
-		case err != nil:
-			runErr = fmt.Errorf("demo: %w", err)
-		case *demoExit:
-			out.Printf("demo complete: shutting down")
-		default:
-			out.Printf("the service keeps running on %s (try curl %s/rooms/lobby), Ctrl-C to stop", base, base)
-			select {
-			case <-ctx.Done():
-				out.Printf("interrupted: shutting down")
-			case err := <-serveErr:
-				runErr = err
-			}
-		}
-	}
-
-	stopDemo()
-	if demoRunning {
-		<-demoDone
-	}
+	runErr := out.RunDemo(ctx, serveErr, demoRun, *demoExit,
+		fmt.Sprintf("the service keeps running on %s (try curl %s/rooms/lobby), Ctrl-C to stop", base, base))
 
 	// Stop taking requests first, then let deliveries in flight finish.
 	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -246,37 +246,12 @@ func run(args []string, stdout io.Writer) error {
 
 	// The demo runs until it is done or the program stops, whichever comes
 	// first; it is joined before the shutdown.
-	demoDone := make(chan error, 1)
-	demoCtx, stopDemo := context.WithCancel(ctx)
-	defer stopDemo()
-	demoRunning := *demo
+	var demoRun func(context.Context) error
 	if *demo {
-		go func() { demoDone <- env.run(demoCtx, *topic, *changelog, *demoRecords, box) }()
+		demoRun = func(ctx context.Context) error { return env.run(ctx, *topic, *changelog, *demoRecords, box) }
 	}
-	var runErr error
-	select {
-	case <-ctx.Done():
-		out.Printf("interrupted: shutting down")
-	case err := <-demoDone:
-		demoRunning = false
-		switch {
-		case err != nil && ctx.Err() != nil:
-			out.Printf("interrupted: shutting down")
-		case err != nil:
-			runErr = fmt.Errorf("demo: %w", err)
-		case *demoExit:
-			out.Printf("demo complete: shutting down")
-		default:
-			out.Printf("the relay keeps running: produce to %s on %s, Ctrl-C to stop", *topic, *brokers)
-			<-ctx.Done()
-			out.Printf("interrupted: shutting down")
-		}
-	}
-
-	stopDemo()
-	if demoRunning {
-		<-demoDone
-	}
+	runErr := out.RunDemo(ctx, nil, demoRun, *demoExit,
+		fmt.Sprintf("the relay keeps running: produce to %s on %s, Ctrl-C to stop", *topic, *brokers))
 
 	// Stop consuming first (committing what is durable), then let deliveries
 	// in flight finish.

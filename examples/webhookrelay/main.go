@@ -204,43 +204,12 @@ func run(args []string, stdout io.Writer) error {
 
 	// The demo runs until it is done or the program stops, whichever comes
 	// first; it is joined before the shutdown.
-	demoDone := make(chan error, 1)
-	demoCtx, stopDemo := context.WithCancel(ctx)
-	defer stopDemo()
-	demoRunning := *demo
+	var demoRun func(context.Context) error
 	if *demo {
-		go func() { demoDone <- targets.run(demoCtx, base, adminBase, box) }()
+		demoRun = func(ctx context.Context) error { return targets.run(ctx, base, adminBase, box) }
 	}
-
-	var runErr error
-	select {
-	case <-ctx.Done():
-		out.Printf("interrupted: shutting down")
-	case err := <-serveErr:
-		runErr = err
-	case err := <-demoDone:
-		demoRunning = false
-		if err != nil && ctx.Err() != nil {
-			out.Printf("interrupted: shutting down")
-		} else if err != nil {
-			runErr = fmt.Errorf("demo: %w", err)
-		} else if *demoExit {
-			out.Printf("demo complete: shutting down")
-		} else {
-			out.Printf("the relay keeps running: post your own signed webhooks to %s/hooks/{source}, Ctrl-C to stop", base)
-			select {
-			case <-ctx.Done():
-				out.Printf("interrupted: shutting down")
-			case err := <-serveErr:
-				runErr = err
-			}
-		}
-	}
-
-	stopDemo()
-	if demoRunning {
-		<-demoDone
-	}
+	runErr := out.RunDemo(ctx, serveErr, demoRun, *demoExit,
+		fmt.Sprintf("the relay keeps running: post your own signed webhooks to %s/hooks/{source}, Ctrl-C to stop", base))
 
 	// Stop taking webhooks first, then let deliveries in flight finish.
 	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -2,6 +2,9 @@ package console
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"io"
 	"regexp"
 	"strings"
 	"testing"
@@ -52,4 +55,49 @@ func TestDemoPaceKeepsTheFlagsGiven(t *testing.T) {
 	if interval != 100*time.Millisecond || park != time.Hour || backoff != 300*time.Millisecond {
 		t.Errorf("interval %v, park %v, backoff %v; want 100ms, the 1h given, 300ms", interval, park, backoff)
 	}
+}
+
+func TestRunDemoEndsAsTheProgramShould(t *testing.T) {
+	boom := errors.New("boom")
+	t.Run("demo failure is wrapped", func(t *testing.T) {
+		err := New(io.Discard).RunDemo(context.Background(), nil,
+			func(context.Context) error { return boom }, false, "")
+		if !errors.Is(err, boom) || !strings.HasPrefix(err.Error(), "demo: ") {
+			t.Fatalf("RunDemo = %v, want demo: boom", err)
+		}
+	})
+	t.Run("demo-exit stops after a clean demo", func(t *testing.T) {
+		var buf bytes.Buffer
+		err := New(&buf).RunDemo(context.Background(), nil,
+			func(context.Context) error { return nil }, true, "keeps running")
+		if err != nil || !strings.Contains(buf.String(), "demo complete") || strings.Contains(buf.String(), "keeps running") {
+			t.Fatalf("RunDemo = %v, printed %q", err, buf.String())
+		}
+	})
+	t.Run("a failed server ends the program after the demo", func(t *testing.T) {
+		var buf bytes.Buffer
+		failed := make(chan error, 1)
+		failed <- boom
+		err := New(&buf).RunDemo(context.Background(), failed,
+			func(context.Context) error { return nil }, false, "keeps running")
+		// Either the demo's end (then the failure) or the failure comes first.
+		if !errors.Is(err, boom) {
+			t.Fatalf("RunDemo = %v, want boom", err)
+		}
+	})
+	t.Run("interrupt cancels the demo and joins it", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		started := make(chan struct{})
+		var joined bool
+		go func() { <-started; cancel() }()
+		err := New(io.Discard).RunDemo(ctx, nil, func(ctx context.Context) error {
+			close(started)
+			<-ctx.Done()
+			joined = true
+			return ctx.Err()
+		}, false, "")
+		if err != nil || !joined {
+			t.Fatalf("RunDemo = %v, demo joined %v", err, joined)
+		}
+	})
 }
