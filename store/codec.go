@@ -1,12 +1,14 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
 	"math"
 	"slices"
 	"time"
+	"unsafe"
 )
 
 // Every value the store writes is framed:
@@ -66,7 +68,10 @@ func DecodeRecord(b []byte) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := decoder{b: body}
+	// One private copy of the body backs every string and the payload of
+	// the record: one allocation instead of one per field. The copy is never
+	// written to, so the strings made over it stay immutable.
+	d := decoder{b: bytes.Clone(body), owned: true}
 	r := d.record()
 	if d.err != nil {
 		return nil, d.err
@@ -323,6 +328,9 @@ func unframe(b []byte, kind byte) ([]byte, error) {
 type decoder struct {
 	b   []byte
 	err error
+	// owned means b is a private copy that nothing writes to: strings and
+	// byte slices may point into it instead of being copied.
+	owned bool
 }
 
 func (d *decoder) fail(what string) {
@@ -406,12 +414,23 @@ func (d *decoder) bytesRef() []byte {
 	return v
 }
 
-func (d *decoder) str() string { return string(d.bytesRef()) }
+func (d *decoder) str() string {
+	v := d.bytesRef()
+	if d.owned {
+		return unsafe.String(unsafe.SliceData(v), len(v))
+	}
+	return string(v)
+}
 
+// bytes returns a field of bytes with its capacity cut to its length, so an
+// append to it copies instead of writing over the next field.
 func (d *decoder) bytes() []byte {
 	v := d.bytesRef()
 	if len(v) == 0 {
 		return nil
+	}
+	if d.owned {
+		return v
 	}
 	return append([]byte(nil), v...)
 }

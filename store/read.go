@@ -16,7 +16,8 @@ type DueQuery struct {
 	// Limit is the most records returned (default 100).
 	Limit int
 	// SkipID, if set, is asked before a record is read (e.g. in flight).
-	SkipID func(id string) bool
+	// The id is only valid during the call.
+	SkipID func(id []byte) bool
 	// Skip, if set, is asked after a record is decoded (throttled or
 	// disabled endpoint, busy key).
 	Skip func(r *Record) bool
@@ -42,7 +43,7 @@ func (s *Store) Due(q DueQuery) ([]*Record, error) {
 	end := nanos(q.Now)
 	var out []*Record
 	err := s.view(func(tx *bolt.Tx) error {
-		events, keys := tx.Bucket(bucketEvents), tx.Bucket(bucketKeys)
+		events, keys := tx.Bucket(bucketEvents).Cursor(), tx.Bucket(bucketKeys)
 		c := tx.Bucket(bucketDue).Cursor()
 		scanned := 0
 		for k, _ := c.First(); k != nil && len(out) < q.Limit && scanned < q.MaxScan; k, _ = c.Next() {
@@ -54,14 +55,14 @@ func (s *Store) Due(q DueQuery) ([]*Record, error) {
 			}
 			scanned++
 			id := k[8:]
-			if q.SkipID != nil && q.SkipID(string(id)) {
+			if q.SkipID != nil && q.SkipID(id) {
 				continue
 			}
-			v := events.Get(id)
-			if v == nil {
+			ek, v := events.Seek(id) // one cursor for all lookups: no allocation each
+			if !bytes.Equal(ek, id) {
 				return fmt.Errorf("%w: due index names %q, which is not pending", ErrCorrupt, id)
 			}
-			r, err := decodeStored(string(id), v)
+			r, err := decodeStored(id, v)
 			if err != nil {
 				return err
 			}
@@ -181,7 +182,7 @@ func (s *Store) List(q ListQuery) (recs []*Record, next string, err error) {
 				return nil
 			}
 			scanned++
-			r, err := decodeStored(string(k), v)
+			r, err := decodeStored(k, v)
 			if err != nil {
 				return err
 			}

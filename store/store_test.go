@@ -161,7 +161,7 @@ func TestDue(t *testing.T) {
 	if err != nil || fmt.Sprint(ids(got)) != "[r9 r8 r7 r6 r5]" {
 		t.Fatalf("Due = %v, %v", ids(got), err)
 	}
-	got, _ = s.Due(DueQuery{Now: now.Add(time.Hour), Limit: 3, SkipID: func(id string) bool { return id == "r8" }})
+	got, _ = s.Due(DueQuery{Now: now.Add(time.Hour), Limit: 3, SkipID: func(id []byte) bool { return string(id) == "r8" }})
 	if fmt.Sprint(ids(got)) != "[r9 r7 r6]" {
 		t.Fatalf("Due with SkipID = %v", ids(got))
 	}

@@ -64,6 +64,15 @@ func (w *wtx) raiseIDMax(id []byte) {
 // cursor (which Bucket.Get makes each time) allocates its stack afresh, a
 // reused one does not.
 func (w *wtx) get(b *bolt.Bucket, k []byte) []byte {
+	ck, v := w.cursor(b).Seek(k)
+	if ck == nil || !bytes.Equal(ck, k) {
+		return nil
+	}
+	return v
+}
+
+// cursor returns the transaction's cursor of bucket b.
+func (w *wtx) cursor(b *bolt.Bucket) *bolt.Cursor {
 	c := w.cursors[b]
 	if c == nil {
 		if w.cursors == nil {
@@ -72,11 +81,7 @@ func (w *wtx) get(b *bolt.Bucket, k []byte) []byte {
 		c = b.Cursor()
 		w.cursors[b] = c
 	}
-	ck, v := c.Seek(k)
-	if ck == nil || !bytes.Equal(ck, k) {
-		return nil
-	}
-	return v
+	return c
 }
 
 // alloc returns an empty slice with capacity n carved from the transaction's
@@ -150,9 +155,15 @@ func (w *wtx) put(b *bolt.Bucket, k, v []byte) {
 	}
 }
 
+// del is Bucket.Delete through the bucket's cursor of this transaction
+// (see get): no new cursor, and no allocation, per delete.
 func (w *wtx) del(b *bolt.Bucket, k []byte) {
-	if w.err == nil {
-		w.err = b.Delete(k)
+	if w.err != nil {
+		return
+	}
+	c := w.cursor(b)
+	if ck, _ := c.Seek(k); ck != nil && bytes.Equal(ck, k) {
+		w.err = c.Delete()
 	}
 }
 
@@ -245,13 +256,14 @@ func (w *wtx) getPending(id string) (*Record, error) {
 
 // decodeStored decodes the value stored under key id and checks that it is
 // the record of that key: every later delete uses the key bytes, and a value
-// under the wrong key is damage, not a record.
-func decodeStored(id string, v []byte) (*Record, error) {
+// under the wrong key is damage, not a record. (Generic so that a key read
+// from a cursor is not copied into a string first.)
+func decodeStored[K string | []byte](id K, v []byte) (*Record, error) {
 	r, err := DecodeRecord(v)
 	if err != nil {
 		return nil, fmt.Errorf("record %q: %w", id, err)
 	}
-	if r.ID != id {
+	if r.ID != string(id) {
 		return nil, fmt.Errorf("%w: key %q holds record %q", ErrCorrupt, id, r.ID)
 	}
 	return r, nil
