@@ -47,6 +47,19 @@ type Config struct {
 	// Default: Concurrency. Must not exceed Concurrency.
 	MaxPerEndpoint int
 
+	// CommitInterval is how long the outcome of a finished delivery may wait
+	// for others to share its commit (one transaction and fsync for the
+	// lot) while more deliveries are under way. The outcome of a keyed
+	// event with Ordered on, or of the last delivery under way, is
+	// committed without waiting. Default: 25ms; negative: never wait.
+	CommitInterval time.Duration
+
+	// MaxUncommitted caps the delivered events whose outcome awaits its
+	// commit; no new delivery starts while it is reached. A crash delivers
+	// again at most Concurrency + MaxUncommitted events (those under way and
+	// those awaiting their commit). Default: 1024.
+	MaxUncommitted int
+
 	// MaxAttempts is the number of attempts (parks do not count) after which
 	// a failing event becomes a dead letter. Default: 25.
 	MaxAttempts int
@@ -120,6 +133,8 @@ const (
 	DefaultInterval            = time.Second
 	DefaultBatchSize           = 1000
 	DefaultConcurrency         = 64
+	DefaultCommitInterval      = 25 * time.Millisecond
+	DefaultMaxUncommitted      = 1024
 	DefaultMaxAttempts         = 25
 	DefaultMaxAge              = 72 * time.Hour
 	DefaultBackoffInitial      = time.Second
@@ -151,6 +166,8 @@ func (c Config) withDefaults() Config {
 	setInt(&c.BatchSize, DefaultBatchSize)
 	setInt(&c.Concurrency, DefaultConcurrency)
 	setInt(&c.MaxPerEndpoint, c.Concurrency)
+	setDur(&c.CommitInterval, DefaultCommitInterval)
+	setInt(&c.MaxUncommitted, DefaultMaxUncommitted)
 	setInt(&c.MaxAttempts, DefaultMaxAttempts)
 	setDur(&c.MaxAge, DefaultMaxAge)
 	setDur(&c.BackoffInitial, DefaultBackoffInitial)
@@ -215,6 +232,7 @@ func (c Config) validate() error {
 		{"BatchSize", c.BatchSize},
 		{"Concurrency", c.Concurrency},
 		{"MaxPerEndpoint", c.MaxPerEndpoint},
+		{"MaxUncommitted", c.MaxUncommitted},
 		{"MaxAttempts", c.MaxAttempts},
 		{"MaxPayloadBytes", c.MaxPayloadBytes},
 		{"MaxIDBytes", c.MaxIDBytes},

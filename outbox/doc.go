@@ -35,7 +35,11 @@
 // snapshot of due events in one short read transaction, hands them to a pool
 // of Config.Concurrency workers (at most Config.MaxPerEndpoint per endpoint),
 // and a committer applies the outcomes of whatever finished in one write
-// transaction per batch. Enqueue and finished deliveries wake the punctuation,
+// transaction per batch. While deliveries are under way it gathers outcomes
+// for up to Config.CommitInterval (25ms), so a busy outbox pays one commit
+// and its fsyncs per few hundred deliveries; at most Config.MaxUncommitted
+// outcomes wait, which with Config.Concurrency bounds what a crash delivers
+// again. Enqueue and finished deliveries wake the punctuation,
 // so a new event's first attempt starts at once; otherwise it runs every
 // Config.Interval, and when nothing is due it costs one key read.
 //

@@ -33,8 +33,13 @@ const maxCommitBatch = 1024
 // returns and takes the next ready event itself, so neither a commit's fsync
 // nor a punctuation's snapshot leaves workers idle; the punctuation is woken
 // to refill the ready queue when it runs low. Events delivered but not yet
-// committed are bounded too: delivering plus uncommitted never exceeds
-// 2·Concurrency, which bounds what a crash can make the outbox deliver again.
+// committed are bounded too: no delivery starts while MaxUncommitted of them
+// wait, so a crash delivers again at most Concurrency + MaxUncommitted.
+//
+// The committer gathers outcomes for up to CommitInterval while deliveries
+// are under way, so that a busy outbox commits a few large batches instead of
+// many small ones: each commit costs two fsyncs and rewrites the right-edge
+// pages of every tree it touches, whatever its size.
 type engine struct {
 	o *Outbox
 
@@ -45,6 +50,10 @@ type engine struct {
 	cancelDeliver context.CancelFunc
 	workers       sync.WaitGroup
 	committerDone chan struct{}
+	// commitNow ends the committer's wait for more outcomes early: the
+	// batch is full, or nothing else is being delivered (see mayWait).
+	commitNow   chan struct{}
+	commitLimit int // outcomes in one commit: min(maxCommitBatch, MaxUncommitted)
 
 	// Limits of the ready queue: overall, and per endpoint (ready plus
 	// delivering), so that one slow endpoint cannot fill it.
@@ -53,6 +62,10 @@ type engine struct {
 	mu          sync.Mutex
 	running     bool                // workers started and not stopped
 	inflight    map[string]struct{} // ready, delivering, or awaiting the commit of its outcome
+	// scanning is set while a punctuation's snapshot is read; the events
+	// released meanwhile go to releasedInScan, which it skips too.
+	scanning       bool
+	releasedInScan map[string]struct{}
 	ready       []*store.Record     // taken from the store, waiting for a worker slot
 	delivering  int                 // handed to a worker
 	uncommitted int                 // delivered, outcome not committed yet
@@ -86,6 +99,7 @@ func newEngine(o *Outbox) (*engine, error) {
 		readyCap:         max(1, min(c.BatchSize, c.Concurrency)),
 		readyPerEndpoint: c.MaxPerEndpoint + c.Concurrency,
 		inflight:         make(map[string]struct{}),
+		releasedInScan:   make(map[string]struct{}),
 		perEndpoint:      make(map[string]int),
 		queued:           make(map[string]int),
 		perKey:           make(map[string]int),
@@ -93,6 +107,7 @@ func newEngine(o *Outbox) (*engine, error) {
 		endpoints:        make(map[string]store.EndpointState, len(eps)),
 	}
 	e.lowWater = e.readyCap / 2
+	e.commitLimit = min(maxCommitBatch, c.MaxUncommitted)
 	for _, ep := range eps {
 		e.endpoints[ep.Name] = ep
 	}
@@ -103,9 +118,10 @@ func newEngine(o *Outbox) (*engine, error) {
 func (e *engine) start() {
 	n := e.o.cfg.Concurrency
 	e.jobs = make(chan *job, n)
-	e.results = make(chan *job, 2*n)
+	e.results = make(chan *job, n+e.o.cfg.MaxUncommitted) // never blocks a worker
 	e.deliverCtx, e.cancelDeliver = context.WithCancel(context.Background())
 	e.committerDone = make(chan struct{})
+	e.commitNow = make(chan struct{}, 1)
 	e.mu.Lock()
 	e.running = true
 	e.mu.Unlock()
@@ -172,8 +188,14 @@ func (e *engine) work() {
 			j.res = e.deliver(d)
 			j.duration = time.Since(j.start)
 		}
-		refill := e.finished(j)
+		refill, commitNow := e.finished(j)
 		e.results <- j
+		if commitNow {
+			select {
+			case e.commitNow <- struct{}{}:
+			default: // one is pending already
+			}
+		}
 		if refill {
 			e.o.wake()
 		}
@@ -193,9 +215,11 @@ func (e *engine) deliver(d *Delivery) (res Result) {
 
 // finished frees the delivery slot of a job whose Sink call returned (its
 // event stays in flight until the outcome is committed), hands ready events
-// to the free slots, and reports whether the ready queue runs low. A
-// throttle or disable holds the endpoint at once, before the commit.
-func (e *engine) finished(j *job) (refill bool) {
+// to the free slots, and reports whether the ready queue runs low and
+// whether the committer should stop waiting for more outcomes (see
+// mayWait). A throttle or disable holds the endpoint at once, before the
+// commit.
+func (e *engine) finished(j *job) (refill, commitNow bool) {
 	r := j.rec
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -207,7 +231,8 @@ func (e *engine) finished(j *job) (refill bool) {
 		e.soonHeld[r.Endpoint] = true
 	}
 	e.dispatchLocked()
-	return e.running && len(e.ready) <= e.lowWater
+	commitNow = !e.mayWaitLocked(j) || e.uncommitted >= e.commitLimit
+	return e.running && len(e.ready) <= e.lowWater, commitNow
 }
 
 // dispatchLocked hands ready events to free worker slots, in queue order,
@@ -219,7 +244,7 @@ func (e *engine) dispatchLocked() int {
 	c := &e.o.cfg
 	n, kept := 0, 0
 	for i, r := range e.ready {
-		if e.delivering >= c.Concurrency || e.delivering+e.uncommitted >= 2*c.Concurrency {
+		if e.delivering >= c.Concurrency || e.uncommitted >= c.MaxUncommitted {
 			kept += copy(e.ready[kept:], e.ready[i:])
 			break
 		}
@@ -285,12 +310,16 @@ func (e *engine) punctuate(ctx context.Context, _ time.Time) {
 		return
 	}
 
-	// Copy the in-flight state before the snapshot's read transaction
-	// starts: an event released after this point had its outcome committed
-	// after the copy, so the snapshot may still show its old version, and
-	// the copy still skips it.
+	// Mark the scan before the snapshot's read transaction starts: an event
+	// released after this point may have had its outcome committed after
+	// the snapshot began, which may then still show its old version; the
+	// scan skips it as in flight (releasedInScan). An event released before
+	// had its outcome committed before, and the snapshot shows it. The
+	// in-flight set is looked up live, not copied: it holds up to
+	// Concurrency + MaxUncommitted IDs, and a punctuation may take a few.
 	e.mu.Lock()
-	inflight := maps.Clone(e.inflight)
+	e.scanning = true
+	inflightN := len(e.inflight)
 	queued := maps.Clone(e.queued)
 	perKey := maps.Clone(e.perKey)
 	holds := make(map[string]store.EndpointState)
@@ -311,8 +340,13 @@ func (e *engine) punctuate(ctx context.Context, _ time.Time) {
 	recs, err := o.st.Due(store.DueQuery{
 		Now:   now,
 		Limit: room,
-		SkipID: func(id string) bool {
-			_, busy := inflight[id]
+		SkipID: func(id []byte) bool {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			if _, busy := e.inflight[string(id)]; busy {
+				return true
+			}
+			_, busy := e.releasedInScan[string(id)]
 			return busy
 		},
 		Skip: func(r *store.Record) bool {
@@ -352,8 +386,12 @@ func (e *engine) punctuate(ctx context.Context, _ time.Time) {
 		// In flight events are skipped before decoding; beyond them, a
 		// bounded number of decoded records may be refused (held endpoint,
 		// endpoint at its limit, busy key).
-		MaxScan: len(inflight) + 2*room + 64,
+		MaxScan: inflightN + 2*room + 64,
 	})
+	e.mu.Lock()
+	e.scanning = false
+	clear(e.releasedInScan)
+	e.mu.Unlock()
 	if err != nil {
 		o.logStoreErr("due", err)
 		return
@@ -416,6 +454,9 @@ func (e *engine) release(batch []*job) {
 	for _, j := range batch {
 		r := j.rec
 		delete(e.inflight, r.ID)
+		if e.scanning {
+			e.releasedInScan[r.ID] = struct{}{}
+		}
 		e.uncommitted--
 		if e.o.cfg.Ordered && r.Key != "" {
 			decr(e.perKey, r.Key)
@@ -425,14 +466,30 @@ func (e *engine) release(batch []*job) {
 }
 
 // commitLoop gathers finished deliveries and commits their outcomes, one
-// transaction per batch of whatever finished meanwhile.
+// transaction per batch: whatever finished meanwhile, and while deliveries
+// are under way whatever finishes within CommitInterval of the first. The
+// wait sleeps on a timer, not on each outcome: workers signal commitNow when
+// the batch is full or nothing else is under way.
 func (e *engine) commitLoop() {
 	defer close(e.committerDone)
-	batch := make([]*job, 0, maxCommitBatch)
+	c := &e.o.cfg
+	batch := make([]*job, 0, e.commitLimit)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
 	for j := range e.results {
 		batch = append(batch[:0], j)
+		if c.CommitInterval > 0 && e.mayWait(j) {
+			// A signal left over from an earlier batch only ends this
+			// wait early; a signal for this one may have come before j.
+			timer.Reset(c.CommitInterval)
+			select {
+			case <-timer.C:
+			case <-e.commitNow:
+			}
+			timer.Stop()
+		}
 	gather:
-		for len(batch) < maxCommitBatch {
+		for len(batch) < e.commitLimit {
 			select {
 			case j, ok := <-e.results:
 				if !ok {
@@ -445,6 +502,22 @@ func (e *engine) commitLoop() {
 		}
 		e.commit(batch)
 	}
+}
+
+// mayWait reports whether the commit that will include j's outcome may wait
+// for more outcomes: some delivery is under way, and j is not a keyed event
+// of an Ordered outbox (whose successor waits for this commit).
+func (e *engine) mayWait(j *job) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.mayWaitLocked(j) && e.uncommitted < e.commitLimit
+}
+
+func (e *engine) mayWaitLocked(j *job) bool {
+	if e.o.cfg.Ordered && j.rec.Key != "" {
+		return false
+	}
+	return e.running && e.delivering > 0
 }
 
 // commit applies the outcomes of a batch of finished deliveries.

@@ -30,6 +30,8 @@ const (
 	childGenEnv      = "OUTBOX_TEST_GEN"
 	childDrainEnv    = "OUTBOX_TEST_DRAIN"
 	childConcurrency = 8
+	// childMaxUncommitted keeps the redelivery bound small enough to check.
+	childMaxUncommitted = 16
 )
 
 // runChild opens the outbox (durable: fsync on), enqueues its range of
@@ -52,6 +54,7 @@ func runChild() int {
 		Sink:           sinkWithResolver{sink, web},
 		Interval:       10 * time.Millisecond,
 		Concurrency:    childConcurrency,
+		MaxUncommitted: childMaxUncommitted,
 		BackoffInitial: time.Millisecond,
 		BackoffMax:     5 * time.Millisecond,
 	})
@@ -197,8 +200,8 @@ func TestKillRestart(t *testing.T) {
 	}
 	// An event is delivered again only if it was in flight at a kill: its
 	// earlier deliveries come from killed generations, and a kill leaves at
-	// most 2·Concurrency deliveries uncommitted (those under way and those
-	// whose outcome awaits its commit).
+	// most Concurrency + MaxUncommitted deliveries uncommitted (those under
+	// way and those whose outcome awaits its commit).
 	redelivered := map[int]int{}
 	for id, ds := range got {
 		for _, d := range ds[:len(ds)-1] {
@@ -209,8 +212,8 @@ func TestKillRestart(t *testing.T) {
 		}
 	}
 	for g, n := range redelivered {
-		if n > 2*childConcurrency {
-			t.Errorf("generation %d: %d events delivered again, more than the %d that can be in flight", g, n, 2*childConcurrency)
+		if bound := childConcurrency + childMaxUncommitted; n > bound {
+			t.Errorf("generation %d: %d events delivered again, more than the %d that can be in flight", g, n, bound)
 		}
 	}
 	t.Logf("%d events acknowledged, %d delivered, redelivered after kills: %v", len(acked), len(got), redelivered)

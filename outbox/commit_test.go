@@ -1,0 +1,157 @@
+package outbox_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/outboxd/outbox/outbox"
+)
+
+// gateSink succeeds at once for every event but the ones named in hold,
+// which wait until release is closed. It records the order of deliveries.
+type gateSink struct {
+	hold    map[string]bool
+	release chan struct{}
+
+	mu  sync.Mutex
+	got []string
+}
+
+func (s *gateSink) Deliver(ctx context.Context, d *outbox.Delivery) outbox.Result {
+	if s.hold[d.ID] {
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+			return outbox.Result{Action: outbox.ActionRetry, Err: ctx.Err()}
+		}
+	}
+	s.mu.Lock()
+	s.got = append(s.got, d.ID)
+	s.mu.Unlock()
+	return outbox.Result{Action: outbox.ActionSuccess, Status: 200}
+}
+
+func (s *gateSink) delivered() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.got...)
+}
+
+// openInBubble opens an outbox inside a synctest bubble (its goroutines,
+// timers and the punctuator's clock belong to the bubble).
+func openInBubble(t *testing.T, cfg outbox.Config) *outbox.Outbox {
+	t.Helper()
+	o, err := outbox.Open(filepath.Join(t.TempDir(), "outbox.db"), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// stopWithin stops o, cancelling deliveries still under way after d (so a
+// failed test does not hang on a held delivery).
+func stopWithin(o *outbox.Outbox, d time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	_ = o.Stop(ctx)
+}
+
+func enqueueIDs(t *testing.T, o *outbox.Outbox, key string, ids ...string) {
+	t.Helper()
+	evs := make([]outbox.Event, len(ids))
+	for i, id := range ids {
+		evs[i] = outbox.Event{ID: id, Key: key, Destination: "https://receiver.example/hook", Payload: []byte(`{}`)}
+	}
+	if _, err := o.Enqueue(context.Background(), evs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitPending advances the bubble's clock a second at a time until nothing
+// is pending, failing after a simulated day.
+func waitPending(t *testing.T, o *outbox.Outbox) {
+	t.Helper()
+	for start := time.Now(); o.Stats().Pending > 0; time.Sleep(time.Second) {
+		if time.Since(start) > 24*time.Hour {
+			t.Fatalf("still %d pending after a simulated day", o.Stats().Pending)
+		}
+	}
+}
+
+// While deliveries are under way, outcomes wait up to CommitInterval to
+// share a commit, but never beyond MaxUncommitted of them: a full batch is
+// committed at once, so the bound on what a crash delivers again does not
+// stall the pipeline until the interval ends.
+func TestFullCommitBatchDoesNotWaitForInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sink := &gateSink{hold: map[string]bool{"hang": true}, release: make(chan struct{})}
+		cfg := outbox.Config{Sink: sink, Concurrency: 8, MaxUncommitted: 4, CommitInterval: time.Hour}
+		o := openInBubble(t, cfg)
+		defer stopWithin(o, time.Minute)
+
+		enqueueIDs(t, o, "", "hang")
+		synctest.Wait()
+		start := time.Now()
+		ids := make([]string, 20)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("ev-%02d", i)
+		}
+		enqueueIDs(t, o, "", ids...)
+		for o.Stats().Pending > 1 {
+			if time.Since(start) >= time.Hour {
+				t.Fatalf("full batches waited for the CommitInterval: %d pending", o.Stats().Pending)
+			}
+			time.Sleep(time.Second)
+		}
+		if got := sink.delivered(); len(got) != 20 {
+			t.Fatalf("%d deliveries, want 20 (each event once): %v", len(got), got)
+		}
+		close(sink.release)
+		waitPending(t, o)
+	})
+}
+
+// A commit waits for company only while other deliveries are under way: the
+// last delivery's outcome, and with Ordered a keyed event's (whose successor
+// waits for it), are committed at once even with a long CommitInterval.
+func TestCommitIntervalDoesNotDelayIdleOrOrderedOutcomes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sink := &gateSink{hold: map[string]bool{"hang": true}, release: make(chan struct{})}
+		cfg := outbox.Config{Sink: sink, Ordered: true, CommitInterval: time.Hour}
+		o := openInBubble(t, cfg)
+		defer stopWithin(o, time.Minute)
+
+		start := time.Now()
+		enqueueIDs(t, o, "", "alone")
+		waitPending(t, o)
+		if waited := time.Since(start); waited >= time.Hour {
+			t.Fatalf("the only delivery's outcome waited %s for company", waited)
+		}
+
+		// While "hang" keeps a delivery under way, a key's three events go
+		// one after the other, each after its predecessor's commit.
+		enqueueIDs(t, o, "", "hang")
+		synctest.Wait()
+		start = time.Now()
+		enqueueIDs(t, o, "room-1", "k1", "k2", "k3")
+		for len(sink.delivered()) < 4 {
+			if time.Since(start) >= time.Hour {
+				t.Fatalf("keyed events waited a CommitInterval each: delivered %v", sink.delivered())
+			}
+			time.Sleep(time.Second)
+		}
+		if got := sink.delivered(); fmt.Sprint(got) != "[alone k1 k2 k3]" {
+			t.Fatalf("delivered %v, want [alone k1 k2 k3]", got)
+		}
+		close(sink.release)
+		waitPending(t, o)
+	})
+}
