@@ -56,7 +56,6 @@ func (s *webSink) Deliver(ctx context.Context, d *outbox.Delivery) outbox.Result
 		req.Header.Set(k, v)
 	}
 	req.Header.Set("Idempotency-Key", d.ID)
-	req.Header.Set("X-Attempt", strconv.Itoa(d.Attempt))
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return outbox.Result{Action: outbox.ActionRetry, Err: err}
@@ -65,8 +64,10 @@ func (s *webSink) Deliver(ctx context.Context, d *outbox.Delivery) outbox.Result
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
 	res := outbox.Result{Status: resp.StatusCode, Body: string(body)}
-	if ra, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && ra > 0 {
-		res.RetryAfter = time.Duration(ra) * time.Second
+	if v := resp.Header.Get("Retry-After"); v != "" {
+		if ra, err := strconv.Atoi(v); err == nil && ra > 0 {
+			res.RetryAfter = time.Duration(ra) * time.Second
+		}
 	}
 	switch c := resp.StatusCode; {
 	case c >= 200 && c < 300:
