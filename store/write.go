@@ -586,6 +586,7 @@ func (w *wtx) update(r, cur *Record) {
 
 // oldestOfKey returns the oldest pending record with that key, or nil.
 func (w *wtx) oldestOfKey(key string) (*Record, error) {
+	w.flushKeyPuts()
 	p := keyPrefix(key)
 	k, _ := w.keys.Cursor().Seek(p)
 	if k == nil || !bytes.HasPrefix(k, p) || len(k) < len(p)+8 {

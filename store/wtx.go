@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -29,6 +30,13 @@ type wtx struct {
 	scratch []byte // reused for changelog entry heads (entryAround)
 
 	cursors map[*bolt.Bucket]*bolt.Cursor
+
+	// keyPuts are the key index entries this transaction added and has not
+	// put yet. They are put in sorted order before the key index is read or
+	// deleted from, and at the end: a batch of keyed inserts then walks the
+	// index once, leaf by leaf, instead of jumping between the leaves of
+	// its keys for every event (their entries cluster by key, not by time).
+	keyPuts [][]byte
 
 	// idMax is an upper bound of every ID in events, dead and tombstones
 	// (valid when idMaxOK). Time-ordered IDs (UUIDv7) arrive above it, and an
@@ -137,7 +145,29 @@ func (s *Store) begin(tx *bolt.Tx) *wtx {
 	return w
 }
 
+// putKeyIndex adds a key index entry (see keyPuts).
+func (w *wtx) putKeyIndex(k []byte) { w.keyPuts = append(w.keyPuts, k) }
+
+// delKeyIndex deletes a key index entry.
+func (w *wtx) delKeyIndex(k []byte) {
+	w.flushKeyPuts()
+	w.del(w.keys, k)
+}
+
+// flushKeyPuts puts the pending key index entries, in key order.
+func (w *wtx) flushKeyPuts() {
+	if len(w.keyPuts) == 0 {
+		return
+	}
+	slices.SortFunc(w.keyPuts, bytes.Compare)
+	for _, k := range w.keyPuts {
+		w.put(w.keys, k, nil)
+	}
+	w.keyPuts = w.keyPuts[:0]
+}
+
 func (w *wtx) finish() error {
+	w.flushKeyPuts()
 	w.putU64(metaLastLSN, w.lsn)
 	w.putU64(metaPending, w.pending)
 	w.putU64(metaDead, w.deadN)
@@ -287,7 +317,7 @@ func (w *wtx) putPending(r, old *Record, frame []byte) {
 		}
 		if old.Key != r.Key || old.seq != r.seq {
 			if old.Key != "" {
-				w.del(w.keys, keyIndex(old.Key, old.seq, old.ID))
+				w.delKeyIndex(keyIndex(old.Key, old.seq, old.ID))
 			}
 		}
 	} else {
@@ -298,7 +328,7 @@ func (w *wtx) putPending(r, old *Record, frame []byte) {
 		w.put(w.due, w.dueKey(r.NextAttemptAt, r.ID), nil)
 	}
 	if r.Key != "" && (old == nil || old.Key != r.Key || old.seq != r.seq) {
-		w.put(w.keys, keyIndex(r.Key, r.seq, r.ID), nil)
+		w.putKeyIndex(keyIndex(r.Key, r.seq, r.ID))
 	}
 }
 
@@ -310,7 +340,7 @@ func (w *wtx) putNewPending(id []byte, key string, seq uint64, frame []byte) {
 	w.raiseIDMax(id)
 	w.put(w.events, id, frame)
 	if key != "" {
-		w.put(w.keys, keyIndex(key, seq, string(id)), nil)
+		w.putKeyIndex(keyIndex(key, seq, string(id)))
 	}
 }
 
@@ -319,7 +349,7 @@ func (w *wtx) removePending(old *Record) {
 	w.del(w.events, []byte(old.ID))
 	w.del(w.due, dueKey(old.NextAttemptAt, old.ID))
 	if old.Key != "" {
-		w.del(w.keys, keyIndex(old.Key, old.seq, old.ID))
+		w.delKeyIndex(keyIndex(old.Key, old.seq, old.ID))
 	}
 	dec(&w.pending)
 }
