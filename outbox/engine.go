@@ -62,10 +62,6 @@ type engine struct {
 	mu          sync.Mutex
 	running     bool                // workers started and not stopped
 	inflight    map[string]struct{} // ready, delivering, or awaiting the commit of its outcome
-	// scanning is set while a punctuation's snapshot is read; the events
-	// released meanwhile go to releasedInScan, which it skips too.
-	scanning       bool
-	releasedInScan map[string]struct{}
 	ready       []*store.Record     // taken from the store, waiting for a worker slot
 	delivering  int                 // handed to a worker
 	uncommitted int                 // delivered, outcome not committed yet
@@ -73,6 +69,10 @@ type engine struct {
 	queued      map[string]int      // ready plus delivering, by endpoint
 	perKey      map[string]int      // in flight, by key (Ordered)
 	soonHeld    map[string]bool     // endpoints with a throttle or disable not yet committed
+	// scanning is set while a punctuation's snapshot is read; the events
+	// released meanwhile go to releasedInScan, which it skips too.
+	scanning       bool
+	releasedInScan map[string]struct{}
 
 	// holdMu serializes pushing back the events of a held endpoint with
 	// EnableEndpoint's bringing them forward, so that a punctuation that saw
