@@ -97,6 +97,25 @@ func TestMainDispatch(t *testing.T) {
 	}
 }
 
+// commit_interval 0 means "commit at once", which the outbox spells as a
+// negative CommitInterval (its zero is the default); other values and
+// max_uncommitted go through as they are.
+func TestOutboxConfigCarriesTheCommitSettings(t *testing.T) {
+	c := config.Default()
+	oc := outboxConfig(&c, nil, newLogger(c.Log, io.Discard))
+	if oc.CommitInterval != outbox.DefaultCommitInterval || oc.MaxUncommitted != outbox.DefaultMaxUncommitted {
+		t.Errorf("defaults: commit interval %s, max uncommitted %d; want %s, %d",
+			oc.CommitInterval, oc.MaxUncommitted, outbox.DefaultCommitInterval, outbox.DefaultMaxUncommitted)
+	}
+	c.Delivery.CommitInterval = 0
+	c.Delivery.MaxUncommitted = 16
+	oc = outboxConfig(&c, nil, newLogger(c.Log, io.Discard))
+	if oc.CommitInterval >= 0 || oc.MaxUncommitted != 16 {
+		t.Errorf("commit_interval 0, max_uncommitted 16: outbox got %s, %d; want a negative interval (never wait), 16",
+			oc.CommitInterval, oc.MaxUncommitted)
+	}
+}
+
 func TestOutboxConfigCarriesTheChangelogSettings(t *testing.T) {
 	c := config.Default()
 	c.Delivery.ChangelogRetention = 2 * time.Hour

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/outboxd/outbox/cmd/outboxd/internal/config"
 	"github.com/outboxd/outbox/httpsink"
@@ -81,6 +82,8 @@ func outboxConfig(c *config.Config, sink outbox.Sink, logger *slog.Logger) outbo
 		ParkInterval:        d.ParkInterval,
 		MaxThrottle:         d.MaxRetryAfter,
 		Ordered:             d.Ordered,
+		CommitInterval:      commitInterval(d.CommitInterval),
+		MaxUncommitted:      d.MaxUncommitted,
 		TombstoneRetention:  d.TombstoneRetention,
 		ChangelogRetention:  d.ChangelogRetention,
 		ChangelogMaxEntries: d.ChangelogMaxEntries,
@@ -89,6 +92,15 @@ func outboxConfig(c *config.Config, sink outbox.Sink, logger *slog.Logger) outbo
 		MaxIDBytes:          c.Limits.MaxIDBytes,
 		StoreOptions:        store.Options{MaxBatch: groupCommitRecords(c.Limits.MaxBatch)},
 	}
+}
+
+// commitInterval maps the setting, where 0 means "do not wait", to the
+// outbox's, where 0 means the default and a negative value "do not wait".
+func commitInterval(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // groupCommitRecords is how many records concurrent enqueues may share in

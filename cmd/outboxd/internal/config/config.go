@@ -87,6 +87,14 @@ type Delivery struct {
 	ParkInterval time.Duration `yaml:"park_interval"`
 	// Ordered turns on per-key FIFO delivery. Default false.
 	Ordered bool `yaml:"ordered"`
+	// CommitInterval is how long delivery outcomes may wait to share a
+	// commit while other deliveries are under way; 0 commits without
+	// waiting. Default 25ms.
+	CommitInterval time.Duration `yaml:"commit_interval"`
+	// MaxUncommitted caps the delivered events whose outcome awaits its
+	// commit: a crash delivers at most concurrency + max_uncommitted events
+	// again. Default 1024.
+	MaxUncommitted int `yaml:"max_uncommitted"`
 	// Timeout bounds one delivery. Default 30s.
 	Timeout time.Duration `yaml:"timeout"`
 	// MaxRetryAfter caps a receiver's Retry-After and an endpoint's
@@ -159,6 +167,8 @@ func Default() Config {
 			BackoffInitial:      outbox.DefaultBackoffInitial,
 			BackoffMax:          outbox.DefaultBackoffMax,
 			ParkInterval:        outbox.DefaultParkInterval,
+			CommitInterval:      outbox.DefaultCommitInterval,
+			MaxUncommitted:      outbox.DefaultMaxUncommitted,
 			Timeout:             30 * time.Second,
 			MaxRetryAfter:       time.Hour,
 			TombstoneRetention:  outbox.DefaultTombstoneRetention,
