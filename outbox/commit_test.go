@@ -155,3 +155,41 @@ func TestCommitIntervalDoesNotDelayIdleOrOrderedOutcomes(t *testing.T) {
 		waitPending(t, o)
 	})
 }
+
+// The enqueue-to-delivery time a hook (and the Prometheus histogram) sees
+// ends when the attempt ended, not when its outcome was committed, which
+// may be up to CommitInterval later.
+func TestSinceEnqueueEndsWithTheAttemptNotItsCommit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sink := &gateSink{hold: map[string]bool{"hang": true}, release: make(chan struct{})}
+		var mu sync.Mutex
+		since := map[string]time.Duration{}
+		cfg := outbox.Config{Sink: sink, CommitInterval: time.Hour}
+		cfg.Hooks.OnDelivery = func(d outbox.DeliveryInfo) {
+			mu.Lock()
+			since[d.ID] = d.SinceEnqueue
+			mu.Unlock()
+		}
+		o := openInBubble(t, cfg)
+		defer stopWithin(o, time.Minute)
+
+		enqueueIDs(t, o, "", "hang")
+		synctest.Wait()
+		enqueueIDs(t, o, "", "quick")
+		synctest.Wait()
+		// "quick" was delivered at once; its outcome waits for company
+		// while "hang" is under way. Ten minutes later "hang" returns and
+		// both are committed together.
+		time.Sleep(10 * time.Minute)
+		close(sink.release)
+		waitPending(t, o)
+		mu.Lock()
+		defer mu.Unlock()
+		if got := since["quick"]; got >= time.Minute {
+			t.Errorf("quick: SinceEnqueue %s includes the wait for its commit", got)
+		}
+		if got := since["hang"]; got < 10*time.Minute {
+			t.Errorf("hang: SinceEnqueue %s, want at least the 10 minutes its attempt took", got)
+		}
+	})
+}

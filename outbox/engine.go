@@ -86,6 +86,7 @@ type job struct {
 	res      Result
 	start    time.Time // monotonic, for the duration
 	duration time.Duration
+	ended    time.Time // by the outbox's clock, when the Sink returned
 }
 
 func newEngine(o *Outbox) (*engine, error) {
@@ -187,6 +188,7 @@ func (e *engine) work() {
 			j.start = time.Now()
 			j.res = e.deliver(d)
 			j.duration = time.Since(j.start)
+			j.ended = e.o.clock.Now()
 		}
 		refill, commitNow := e.finished(j)
 		e.results <- j
@@ -565,7 +567,7 @@ func (e *engine) commit(batch []*job) {
 			Status:       res.Status,
 			Attempt:      r.Deliveries + 1,
 			Duration:     j.duration,
-			SinceEnqueue: now.Sub(r.CreatedAt),
+			SinceEnqueue: j.ended.Sub(r.CreatedAt), // the attempt's end, not its commit's
 		})
 	}
 	e.mu.Unlock()
