@@ -48,10 +48,12 @@ func (s *Store) TrimTombstones(ctx context.Context, olderThan time.Time) (int, e
 			n = len(idx)
 			return nil
 		})
-		total += n
 		if err != nil {
+			// n is not ours to read: the transaction rolled back, or the
+			// caller gave up waiting (ctx) and the op may still be running.
 			return total, err
 		}
+		total += n
 		if n < trimChunk {
 			return total, nil
 		}
@@ -111,10 +113,12 @@ func (s *Store) TrimChangelog(ctx context.Context, p TrimPolicy) (int, error) {
 			n = len(keys)
 			return nil
 		})
-		total += n
 		if err != nil {
+			// n is not ours to read: the transaction rolled back, or the
+			// caller gave up waiting (ctx) and the op may still be running.
 			return total, err
 		}
+		total += n
 		if n < trimChunk {
 			return total, nil
 		}
