@@ -3,7 +3,6 @@ package outbox_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -42,26 +41,16 @@ func (s *gateSink) delivered() []string {
 	return append([]string(nil), s.got...)
 }
 
-// openInBubble opens an outbox inside a synctest bubble (its goroutines,
-// timers and the punctuator's clock belong to the bubble).
-func openInBubble(t *testing.T, cfg outbox.Config) *outbox.Outbox {
+// startInBubble opens and starts an outbox inside a synctest bubble (its
+// goroutines, timers and the punctuator's clock belong to the bubble); it is
+// stopped when the test ends.
+func startInBubble(t *testing.T, cfg outbox.Config) *outbox.Outbox {
 	t.Helper()
-	o, err := outbox.Open(filepath.Join(t.TempDir(), "outbox.db"), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	o, _ := open(t, cfg)
 	if err := o.Start(); err != nil {
 		t.Fatal(err)
 	}
 	return o
-}
-
-// stopWithin stops o, cancelling deliveries still under way after d (so a
-// failed test does not hang on a held delivery).
-func stopWithin(o *outbox.Outbox, d time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	_ = o.Stop(ctx)
 }
 
 func enqueueIDs(t *testing.T, o *outbox.Outbox, key string, ids ...string) {
@@ -96,8 +85,7 @@ func TestFullCommitBatchDoesNotWaitForInterval(t *testing.T) {
 		const maxUncommitted = 4
 		sink := &gateSink{hold: map[string]bool{"hang": true}, release: make(chan struct{})}
 		cfg := outbox.Config{Sink: sink, Concurrency: 8, MaxUncommitted: maxUncommitted, CommitInterval: time.Hour}
-		o := openInBubble(t, cfg)
-		defer stopWithin(o, time.Minute)
+		o := startInBubble(t, cfg)
 
 		enqueueIDs(t, o, "", "hang")
 		synctest.Wait()
@@ -132,8 +120,7 @@ func TestCommitIntervalDoesNotDelayIdleOrOrderedOutcomes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sink := &gateSink{hold: map[string]bool{"hang": true}, release: make(chan struct{})}
 		cfg := outbox.Config{Sink: sink, Ordered: true, CommitInterval: time.Hour}
-		o := openInBubble(t, cfg)
-		defer stopWithin(o, time.Minute)
+		o := startInBubble(t, cfg)
 
 		start := time.Now()
 		enqueueIDs(t, o, "", "alone")
@@ -176,8 +163,7 @@ func TestSinceEnqueueEndsWithTheAttemptNotItsCommit(t *testing.T) {
 			since[d.ID] = d.SinceEnqueue
 			mu.Unlock()
 		}
-		o := openInBubble(t, cfg)
-		defer stopWithin(o, time.Minute)
+		o := startInBubble(t, cfg)
 
 		enqueueIDs(t, o, "", "hang")
 		synctest.Wait()
