@@ -34,8 +34,11 @@
 //
 // Commits skip writing bbolt's freelist (NoFreelistSync, map freelist), so
 // a commit stays cheap after a large backlog drains; Close writes it once,
-// so a clean restart opens in milliseconds. After a crash, Open rebuilds it
-// by walking the file (about 5 s for a million records).
+// so a clean restart opens in milliseconds. After a crash, Open first checks
+// every page that bbolt's rebuild of the freelist will walk, then bbolt
+// rebuilds it (together 1.4 s for a million pending records on a 2-core
+// machine, against 0.7 s for the rebuild alone: go test -run '^$' -bench
+// Open1M/unclean ./store/).
 //
 // # Bad files
 //
@@ -43,6 +46,10 @@
 // file, a newer schema and a locked file each give an *OpenError naming the
 // file and wrapping ErrNotDatabase, ErrCorrupt, ErrSchemaTooNew or ErrLocked.
 // Memory faults and bbolt panics while reading a damaged file are turned into
-// ErrCorrupt. One case is beyond reach: bbolt rebuilds its freelist on open
-// in a goroutine of its own that panics on a damaged inner page.
+// ErrCorrupt. A damaged inner page of a file left by a crash is found by
+// Open's own walk (page identity and type, elements inside their page,
+// children in range and referenced once, key order), because bbolt's rebuild
+// of the freelist would meet it in a goroutine of its own and crash the
+// process; the error names the page. Inner pages of a cleanly closed file are
+// read only when used, and a damaged one is an ErrCorrupt of that read.
 package store

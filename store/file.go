@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -71,7 +72,14 @@ func readMeta(f io.ReaderAt, off int64) (*boltMeta, error) {
 // checkFile classifies an existing file before bbolt opens it: empty, not a
 // bbolt file, both meta pages bad, or shorter than the newest valid meta page
 // says (truncated). The file is memory mapped only after it passes.
-func checkFile(path string, size int64) error {
+//
+// When the newest meta page says the freelist was not written (the last
+// process stopped without closing the store) and the file is to be opened
+// for writing, bbolt will rebuild the freelist by walking every page, so
+// checkFile walks them first (checkTree), under the file's lock so that a
+// running writer is not mistaken for damage; when another process holds the
+// lock, the walk is left out and bbolt's open reports ErrLocked.
+func checkFile(path string, size int64, forWrite bool) error {
 	if size == 0 {
 		return fmt.Errorf("%w: the file is empty (stores are created whole, so this is not a store)", ErrNotDatabase)
 	}
@@ -112,7 +120,23 @@ func checkFile(path string, size int64) error {
 	if need := int64(best.pgid) * int64(best.pageSize); size < need {
 		return fmt.Errorf("%w: the file is %d bytes but its meta page covers %d (truncated)", ErrCorrupt, size, need)
 	}
-	return nil
+	if !forWrite || best.freelist != noFreelist {
+		return nil
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return nil // held by another process: bbolt's open waits for it and fails
+	}
+	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN) //nolint:errcheck // closing the file unlocks too
+	// The file may have changed between the meta read above and the lock.
+	for _, off := range []int64{0, int64(best.pageSize)} {
+		if m, _ := readMeta(f, off); m != nil && m.txid > best.txid {
+			best = m
+		}
+	}
+	if best.freelist != noFreelist {
+		return nil
+	}
+	return checkTree(f, best)
 }
 
 // Compact rewrites the closed store at path into a compact copy
@@ -126,7 +150,7 @@ func Compact(path string) error {
 	if err != nil {
 		return fail(err)
 	}
-	if err := checkFile(path, info.Size()); err != nil {
+	if err := checkFile(path, info.Size(), true); err != nil {
 		return fail(err)
 	}
 	opts := Options{}.withDefaults()

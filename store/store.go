@@ -140,7 +140,7 @@ func Open(path string, opts Options) (*Store, error) {
 	case info.IsDir():
 		return fail(fmt.Errorf("%w: is a directory", ErrNotDatabase))
 	default:
-		if err := checkFile(path, info.Size()); err != nil {
+		if err := checkFile(path, info.Size(), !opts.ReadOnly); err != nil {
 			return fail(err)
 		}
 	}

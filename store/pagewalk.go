@@ -1,0 +1,195 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"syscall"
+)
+
+// bbolt's page layout, as far as checkTree reads it.
+const (
+	branchPageFlag = 0x01
+	leafPageFlag   = 0x02
+	bucketLeafFlag = 0x01
+	pageElemSize   = 16 // both branch and leaf elements
+	bucketHdrSize  = 16 // root page id, sequence
+)
+
+// treeChecker walks every page reachable from a meta page, reading the file
+// through a read-only memory map, and reports the first inconsistency as ErrCorrupt.
+//
+// It exists for one bbolt behaviour: after an unclean stop (the freelist was
+// not written), bbolt.Open rebuilds the freelist by walking the same pages,
+// and a damaged page there panics in a goroutine no caller can recover, or
+// sends the walk past the end of the memory map. checkTree makes every check
+// that walk relies on (page identity and type, elements inside their page,
+// child pages below the high water mark, each page referenced once, bucket
+// headers whole) and the key-order checks it reports, with the same rules, so
+// a file it accepts is one bbolt's rebuild walks without a fault, and a file
+// it refuses is one bbolt would have crashed or panicked on.
+type treeChecker struct {
+	data     []byte // the file, memory mapped read-only
+	pageSize uint64
+	hwm      uint64   // pages below this id are in use
+	seen     []uint64 // bit set of the pages met
+}
+
+// checkTree checks the page tree of meta in f, whose size has been checked
+// to cover the pages in use. It maps the file read-only; memory faults while
+// reading it are turned into ErrCorrupt.
+func checkTree(f *os.File, meta *boltMeta) (err error) {
+	size := int64(meta.pgid) * int64(meta.pageSize)
+	data, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED|syscall.MAP_POPULATE)
+	if err != nil {
+		return fmt.Errorf("cannot map the file to check its pages: %w", err)
+	}
+	defer syscall.Munmap(data) //nolint:errcheck // nothing to do about it
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: reading the pages: %v", ErrCorrupt, p)
+		}
+	}()
+	c := &treeChecker{data: data, pageSize: uint64(meta.pageSize), hwm: meta.pgid, seen: make([]uint64, (meta.pgid+63)/64)}
+	return c.bucket(meta.root, "root bucket")
+}
+
+// bucket checks the tree of the bucket whose root page is root, then the
+// buckets nested in it. Inline buckets (root 0) live inside their parent's
+// leaf and are not walked, as bbolt's rebuild does not walk them.
+func (c *treeChecker) bucket(root uint64, name string) error {
+	if root == 0 {
+		return nil
+	}
+	var children []uint64
+	if _, err := c.page(root, nil, nil, name, &children); err != nil {
+		return err
+	}
+	for _, child := range children {
+		if err := c.bucket(child, name+" > nested bucket"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// read returns page id whole (with its overflow pages), after checking its
+// header: that it names itself, has one page type, and ends below the high
+// water mark.
+func (c *treeChecker) read(id uint64, where string) ([]byte, error) {
+	if id < 2 || id >= c.hwm {
+		return nil, fmt.Errorf("%w: %s: page %d is outside the pages in use (2 to %d)", ErrCorrupt, where, id, c.hwm-1)
+	}
+	hdr := c.data[id*c.pageSize:]
+	le := binary.LittleEndian
+	if self := le.Uint64(hdr[0:]); self != id {
+		return nil, fmt.Errorf("%w: %s: page %d identifies itself as page %d", ErrCorrupt, where, id, self)
+	}
+	flags := le.Uint16(hdr[8:])
+	if flags != branchPageFlag && flags != leafPageFlag {
+		return nil, fmt.Errorf("%w: %s: page %d has type flags %#x, want a branch or leaf page", ErrCorrupt, where, id, flags)
+	}
+	overflow := uint64(le.Uint32(hdr[12:]))
+	if id+overflow >= c.hwm {
+		return nil, fmt.Errorf("%w: %s: page %d runs %d pages past the pages in use", ErrCorrupt, where, id, id+overflow-c.hwm+1)
+	}
+	for i := id; i <= id+overflow; i++ {
+		if c.seen[i/64]&(1<<(i%64)) != 0 {
+			return nil, fmt.Errorf("%w: %s: page %d is referenced twice", ErrCorrupt, where, i)
+		}
+		c.seen[i/64] |= 1 << (i % 64)
+	}
+	return c.data[id*c.pageSize : (id+overflow+1)*c.pageSize], nil
+}
+
+// page checks page id and the subtree under it; every key must be at least
+// minClosed (when not nil) and below maxOpen (when not nil). It returns the
+// largest key of the subtree and appends the root pages of buckets found in
+// its leaves to children.
+func (c *treeChecker) page(id uint64, minClosed, maxOpen []byte, where string, children *[]uint64) ([]byte, error) {
+	p, err := c.read(id, where)
+	if err != nil {
+		return nil, err
+	}
+	le := binary.LittleEndian
+	isBranch := le.Uint16(p[8:]) == branchPageFlag
+	count := int(le.Uint16(p[10:]))
+	if pageHeaderSize+count*pageElemSize > len(p) {
+		return nil, fmt.Errorf("%w: %s: page %d claims %d elements, more than fit in it", ErrCorrupt, where, id, count)
+	}
+	// slice returns n bytes at off from element i's address, or false
+	// when they do not lie inside the page.
+	slice := func(i int, off uint32, n uint64) ([]byte, bool) {
+		start := uint64(pageHeaderSize+i*pageElemSize) + uint64(off)
+		end := start + n
+		if end > uint64(len(p)) {
+			return nil, false
+		}
+		return p[start:end], true
+	}
+	running := minClosed
+	var maxInSubtree []byte
+	for i := range count {
+		e := p[pageHeaderSize+i*pageElemSize:]
+		var key, value []byte
+		var ok bool
+		if isBranch {
+			key, ok = slice(i, le.Uint32(e[0:]), uint64(le.Uint32(e[4:])))
+		} else {
+			var kv []byte
+			ksize := le.Uint32(e[8:])
+			if kv, ok = slice(i, le.Uint32(e[4:]), uint64(ksize)+uint64(le.Uint32(e[12:]))); ok {
+				key, value = kv[:ksize], kv[ksize:]
+			}
+		}
+		if !ok {
+			return nil, fmt.Errorf("%w: %s: page %d: element %d lies outside the page", ErrCorrupt, where, id, i)
+		}
+		if err := checkKeyOrder(i, key, running, maxOpen); err != nil {
+			return nil, fmt.Errorf("%w: %s: page %d: %v", ErrCorrupt, where, id, err)
+		}
+		if isBranch {
+			next := maxOpen
+			if i+1 < count {
+				n := p[pageHeaderSize+(i+1)*pageElemSize:]
+				if next, ok = slice(i+1, le.Uint32(n[0:]), uint64(le.Uint32(n[4:]))); !ok {
+					return nil, fmt.Errorf("%w: %s: page %d: element %d lies outside the page", ErrCorrupt, where, id, i+1)
+				}
+			}
+			maxInSubtree, err = c.page(le.Uint64(e[8:]), key, next, where, children)
+			if err != nil {
+				return nil, err
+			}
+			running = maxInSubtree
+			continue
+		}
+		running = key
+		maxInSubtree = key
+		if le.Uint32(e[0:])&bucketLeafFlag != 0 {
+			if len(value) < bucketHdrSize {
+				return nil, fmt.Errorf("%w: %s: page %d: bucket %q has a %d-byte header", ErrCorrupt, where, id, key, len(value))
+			}
+			*children = append(*children, le.Uint64(value))
+		}
+	}
+	return maxInSubtree, nil
+}
+
+// checkKeyOrder applies bbolt's key-order rules to the key of element i: not
+// below the smallest key its parent allows (first element) or the previous
+// key (the others), not equal to the previous key, and below maxOpen.
+func checkKeyOrder(i int, key, prev, maxOpen []byte) error {
+	if i == 0 && prev != nil && bytes.Compare(prev, key) > 0 {
+		return fmt.Errorf("first key %x is below its parent's key %x", key, prev)
+	}
+	if i > 0 && bytes.Compare(prev, key) >= 0 {
+		return fmt.Errorf("key %d (%x) is not above the key before it (%x)", i, key, prev)
+	}
+	if maxOpen != nil && bytes.Compare(key, maxOpen) >= 0 {
+		return fmt.Errorf("key %d (%x) is not below its parent's next key (%x)", i, key, maxOpen)
+	}
+	return nil
+}
