@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	kafkago "github.com/segmentio/kafka-go"
 
@@ -71,7 +70,7 @@ func (m mapper) mapRecord(msg *kafkago.Message) mapped {
 				problems = append(problems, fmt.Sprintf("empty %q header", m.idHeader))
 				continue
 			}
-			if !printable(id) {
+			if !outbox.ValidText(id) {
 				problems = append(problems, fmt.Sprintf("%q header is not printable UTF-8", m.idHeader))
 				continue
 			}
@@ -119,11 +118,11 @@ func (m mapper) mapRecord(msg *kafkago.Message) mapped {
 func deadFallbacks(msg *kafkago.Message, mp mapped) []outbox.Event {
 	coordID := RecordID(msg.Topic, msg.Partition, msg.Offset)
 	dest := mp.ev.Destination
-	if dest == "" || !printable(dest) {
+	if dest == "" || !outbox.ValidText(dest) {
 		dest = "kafka:" + msg.Topic
 	}
 	bare := outbox.Event{ID: coordID, Destination: dest, Payload: msg.Value}
-	if mp.ev.ID != coordID && printable(mp.ev.ID) {
+	if mp.ev.ID != coordID && outbox.ValidText(mp.ev.ID) {
 		bare.ID = mp.ev.ID
 	}
 	noPayload := bare
@@ -145,22 +144,8 @@ func mapKey(k []byte) string {
 	if len(k) == 0 {
 		return ""
 	}
-	if s := string(k); printable(s) && !strings.HasPrefix(s, keyPrefixBase64) {
+	if s := string(k); outbox.ValidText(s) && !strings.HasPrefix(s, keyPrefixBase64) {
 		return s
 	}
 	return keyPrefixBase64 + base64.StdEncoding.EncodeToString(k)
-}
-
-// printable reports whether s is valid UTF-8 without control characters
-// (the outbox's own rule for IDs, keys and destinations).
-func printable(s string) bool {
-	if !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return false
-		}
-	}
-	return true
 }

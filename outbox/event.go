@@ -151,19 +151,19 @@ func (o *Outbox) validateEvent(i int, ev *Event, resolve bool) (endpoint string,
 	if len(ev.ID) > c.MaxIDBytes {
 		return "", bad("id", "longer than the limit of "+itoa(c.MaxIDBytes)+" bytes")
 	}
-	if ev.ID != "" && !printable(ev.ID) {
+	if ev.ID != "" && !ValidText(ev.ID) {
 		return "", bad("id", "must be valid UTF-8 without control characters")
 	}
 	if len(ev.Key) > c.MaxIDBytes {
 		return "", bad("key", "longer than the limit of "+itoa(c.MaxIDBytes)+" bytes")
 	}
-	if !printable(ev.Key) {
+	if !ValidText(ev.Key) {
 		return "", bad("key", "must be valid UTF-8 without control characters")
 	}
 	if ev.Destination == "" {
 		return "", bad("destination", "required")
 	}
-	if !printable(ev.Destination) {
+	if !ValidText(ev.Destination) {
 		return "", bad("destination", "must be valid UTF-8 without control characters")
 	}
 	endpoint = ev.Destination
@@ -201,8 +201,12 @@ func (o *Outbox) validateEvent(i int, ev *Event, resolve bool) (endpoint string,
 	return endpoint, nil
 }
 
-// printable reports whether s is valid UTF-8 without control characters.
-func printable(s string) bool {
+// ValidText reports whether s may be an event's ID, key or destination:
+// valid UTF-8 without control characters (C0, DEL and C1). Enqueue refuses
+// an event whose ID, key or destination is not; callers that map foreign
+// data to events (an HTTP decoder, a Kafka source) use it to say which
+// field is wrong before they enqueue.
+func ValidText(s string) bool {
 	if !utf8.ValidString(s) {
 		return false
 	}

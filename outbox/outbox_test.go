@@ -114,6 +114,9 @@ func TestEnqueueValidation(t *testing.T) {
 		{"destination", outbox.Event{Destination: "not a url"}},
 		{"id", outbox.Event{ID: strings.Repeat("x", 201), Destination: good.Destination}},
 		{"id", outbox.Event{ID: "a\nb", Destination: good.Destination}},
+		{"id", outbox.Event{ID: "a\u0085b", Destination: good.Destination}},
+		{"key", outbox.Event{Key: "a\x7fb", Destination: good.Destination}},
+		{"destination", outbox.Event{Destination: "orders\xff"}},
 		{"method", outbox.Event{Destination: good.Destination, Method: "PO ST"}},
 		{"headers", outbox.Event{Destination: good.Destination, Headers: map[string]string{"Bad Name": "v"}}},
 		{"headers", outbox.Event{Destination: good.Destination, Headers: map[string]string{"X-Ok": "a\r\nInjected: 1"}}},
@@ -128,6 +131,27 @@ func TestEnqueueValidation(t *testing.T) {
 	}
 	if s := o.Stats(); s.Pending != 0 || s.EnqueuedTotal != 0 {
 		t.Fatalf("a refused call stored events: %+v", s)
+	}
+}
+
+// ValidText is the rule Enqueue applies to IDs, keys and destinations, which
+// the HTTP decoder and the Kafka source apply before they enqueue.
+func TestValidText(t *testing.T) {
+	for s, want := range map[string]bool{
+		"":               true,
+		"orders":         true,
+		"évènement-42":   true,
+		"a b/c:d":        true,
+		"tab\there":      false,
+		"nul\x00":        false,
+		"del\x7f":        false,
+		"c1\u0085":       false,
+		"broken\xffutf8": false,
+		"half\xe2\x82":   false,
+	} {
+		if got := outbox.ValidText(s); got != want {
+			t.Errorf("ValidText(%q) = %v, want %v", s, got, want)
+		}
 	}
 }
 

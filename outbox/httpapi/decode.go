@@ -191,13 +191,13 @@ func (in *eventIn) toEvent(ev *outbox.Event, lim limits, prefix string) error {
 	if len(in.ID) > lim.maxID {
 		return bad("id", fmt.Sprintf("%d bytes is over the limit of %d bytes", len(in.ID), lim.maxID))
 	}
-	if !printable(in.ID) {
+	if !outbox.ValidText(in.ID) {
 		return bad("id", "must be valid UTF-8 without control characters")
 	}
 	if in.Destination == "" {
 		return bad("destination", "is required (a configured endpoint name or an absolute URL)")
 	}
-	if !printable(in.Destination) {
+	if !outbox.ValidText(in.Destination) {
 		return bad("destination", "must be valid UTF-8 without control characters")
 	}
 	if !utf8.ValidString(in.Key) {
@@ -247,19 +247,6 @@ func (in *eventIn) toEvent(ev *outbox.Event, lim limits, prefix string) error {
 		Payload:     payload,
 	}
 	return nil
-}
-
-// printable reports whether s is valid UTF-8 without control characters.
-func printable(s string) bool {
-	if !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f {
-			return false
-		}
-	}
-	return true
 }
 
 // isToken reports whether s is an RFC 9110 token (method and header names).
