@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -400,10 +401,32 @@ func (s *Store) do(ctx context.Context, weight int, fn func(w *wtx) error) error
 	return o.err
 }
 
+// The committer yields its processor up to gatherYields times, for at most
+// gatherWindow, when the queue runs dry before a batch holds gatherBelow
+// records (see commitLoop).
+var (
+	gatherYields = 32
+	gatherWindow = 250 * time.Microsecond
+	gatherBelow  = 256 // records
+)
+
 // commitLoop is the committer: it takes the first waiting op, adds whatever
 // else is queued (up to MaxBatch records), runs them all in one write
 // transaction and commits once. Callers arriving during a commit form the
 // next batch, so the batch size follows the concurrency without a timer.
+//
+// When the queue runs dry while the batch is still small, the committer
+// yields its processor (runtime.Gosched) a few times before it commits: the
+// callers that the previous commit released are runnable then, and those
+// that come straight back with their next write join this batch instead of
+// the next one, so there are fewer commits (each with two fsyncs and its
+// rewritten pages) for the same writes. With nothing else runnable a yield
+// returns at once, so a lone caller waits microseconds. A batch of
+// gatherBelow records or more already spreads its commit's cost, and
+// yielding the one writer's processor then only slowed a CPU-bound loader
+// of 500-record batches (by 17% in A/B runs), so it commits at once.
+// Measured on 2 cores: BenchmarkInsertConcurrent64's ratio to DB.Batch rose
+// 15%; single-event HTTP ingest through outboxd rose 1-11% from run to run.
 func (s *Store) commitLoop() {
 	defer close(s.done)
 	debug.SetPanicOnFault(true)
@@ -419,6 +442,8 @@ func (s *Store) commitLoop() {
 		}
 		batch := []*op{first}
 		weight := first.weight
+		yields := 0
+		var dry time.Time
 	fill:
 		for weight < s.opts.MaxBatch {
 			select {
@@ -433,7 +458,16 @@ func (s *Store) commitLoop() {
 				batch = append(batch, o)
 				weight += o.weight
 			default:
-				break fill
+				switch {
+				case yields >= gatherYields || weight >= gatherBelow:
+					break fill
+				case yields == 0:
+					dry = time.Now()
+				case time.Since(dry) >= gatherWindow:
+					break fill
+				}
+				yields++
+				runtime.Gosched()
 			}
 		}
 		s.commit(batch)
