@@ -36,7 +36,7 @@
 // a commit stays cheap after a large backlog drains; Close writes it once,
 // so a clean restart opens in milliseconds. After a crash, Open first checks
 // every page that bbolt's rebuild of the freelist will walk, then bbolt
-// rebuilds it (together 1.4 s for a million pending records on a 2-core
+// rebuilds it (together about 1.5 s for a million pending records on a 2-core
 // machine, against 0.7 s for the rebuild alone: go test -run '^$' -bench
 // Open1M/unclean ./store/).
 //
@@ -46,8 +46,8 @@
 // file, a newer schema and a locked file each give an *OpenError naming the
 // file and wrapping ErrNotDatabase, ErrCorrupt, ErrSchemaTooNew or ErrLocked.
 // Memory faults and bbolt panics while reading a damaged file are turned into
-// ErrCorrupt. A damaged inner page of a file left by a crash is found by
-// Open's own walk (page identity and type, elements inside their page,
+// ErrCorrupt. A damaged inner page of a file left by a crash is found (on
+// Unix) by Open's own walk (page identity and type, elements inside their page,
 // children in range and referenced once, key order), because bbolt's rebuild
 // of the freelist would meet it in a goroutine of its own and crash the
 // process; the error names the page. Inner pages of a cleanly closed file are

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"syscall"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -76,7 +75,7 @@ func readMeta(f io.ReaderAt, off int64) (*boltMeta, error) {
 // When the newest meta page says the freelist was not written (the last
 // process stopped without closing the store) and the file is to be opened
 // for writing, bbolt will rebuild the freelist by walking every page, so
-// checkFile walks them first (checkTree), under the file's lock so that a
+// checkFile walks them first (checkLocked), under the file's lock so that a
 // running writer is not mistaken for damage; when another process holds the
 // lock, the walk is left out and bbolt's open reports ErrLocked.
 func checkFile(path string, size int64, forWrite bool) error {
@@ -123,20 +122,7 @@ func checkFile(path string, size int64, forWrite bool) error {
 	if !forWrite || best.freelist != noFreelist {
 		return nil
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		return nil // held by another process: bbolt's open waits for it and fails
-	}
-	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN) //nolint:errcheck // closing the file unlocks too
-	// The file may have changed between the meta read above and the lock.
-	for _, off := range []int64{0, int64(best.pageSize)} {
-		if m, _ := readMeta(f, off); m != nil && m.txid > best.txid {
-			best = m
-		}
-	}
-	if best.freelist != noFreelist {
-		return nil
-	}
-	return checkTree(f, best)
+	return checkLocked(f, best)
 }
 
 // Compact rewrites the closed store at path into a compact copy

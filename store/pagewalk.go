@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"os"
 	"runtime/debug"
-	"syscall"
 )
 
 // bbolt's page layout, as far as checkTree reads it.
@@ -37,16 +35,13 @@ type treeChecker struct {
 	seen     []uint64 // bit set of the pages met
 }
 
-// checkTree checks the page tree of meta in f, whose size has been checked
-// to cover the pages in use. It maps the file read-only; memory faults while
-// reading it are turned into ErrCorrupt.
-func checkTree(f *os.File, meta *boltMeta) (err error) {
-	size := int64(meta.pgid) * int64(meta.pageSize)
-	data, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED|syscall.MAP_POPULATE)
-	if err != nil {
-		return fmt.Errorf("cannot map the file to check its pages: %w", err)
+// checkTree checks the page tree of meta in data, the file's bytes from its
+// start to at least its high water mark. Memory faults while reading data
+// (a mapped file that shrank) are turned into ErrCorrupt.
+func checkTree(data []byte, meta *boltMeta) (err error) {
+	if uint64(len(data))/uint64(meta.pageSize) < meta.pgid {
+		return fmt.Errorf("%w: the file is %d bytes but its meta page covers %d (truncated)", ErrCorrupt, len(data), meta.pgid*uint64(meta.pageSize))
 	}
-	defer syscall.Munmap(data) //nolint:errcheck // nothing to do about it
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if p := recover(); p != nil {
