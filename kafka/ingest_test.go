@@ -75,6 +75,10 @@ func TestGapAwareCommitHoldsBelowFailedRecord(t *testing.T) {
 	waitFor(t, 10*time.Second, "the offset to reach the end after the retry", func() bool {
 		return committedOffsets(t, cl, "g", "in", 1)[0] == 100
 	})
+	// The offset moves once the record is stored; its delivery follows.
+	waitFor(t, 10*time.Second, "the retried record to be delivered", func() bool {
+		return sink.count(failID) > 0
+	})
 	if sink.count(failID) != 1 {
 		t.Fatalf("the retried record was delivered %d times", sink.count(failID))
 	}
