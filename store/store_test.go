@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -436,5 +438,101 @@ func TestTrimChangelog(t *testing.T) {
 	es, _ = s.Changelog(0, 2)
 	if len(es) != 2 || es[0].LSN != 15 {
 		t.Fatalf("Changelog page: %v", es)
+	}
+}
+
+// TestInsertAfterApplyEmptiedEvents: one group commit that first deletes
+// every pending record (a punctuation whose deliveries all succeeded) and
+// then inserts a new one. Deleting leaves the events tree with empty leaves
+// until the commit rebalances it, and bbolt's Cursor.Last loops forever on a
+// tree whose leaves are all empty: the committer hung for good, taking every
+// writer with it (seen in the Kafka scale-out test).
+func TestInsertAfterApplyEmptiedEvents(t *testing.T) {
+	s := openTest(t, Options{})
+	var recs []*Record
+	for i := range 300 {
+		recs = append(recs, rec(fmt.Sprintf("evt-%04d", i), strings.Repeat("p", 500)))
+	}
+	mustInsert(t, s, recs...)
+	due, err := s.Due(DueQuery{Now: time.Now().Add(time.Hour), Limit: 1000})
+	if err != nil || len(due) != len(recs) {
+		t.Fatalf("Due = %d records, %v", len(due), err)
+	}
+	var outs []Outcome
+	for _, r := range due {
+		outs = append(outs, Outcome{Kind: OutcomeDelete, ID: r.ID, Version: r.Version})
+	}
+
+	// Hold the committer inside a transaction of its own so that the delete
+	// and the insert queue up behind it and share the next commit.
+	started, release := make(chan struct{}), make(chan struct{})
+	errHold := errors.New("hold")
+	held := make(chan error, 1)
+	go func() {
+		_, err := s.UpsertKey(t.Context(), "hold", func(*Record) (*Record, error) {
+			close(started)
+			<-release
+			return nil, errHold
+		})
+		held <- err
+	}()
+	<-started
+	type applied struct {
+		res []OutcomeResult
+		err error
+	}
+	applyDone := make(chan applied, 1)
+	go func() {
+		res, err := s.Apply(t.Context(), outs, nil)
+		applyDone <- applied{res, err}
+	}()
+	waitQueued(t, s, 1)
+	insertDone := make(chan error, 1)
+	go func() {
+		_, err := s.Insert(t.Context(), []*Record{rec("evt-new", "x")})
+		insertDone <- err
+	}()
+	waitQueued(t, s, 2)
+	close(release)
+
+	select {
+	case err := <-insertDone:
+		if err != nil {
+			t.Fatalf("Insert: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		// Cleanup would wait for the hung committer forever: stop here,
+		// with every goroutine's stack.
+		panic("the committer hung on the insert that followed the deletes")
+	}
+	if err := <-held; err != errHold {
+		t.Fatalf("UpsertKey = %v, want the hold error", err)
+	}
+	a := <-applyDone
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	for i, r := range a.res {
+		if r != Applied {
+			t.Fatalf("outcome %d: %v", i, r)
+		}
+	}
+	st, err := s.Stats()
+	if err != nil || st.Pending != 1 {
+		t.Fatalf("Stats = %+v, %v; want the one new record pending", st, err)
+	}
+	if _, state, err := s.Get("evt-new"); err != nil || state != StatePending {
+		t.Fatalf("Get(evt-new) = %v, %v", state, err)
+	}
+}
+
+// waitQueued waits until n writes are queued for the committer.
+func waitQueued(t *testing.T, s *Store, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); len(s.queue) < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d writes queued, want %d", len(s.queue), n)
+		}
+		runtime.Gosched()
 	}
 }

@@ -52,13 +52,29 @@ func (w *wtx) knownNew(id []byte) bool {
 	if !w.idMaxOK {
 		w.idMax = nil
 		for _, b := range []*bolt.Bucket{w.events, w.dead, w.tombs} {
-			if k, _ := b.Cursor().Last(); bytes.Compare(k, w.idMax) > 0 {
+			if k := lastKey(b); bytes.Compare(k, w.idMax) > 0 {
 				w.idMax = bytes.Clone(k)
 			}
 		}
 		w.idMaxOK = true
 	}
 	return bytes.Compare(id, w.idMax) > 0
+}
+
+// lastKey returns the last key of b, nil when it has none.
+//
+// Deletes leave empty leaves in a bucket's tree until the commit rebalances
+// it, and bbolt's Cursor.Last (v1.5.0) never returns on a branching tree
+// whose leaves are all empty: it steps back to the first leaf, finds it
+// empty, and starts over. First skips empty leaves forward and ends, so it
+// answers whether there is any key; with one, Last finds it.
+func lastKey(b *bolt.Bucket) []byte {
+	c := b.Cursor()
+	if k, _ := c.First(); k == nil {
+		return nil
+	}
+	k, _ := c.Last()
+	return k
 }
 
 // raiseIDMax records that id was just inserted.
