@@ -256,7 +256,9 @@ func (o *Outbox) Endpoints(ctx context.Context) ([]EndpointState, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	o.eng.epMu.Lock()
 	eps, err := o.st.Endpoints()
+	o.eng.epMu.Unlock()
 	if err != nil {
 		return nil, mapErr("endpoints", "", err)
 	}
@@ -283,6 +285,24 @@ func (o *Outbox) EnableEndpoint(ctx context.Context, name string) error {
 		return err
 	}
 	defer o.ops.Done()
+	o.eng.holdMu.Lock()
+	defer o.eng.holdMu.Unlock()
+	now := o.clock.Now().UTC()
+	if err := o.enableStored(ctx, name, now); err != nil {
+		return err
+	}
+	if err := o.bringForward(ctx, name, now); err != nil {
+		return err
+	}
+	o.wake()
+	return nil
+}
+
+// enableStored clears the endpoint's disable and throttle in the store and
+// the engine's cache.
+func (o *Outbox) enableStored(ctx context.Context, name string, now time.Time) error {
+	o.eng.epMu.Lock()
+	defer o.eng.epMu.Unlock()
 	ep, ok, err := o.st.Endpoint(name)
 	if err != nil {
 		return mapErr("enable endpoint", name, err)
@@ -290,9 +310,6 @@ func (o *Outbox) EnableEndpoint(ctx context.Context, name string) error {
 	if !ok {
 		return fmt.Errorf("outbox: enable endpoint %q: %w", name, ErrNotFound)
 	}
-	o.eng.holdMu.Lock()
-	defer o.eng.holdMu.Unlock()
-	now := o.clock.Now().UTC()
 	ep.Disabled = false
 	ep.DisabledReason = ""
 	ep.DisabledAt = time.Time{}
@@ -303,10 +320,6 @@ func (o *Outbox) EnableEndpoint(ctx context.Context, name string) error {
 		return mapErr("enable endpoint", name, err)
 	}
 	o.eng.setEndpoint(ep)
-	if err := o.bringForward(ctx, name, now); err != nil {
-		return err
-	}
-	o.wake()
 	return nil
 }
 

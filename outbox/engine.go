@@ -79,6 +79,13 @@ type engine struct {
 	// the endpoint disabled cannot defer its events after it was enabled.
 	holdMu    sync.Mutex
 	endpoints map[string]store.EndpointState // cache of the durable endpoint states
+
+	// epMu is held by a commit from the moment it changes an endpoint in
+	// the cache until the store has the change, and by the admin calls that
+	// read or write endpoints in the store: they see what the cache (and
+	// Stats) already shows, and EnableEndpoint cannot be overwritten by the
+	// commit of a disable that was under way when it ran.
+	epMu sync.Mutex
 }
 
 type job struct {
@@ -532,6 +539,7 @@ func (e *engine) commit(batch []*job) {
 	infos := make([]DeliveryInfo, 0, len(batch))
 	touched := make(map[string]store.EndpointState)
 
+	e.epMu.Lock()
 	e.mu.Lock()
 	for _, j := range batch {
 		r, res := j.rec, j.res
@@ -588,6 +596,7 @@ func (e *engine) commit(batch []*job) {
 			}
 		}
 	}
+	e.epMu.Unlock()
 	e.release(batch)
 	for _, info := range infos {
 		switch {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outbox/outbox"
+	"github.com/outboxd/outbox/store"
 )
 
 // receiver is an httptest server that records what it receives and answers
@@ -333,6 +334,88 @@ func TestAdminOperations(t *testing.T) {
 		t.Fatal("Ready after Stop")
 	}
 }
+
+// TestEndpointAdminWaitsForACommittingDisable: once Stats counts an
+// endpoint disabled, Endpoints lists it so and EnableEndpoint enables it for
+// good, even while the commit of the disabling outcome is still on its way
+// to the file. (Endpoints used to answer from the file alone, and
+// EnableEndpoint found no endpoint, or had its enable overwritten by the
+// disable committed after it.)
+func TestEndpointAdminWaitsForACommittingDisable(t *testing.T) {
+	gate, arrived := make(chan struct{}), make(chan struct{}, 1)
+	rc := newReceiver(t, func(_ *http.Request, _ string, n int) (int, http.Header) {
+		if n > 0 {
+			return http.StatusOK, nil
+		}
+		arrived <- struct{}{}
+		<-gate
+		return http.StatusGone, nil
+	})
+	sink := newWebSink()
+	defer sink.close()
+	o, _ := open(t, testConfig(sink))
+	ctx := context.Background()
+	if err := o.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Enqueue(ctx, outbox.Event{ID: "g", Destination: rc.srv.URL + "/gone"}); err != nil {
+		t.Fatal(err)
+	}
+	<-arrived
+
+	// Hold the store's committer, then let the receiver answer 410: the
+	// engine counts the endpoint disabled at once, its commit waits.
+	held, release, holdDone := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		_, err := o.Store().UpsertKey(ctx, "hold", func(*store.Record) (*store.Record, error) {
+			close(held)
+			<-release
+			return nil, errHold
+		})
+		holdDone <- err
+	}()
+	<-held
+	close(gate)
+	waitFor(t, "endpoint counted disabled", settle, func() bool { return o.Stats().EndpointsDisabled == 1 })
+
+	var listed []outbox.EndpointState
+	var listErr, enableErr error
+	adminDone := make(chan struct{})
+	go func() {
+		defer close(adminDone)
+		if listed, listErr = o.Endpoints(ctx); listErr != nil || len(listed) != 1 {
+			return
+		}
+		enableErr = o.EnableEndpoint(ctx, listed[0].Name)
+	}()
+	// Give a wrong early answer the chance to show; what is asserted does
+	// not depend on how long this is.
+	select {
+	case <-adminDone:
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	if err := <-holdDone; err != errHold {
+		t.Fatalf("hold: %v", err)
+	}
+	<-adminDone
+	if listErr != nil || len(listed) != 1 || !listed[0].Disabled || !strings.Contains(listed[0].DisabledReason, "410") {
+		t.Fatalf("Endpoints while the disable was committing = %+v, %v; want the endpoint disabled by the 410", listed, listErr)
+	}
+	if enableErr != nil {
+		t.Fatalf("EnableEndpoint while the disable was committing: %v", enableErr)
+	}
+	waitFor(t, "delivered after enable", settle, func() bool { return rc.successes("g") == 1 })
+	ep, ok, err := o.Store().Endpoint(listed[0].Name)
+	if err != nil || !ok || ep.Disabled {
+		t.Fatalf("stored endpoint after enable = %+v, %v, %v; want enabled", ep, ok, err)
+	}
+	if n := o.Stats().EndpointsDisabled; n != 0 {
+		t.Fatalf("Stats counts %d endpoints disabled after enable", n)
+	}
+}
+
+var errHold = errors.New("hold")
 
 func TestStopBeforeStartAndTwice(t *testing.T) {
 	o, path := open(t, testConfig(newWebSink()))
