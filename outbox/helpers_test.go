@@ -210,3 +210,16 @@ var errTest = errors.New("test error")
 // the whole repository under -race on two busy cores. Passing tests never
 // wait for it.
 const settle = 2 * time.Minute
+
+// openStarted opens an outbox delivering through a webSink (see testConfig)
+// and starts it; both are stopped at the end of the test.
+func openStarted(t testing.TB) *outbox.Outbox {
+	t.Helper()
+	sink := newWebSink()
+	t.Cleanup(sink.close)
+	o, _ := open(t, testConfig(sink))
+	if err := o.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}

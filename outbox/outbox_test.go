@@ -158,12 +158,7 @@ func TestValidText(t *testing.T) {
 
 func TestDeliveredToReceiver(t *testing.T) {
 	rc := newReceiver(t, nil)
-	sink := newWebSink()
-	defer sink.close()
-	o, _ := open(t, testConfig(sink))
-	if err := o.Start(); err != nil {
-		t.Fatal(err)
-	}
+	o := openStarted(t)
 	ctx := context.Background()
 	ids, err := o.Enqueue(ctx,
 		outbox.Event{ID: "one", Destination: rc.srv.URL + "/hook", Payload: []byte(`{"n":1}`)},
@@ -232,13 +227,8 @@ func TestAdminOperations(t *testing.T) {
 		}
 		return http.StatusOK, nil
 	})
-	sink := newWebSink()
-	defer sink.close()
-	o, _ := open(t, testConfig(sink))
+	o := openStarted(t)
 	ctx := context.Background()
-	if err := o.Start(); err != nil {
-		t.Fatal(err)
-	}
 	var evs []outbox.Event
 	for i := range 5 {
 		evs = append(evs, outbox.Event{ID: "d" + string(rune('0'+i)), Key: "k" + string(rune('0'+i%2)), Destination: rc.srv.URL + "/a"})
@@ -351,13 +341,8 @@ func TestEndpointAdminWaitsForACommittingDisable(t *testing.T) {
 		<-gate
 		return http.StatusGone, nil
 	})
-	sink := newWebSink()
-	defer sink.close()
-	o, _ := open(t, testConfig(sink))
+	o := openStarted(t)
 	ctx := context.Background()
-	if err := o.Start(); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := o.Enqueue(ctx, outbox.Event{ID: "g", Destination: rc.srv.URL + "/gone"}); err != nil {
 		t.Fatal(err)
 	}

@@ -84,13 +84,8 @@ func TestStaleDeliveryDoesNotDeleteNewerVersion(t *testing.T) {
 		}
 		return http.StatusOK, nil
 	})
-	sink := newWebSink()
-	defer sink.close()
-	o, _ := open(t, testConfig(sink))
+	o := openStarted(t)
 	ctx := context.Background()
-	if err := o.Start(); err != nil {
-		t.Fatal(err)
-	}
 	v1, err := o.Upsert(ctx, "room-2", func(*outbox.Event) (outbox.Event, error) {
 		return outbox.Event{Destination: rc.srv.URL + "/rooms", Payload: []byte("alice,bob")}, nil
 	})
