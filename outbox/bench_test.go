@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -136,15 +135,6 @@ func BenchmarkDrain(b *testing.B) {
 		b.ReportMetric(float64(baseCPU.Microseconds())/float64(n), "nethttp-cpu-µs/req")
 		b.ReportMetric(baseCPU.Seconds()/boxCPU.Seconds(), "cpu-ratio")
 	}
-}
-
-// cpuTime returns the process's user plus system CPU time.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkFirstAttemptLatency measures, with an idle outbox, the time from
