@@ -116,6 +116,50 @@ type Store struct {
 	done   chan struct{} // closed when the committer has exited
 
 	lastLSN atomic.Uint64
+
+	// Committer telemetry (see CommitStats). runningSince is when the
+	// commit under way began, as time since epoch plus one; zero when the
+	// committer is idle.
+	epoch                                 time.Time
+	runningSince                          atomic.Int64
+	commits, failed, calls, records, busy atomic.Uint64
+}
+
+// CommitStats describe the committer's work since Open. Every write call
+// (Insert, Apply, Update, ...) waits for the commit that carries it.
+type CommitStats struct {
+	// Commits counts the write transactions run; Failed counts those that
+	// did not commit (every call in them got the error).
+	Commits, Failed uint64
+	// Calls counts the write calls the transactions carried, Records sums
+	// their weights: the records of an Insert or a Restore chunk, the
+	// outcomes and endpoint states of an Apply, MaxBatch for a trim step
+	// (its bound), one for the other calls. Records/Commits is the mean
+	// batch.
+	Calls, Records uint64
+	// Busy is the time spent in write transactions, fsyncs included.
+	Busy time.Duration
+	// Running is how long the transaction under way has been running, zero
+	// when the committer is idle. A commit takes milliseconds; one running
+	// for seconds means the disk is not answering (an fsync that does not
+	// return), and every write waits behind it.
+	Running time.Duration
+}
+
+// CommitStats returns the committer's counters. It takes no lock and does
+// not touch the file, so it answers even while a commit hangs.
+func (s *Store) CommitStats() CommitStats {
+	st := CommitStats{
+		Commits: s.commits.Load(),
+		Failed:  s.failed.Load(),
+		Calls:   s.calls.Load(),
+		Records: s.records.Load(),
+		Busy:    time.Duration(s.busy.Load()),
+	}
+	if since := s.runningSince.Load(); since > 0 {
+		st.Running = max(time.Since(s.epoch)-time.Duration(since-1), 0)
+	}
+	return st
 }
 
 // Open opens the store at path, creating it when it does not exist. A new
@@ -150,7 +194,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return fail(mapOpenErr(err, opts.LockTimeout))
 	}
-	s := &Store{db: db, path: path, opts: opts, done: make(chan struct{})}
+	s := &Store{db: db, path: path, opts: opts, done: make(chan struct{}), epoch: time.Now()}
 	last, err := s.validate()
 	if err != nil {
 		_ = db.Close()
@@ -487,6 +531,15 @@ func (s *Store) commit(batch []*op) {
 	if len(live) == 0 {
 		return
 	}
+	start := time.Since(s.epoch)
+	s.runningSince.Store(int64(start) + 1)
+	s.commits.Add(1)
+	s.calls.Add(uint64(len(live)))
+	weight := 0
+	for _, o := range live {
+		weight += o.weight
+	}
+	s.records.Add(uint64(weight))
 	var w *wtx
 	err := func() (err error) {
 		defer func() {
@@ -508,6 +561,13 @@ func (s *Store) commit(batch []*op) {
 	if err == nil && w != nil {
 		s.lastLSN.Store(w.lsn)
 	}
+	if err != nil {
+		s.failed.Add(1)
+	}
+	// Idle again before any caller returns, so that a caller sees its own
+	// commit finished.
+	s.busy.Add(uint64(time.Since(s.epoch) - start))
+	s.runningSince.Store(0)
 	for _, o := range live {
 		if err != nil && o.err == nil && o.panic == nil {
 			o.err = err

@@ -536,3 +536,51 @@ func waitQueued(t *testing.T, s *Store, n int) {
 		runtime.Gosched()
 	}
 }
+
+// TestCommitStats checks the committer's counters, and that Running shows a
+// commit that does not finish, what outboxd's readiness probe reports when
+// the disk stops answering.
+func TestCommitStats(t *testing.T) {
+	s := openTest(t, Options{})
+	before := s.CommitStats()
+	mustInsert(t, s, rec("evt-a", "x"), rec("evt-b", "x"), rec("evt-c", "x"))
+	st := s.CommitStats()
+	if st.Commits-before.Commits != 1 || st.Calls-before.Calls != 1 || st.Records-before.Records != 3 {
+		t.Fatalf("after one Insert of 3 records: %+v, before %+v", st, before)
+	}
+	if st.Busy <= before.Busy || st.Running != 0 || st.Failed != 0 {
+		t.Fatalf("after the Insert returned: %+v, want more busy time, none running, none failed", st)
+	}
+
+	// A commit that does not finish: the committer is inside an UpsertKey
+	// function that waits.
+	started, release := make(chan struct{}), make(chan struct{})
+	errHold := errors.New("hold")
+	held := make(chan error, 1)
+	go func() {
+		_, err := s.UpsertKey(t.Context(), "hold", func(*Record) (*Record, error) {
+			close(started)
+			<-release
+			return nil, errHold
+		})
+		held <- err
+	}()
+	<-started
+	first := s.CommitStats().Running
+	if first <= 0 {
+		t.Fatalf("Running = %v inside a commit, want > 0", first)
+	}
+	for deadline := time.Now().Add(10 * time.Second); s.CommitStats().Running <= first; {
+		if time.Now().After(deadline) {
+			t.Fatalf("Running stays at %v while the commit hangs", first)
+		}
+		runtime.Gosched()
+	}
+	close(release)
+	if err := <-held; err != errHold {
+		t.Fatalf("UpsertKey = %v, want the hold error", err)
+	}
+	if st := s.CommitStats(); st.Running != 0 || st.Commits-before.Commits != 2 {
+		t.Fatalf("after the held commit: %+v, want none running and 2 commits", st)
+	}
+}

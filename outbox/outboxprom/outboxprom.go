@@ -24,6 +24,17 @@ const HooksName = "outboxprom"
 //	outbox_pending, outbox_dead, outbox_in_flight,
 //	outbox_oldest_pending_age_seconds,
 //	outbox_endpoints_throttled, outbox_endpoints_disabled  gauges from Stats
+//	outbox_store_commits_total                  counter   write transactions of the store
+//	outbox_store_commit_failures_total          counter   of them, those that failed
+//	outbox_store_commit_calls_total             counter   write calls they carried
+//	outbox_store_commit_records_total           counter   records they carried
+//	outbox_store_commit_seconds_total           counter   time spent committing (fsync included)
+//	outbox_store_commit_running_seconds         gauge     age of the commit under way, 0 when idle
+//
+// The store counters come from store.Store.CommitStats: the mean batch is
+// rate(records) / rate(commits), the mean commit time rate(seconds) /
+// rate(commits), and a running time that keeps growing means a commit that
+// does not return (the disk is not answering) with every write behind it.
 //
 // Endpoint labels are endpoint names; with raw URL destinations each
 // scheme://host:port is one endpoint.
@@ -39,6 +50,8 @@ type Collector struct {
 	punctDur     prometheus.Histogram
 
 	pendingDesc, deadDesc, inFlightDesc, oldestDesc, throttledDesc, disabledDesc *prometheus.Desc
+
+	commitsDesc, commitFailuresDesc, commitCallsDesc, commitRecordsDesc, commitSecondsDesc, commitRunningDesc *prometheus.Desc
 }
 
 // New returns a Collector for o and the hooks that feed it. When o is not
@@ -79,6 +92,13 @@ func New(o *outbox.Outbox) (*Collector, outbox.Hooks) {
 		oldestDesc:    prometheus.NewDesc(ns+"_oldest_pending_age_seconds", "Age of the oldest pending event.", nil, nil),
 		throttledDesc: prometheus.NewDesc(ns+"_endpoints_throttled", "Endpoints held by a throttle now.", nil, nil),
 		disabledDesc:  prometheus.NewDesc(ns+"_endpoints_disabled", "Disabled endpoints.", nil, nil),
+
+		commitsDesc:        prometheus.NewDesc(ns+"_store_commits_total", "Write transactions of the store.", nil, nil),
+		commitFailuresDesc: prometheus.NewDesc(ns+"_store_commit_failures_total", "Write transactions of the store that failed.", nil, nil),
+		commitCallsDesc:    prometheus.NewDesc(ns+"_store_commit_calls_total", "Write calls carried by the store's transactions.", nil, nil),
+		commitRecordsDesc:  prometheus.NewDesc(ns+"_store_commit_records_total", "Records carried by the store's transactions.", nil, nil),
+		commitSecondsDesc:  prometheus.NewDesc(ns+"_store_commit_seconds_total", "Time spent in the store's write transactions, fsync included.", nil, nil),
+		commitRunningDesc:  prometheus.NewDesc(ns+"_store_commit_running_seconds", "How long the store's write transaction under way has run; 0 when idle.", nil, nil),
 	}
 	h := c.Hooks()
 	if o != nil {
@@ -121,7 +141,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	c.deliveryDur.Describe(ch)
 	c.sinceEnqueue.Describe(ch)
 	c.punctDur.Describe(ch)
-	for _, d := range []*prometheus.Desc{c.pendingDesc, c.deadDesc, c.inFlightDesc, c.oldestDesc, c.throttledDesc, c.disabledDesc} {
+	for _, d := range []*prometheus.Desc{c.pendingDesc, c.deadDesc, c.inFlightDesc, c.oldestDesc, c.throttledDesc, c.disabledDesc,
+		c.commitsDesc, c.commitFailuresDesc, c.commitCallsDesc, c.commitRecordsDesc, c.commitSecondsDesc, c.commitRunningDesc} {
 		ch <- d
 	}
 }
@@ -148,4 +169,15 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.oldestDesc, s.OldestPendingAge.Seconds())
 	gauge(c.throttledDesc, float64(s.EndpointsThrottled))
 	gauge(c.disabledDesc, float64(s.EndpointsDisabled))
+
+	cs := c.o.Store().CommitStats()
+	counter := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v)
+	}
+	counter(c.commitsDesc, float64(cs.Commits))
+	counter(c.commitFailuresDesc, float64(cs.Failed))
+	counter(c.commitCallsDesc, float64(cs.Calls))
+	counter(c.commitRecordsDesc, float64(cs.Records))
+	counter(c.commitSecondsDesc, cs.Busy.Seconds())
+	gauge(c.commitRunningDesc, cs.Running.Seconds())
 }

@@ -80,6 +80,18 @@ func TestCollectorCountsDeliveries(t *testing.T) {
 	if got["outbox_punctuation_duration_seconds"] == 0 {
 		t.Errorf("no punctuation observed")
 	}
+	// The store's commit counters: every write above went through a
+	// commit, the three-event Enqueue carried 3 records, and no commit is
+	// running between writes.
+	cs := o.Store().CommitStats()
+	if got["outbox_store_commits_total"] < 2 || got["outbox_store_commit_records_total"] < 3 ||
+		got["outbox_store_commit_calls_total"] < got["outbox_store_commits_total"] ||
+		got["outbox_store_commit_seconds_total"] <= 0 || got["outbox_store_commit_failures_total"] != 0 {
+		t.Errorf("store commit metrics: %v (CommitStats now %+v)", got, cs)
+	}
+	if v, ok := got["outbox_store_commit_running_seconds"]; !ok || v < 0 {
+		t.Errorf("outbox_store_commit_running_seconds = %v, %v", v, ok)
+	}
 }
 
 // gather returns every series as name{label values...} -> value (the sample

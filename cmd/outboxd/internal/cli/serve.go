@@ -232,6 +232,12 @@ func (s *server) routes(reg *prometheus.Registry) http.Handler {
 	return mux
 }
 
+// commitStallLimit is how long a store commit may run before /readyz says
+// the server is not ready: commits take milliseconds, so one running this
+// long means the disk is not answering (an fsync that does not return), and
+// every enqueue and delivery outcome waits behind it.
+var commitStallLimit = 30 * time.Second
+
 // notReady says why the server is not ready, or "" when it is.
 func (s *server) notReady() string {
 	switch {
@@ -239,6 +245,9 @@ func (s *server) notReady() string {
 		return "shutting down"
 	case !s.o.Ready():
 		return "outbox not running"
+	case s.o.Store().CommitStats().Running > commitStallLimit:
+		return fmt.Sprintf("a store commit has been running for %s; the disk holding %s is not answering",
+			s.o.Store().CommitStats().Running.Round(time.Second), s.o.Store().Path())
 	case s.kafka != nil && !s.kafka.Ready():
 		return "Kafka ingest not connected"
 	}
