@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -126,7 +127,8 @@ func load(b *testing.B, url string, body []byte, perRequest int) {
 // "ingest" isolates ingest: deliveries hang at the receiver, so after the
 // first ones nothing but ingest writes to the store; "delivering" lets the
 // outbox deliver to a fast local receiver at the same time (each event is
-// then written twice: enqueued, and deleted once delivered).
+// then written twice: enqueued, and deleted once delivered). outboxd's runs
+// also report its store commits (records/commit, ms/commit) from /metrics.
 func BenchmarkIngest(b *testing.B) {
 	single := []byte(eventJSON(1))
 	var batch strings.Builder
@@ -169,8 +171,9 @@ func BenchmarkIngest(b *testing.B) {
 		p := startBench(b, dir, "--endpoint", "sink=http://"+ln.Addr().String()+"/,allow-private,timeout=1h",
 			"--max-body-bytes", "5MiB")
 		url := p.url("/v1/events")
-		b.Run("outboxd-"+mode+"/single", func(b *testing.B) { load(b, url, single, 1) })
-		b.Run("outboxd-"+mode+"/batch100", func(b *testing.B) { load(b, url, batchBody, 100) })
+		metrics := p.url("/metrics")
+		b.Run("outboxd-"+mode+"/single", func(b *testing.B) { withCommits(b, metrics, func() { load(b, url, single, 1) }) })
+		b.Run("outboxd-"+mode+"/batch100", func(b *testing.B) { withCommits(b, metrics, func() { load(b, url, batchBody, 100) }) })
 		_ = p.cmd.Process.Kill()
 		<-p.done
 		_ = rc.Close()
@@ -209,4 +212,50 @@ func startBench(b *testing.B, dir string, args ...string) *proc {
 		b.Fatalf("outboxd did not listen:\n%s", lw)
 	}
 	return p
+}
+
+// withCommits runs fn and reports outboxd's store commits in it, from the
+// outbox_store_commit_* counters at metricsURL: records per commit (how well
+// the group commit gathers concurrent requests) and milliseconds per commit.
+func withCommits(b *testing.B, metricsURL string, fn func()) {
+	b.Helper()
+	before := commitCounters(b, metricsURL)
+	fn()
+	after := commitCounters(b, metricsURL)
+	commits := after["outbox_store_commits_total"] - before["outbox_store_commits_total"]
+	if commits <= 0 {
+		b.Fatalf("no store commits counted in %s", metricsURL)
+	}
+	records := after["outbox_store_commit_records_total"] - before["outbox_store_commit_records_total"]
+	secs := after["outbox_store_commit_seconds_total"] - before["outbox_store_commit_seconds_total"]
+	b.ReportMetric(records/commits, "records/commit")
+	b.ReportMetric(secs*1000/commits, "ms/commit")
+}
+
+// commitCounters reads the outbox_store_commit* samples of a Prometheus
+// text exposition.
+func commitCounters(b *testing.B, url string) map[string]float64 {
+	b.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok || !strings.HasPrefix(name, "outbox_store_commit") {
+			continue
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			b.Fatalf("%s: %q: %v", url, sc.Text(), err)
+		}
+		out[name] = v
+	}
+	if err := sc.Err(); err != nil {
+		b.Fatal(err)
+	}
+	return out
 }
