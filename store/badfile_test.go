@@ -127,7 +127,7 @@ func TestOpenNewerSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketMeta).Put(metaSchema, u64(schemaVersion+1))
+		return tx.Bucket(bucketMeta).Put(metaSchema, u64(maxSchema+1))
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -313,7 +314,8 @@ func copyFile(from, to string) error {
 // index entry (keyPrefix ‖ seq ‖ ID, see keyIndex) at a position set by its
 // key, so a batch of keyed records dirties key index leaves all over the
 // tree and the commit rewrites each of them: the cost of keyed inserts
-// grows with the backlog, that of unkeyed ones does not.
+// grows with the backlog, that of unkeyed ones does not. The "noindex"
+// cases open the store with NoKeyIndex.
 //
 //	go test -run '^$' -bench InsertKeyed -benchtime 25x ./store/
 func BenchmarkInsertKeyed(b *testing.B) {
@@ -323,10 +325,11 @@ func BenchmarkInsertKeyed(b *testing.B) {
 		"1000":   func(n uint64) string { return fmt.Sprintf("k-%d", n%1000) },
 		"unique": func(n uint64) string { return fmt.Sprintf("k-%x", n*0x9e3779b97f4a7c15) },
 	}
-	for _, keys := range []string{"none", "1000", "unique"} {
+	for _, keys := range []string{"none", "1000", "unique", "1000-noindex", "unique-noindex"} {
 		for _, backlog := range []int{0, 300_000} {
 			b.Run(fmt.Sprintf("keys=%s/backlog=%d", keys, backlog), func(b *testing.B) {
-				s := openTest(b, Options{MaxBatch: per})
+				keys, noIndex := strings.CutSuffix(keys, "-noindex")
+				s := openTest(b, Options{MaxBatch: per, NoKeyIndex: noIndex})
 				n := uint64(0)
 				batch := func() []*Record {
 					recs := make([]*Record, per)

@@ -49,6 +49,11 @@ var (
 
 	// ErrReadOnly reports a write on a Store opened with Options.ReadOnly.
 	ErrReadOnly = errors.New("store: opened read-only")
+
+	// ErrNoKeyIndex reports a call that needs the key index (UpsertKey, Due
+	// with HeadOfKeyOnly) on a store that does not keep it
+	// (Options.NoKeyIndex).
+	ErrNoKeyIndex = errors.New("store: the key index is not kept (Options.NoKeyIndex)")
 )
 
 // OpenError is returned by Open and Compact. It names the file and wraps the

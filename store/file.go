@@ -146,7 +146,7 @@ func Compact(path string) error {
 	}
 	defer src.Close()
 	s := &Store{db: src, path: path, opts: opts}
-	if _, err := s.validate(); err != nil {
+	if _, _, err := s.validate(); err != nil {
 		return fail(err)
 	}
 	tmp := path + ".compact"

@@ -22,7 +22,8 @@ type DueQuery struct {
 	// disabled endpoint, busy key).
 	Skip func(r *Record) bool
 	// HeadOfKeyOnly returns only records that are the oldest pending record
-	// of their Key (records without a Key always qualify).
+	// of their Key (records without a Key always qualify). It needs the key
+	// index: without it (Options.NoKeyIndex) Due fails with ErrNoKeyIndex.
 	HeadOfKeyOnly bool
 	// MaxScan bounds the due index entries examined (default 10*Limit).
 	MaxScan int
@@ -39,6 +40,9 @@ func (s *Store) Due(q DueQuery) ([]*Record, error) {
 	}
 	if q.MaxScan <= 0 {
 		q.MaxScan = 10 * q.Limit
+	}
+	if q.HeadOfKeyOnly && !s.keyIndex {
+		return nil, ErrNoKeyIndex
 	}
 	end := nanos(q.Now)
 	var out []*Record

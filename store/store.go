@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,8 +19,16 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 )
 
-// schemaVersion is the layout version this build writes and understands.
-const schemaVersion = 1
+// Layout versions. A file without its key index (Options.NoKeyIndex) says
+// schemaNoKeyIndex: builds that predate that option understand only
+// schemaVersion, and refuse it instead of trusting an index that lacks the
+// entries of the records inserted without it. Opening it with the index
+// rebuilds the index and writes schemaVersion again.
+const (
+	schemaVersion    = 1 // every pending record with a Key has its key index entry
+	schemaNoKeyIndex = 2 // the key index is not kept: the keys bucket is empty
+	maxSchema        = schemaNoKeyIndex
+)
 
 // Limits on what a record may hold, well inside bbolt's key size limit.
 const (
@@ -81,6 +91,19 @@ type Options struct {
 	// transaction (a single larger Insert still commits alone, atomically).
 	// Default 1000.
 	MaxBatch int
+	// NoKeyIndex stores records without key index entries. The index serves
+	// per-key order (Due with HeadOfKeyOnly) and UpsertKey, which then fail
+	// with ErrNoKeyIndex. It costs a write at a place set by the record's
+	// Key, so a batch of keyed records rewrites index pages all over the
+	// file, more of them the larger the backlog (BenchmarkInsertKeyed):
+	// without the index, keyed inserts cost what unkeyed ones do.
+	//
+	// Opening a file that keeps the index with NoKeyIndex empties the index;
+	// opening one without it, without NoKeyIndex, rebuilds the index from
+	// the pending records (one read of each) before Open returns. A file
+	// without its index is refused by builds that predate this option.
+	// Default false (the index is kept).
+	NoKeyIndex bool
 }
 
 func (o Options) withDefaults() Options {
@@ -116,6 +139,9 @@ type Store struct {
 	done   chan struct{} // closed when the committer has exited
 
 	lastLSN atomic.Uint64
+
+	// keyIndex is whether the file keeps its key index (fixed at Open).
+	keyIndex bool
 
 	// Committer telemetry (see CommitStats). runningSince is when the
 	// commit under way began, as time since epoch plus one; zero when the
@@ -195,15 +221,22 @@ func Open(path string, opts Options) (*Store, error) {
 		return fail(mapOpenErr(err, opts.LockTimeout))
 	}
 	s := &Store{db: db, path: path, opts: opts, done: make(chan struct{}), epoch: time.Now()}
-	last, err := s.validate()
+	last, schema, err := s.validate()
 	if err != nil {
 		_ = db.Close()
 		return fail(err)
 	}
 	s.lastLSN.Store(last)
+	s.keyIndex = schema == schemaVersion
 	if opts.ReadOnly {
 		close(s.done)
 		return s, nil
+	}
+	if s.keyIndex == opts.NoKeyIndex {
+		if err := s.setKeyIndex(!opts.NoKeyIndex); err != nil {
+			_ = db.Close()
+			return fail(err)
+		}
 	}
 	s.queue = make(chan *op, 1024)
 	go s.commitLoop()
@@ -286,7 +319,7 @@ func syncDir(dir string) error {
 // validate checks the layout and schema of a freshly opened file and returns
 // the last LSN. It runs with faults turned into panics and recovers them, so
 // a damaged file is an error, not a crash.
-func (s *Store) validate() (last uint64, err error) {
+func (s *Store) validate() (last, schema uint64, err error) {
 	err = s.view(func(tx *bolt.Tx) error {
 		size, err := fileSize(s.path)
 		if err != nil {
@@ -303,9 +336,10 @@ func (s *Store) validate() (last uint64, err error) {
 		if len(v) != 8 {
 			return fmt.Errorf("%w: no schema version in meta", ErrNotDatabase)
 		}
-		if sv := binary.BigEndian.Uint64(v); sv > schemaVersion {
-			return fmt.Errorf("%w: file has schema %d, this build understands up to %d", ErrSchemaTooNew, sv, schemaVersion)
-		} else if sv == 0 {
+		schema = binary.BigEndian.Uint64(v)
+		if schema > maxSchema {
+			return fmt.Errorf("%w: file has schema %d, this build understands up to %d", ErrSchemaTooNew, schema, maxSchema)
+		} else if schema == 0 {
 			return fmt.Errorf("%w: schema version 0", ErrCorrupt)
 		}
 		for _, name := range allBuckets {
@@ -322,7 +356,54 @@ func (s *Store) validate() (last uint64, err error) {
 		last = getU64(meta, metaLastLSN)
 		return nil
 	})
-	return last, err
+	return last, schema, err
+}
+
+// setKeyIndex empties the key index (keep false) or rebuilds it from the
+// pending records (keep true), and records which in the schema version, in
+// one transaction: a crash leaves the file as it was or as wanted.
+func (s *Store) setKeyIndex(keep bool) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %v", ErrCorrupt, p)
+		}
+	}()
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.DeleteBucket(bucketKeys); err != nil {
+			return err
+		}
+		keys, err := tx.CreateBucket(bucketKeys)
+		if err != nil {
+			return err
+		}
+		meta := tx.Bucket(bucketMeta)
+		if !keep {
+			return meta.Put(metaSchema, u64(schemaNoKeyIndex))
+		}
+		var entries [][]byte
+		c := tx.Bucket(bucketEvents).Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			r, err := decodeStored(k, v)
+			if err != nil {
+				return err
+			}
+			if r.Key != "" {
+				entries = append(entries, keyIndex(r.Key, r.seq, r.ID))
+			}
+		}
+		slices.SortFunc(entries, bytes.Compare)
+		keys.FillPercent = 0.9 // a sorted load: fill pages, leave room for inserts
+		for _, e := range entries {
+			if err := keys.Put(e, nil); err != nil {
+				return err
+			}
+		}
+		return meta.Put(metaSchema, u64(schemaVersion))
+	})
+	if err == nil {
+		s.keyIndex = keep
+	}
+	return err
 }
 
 func fileSize(path string) (int64, error) {

@@ -586,6 +586,9 @@ func (w *wtx) update(r, cur *Record) {
 
 // oldestOfKey returns the oldest pending record with that key, or nil.
 func (w *wtx) oldestOfKey(key string) (*Record, error) {
+	if !w.keyIndex {
+		return nil, ErrNoKeyIndex
+	}
 	w.flushKeyPuts()
 	p := keyPrefix(key)
 	k, _ := w.keys.Cursor().Seek(p)
@@ -612,7 +615,8 @@ func (w *wtx) oldestOfKey(key string) (*Record, error) {
 //     (*ConflictError).
 //
 // The returned record's Key must be key (an empty Key is set to it). It
-// returns a copy of the stored record. fn runs once on the committer
+// returns a copy of the stored record. It needs the key index: without it
+// (Options.NoKeyIndex) it fails with ErrNoKeyIndex and fn is not called. fn runs once on the committer
 // goroutine; a panic in it is raised again in the caller's goroutine.
 func (s *Store) UpsertKey(ctx context.Context, key string, fn func(current *Record) (*Record, error)) (*Record, error) {
 	if key == "" || len(key) > MaxKeyLen {

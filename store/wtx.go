@@ -23,8 +23,9 @@ type wtx struct {
 	lsn                                          uint64
 	pending, deadN, tombN, endpointsN, changeLen uint64
 
-	err    error
-	inUser bool
+	err      error
+	inUser   bool
+	keyIndex bool // the file keeps its key index (Store.keyIndex)
 
 	arena   []byte // backing store for the keys and values of this transaction
 	scratch []byte // reused for changelog entry heads (entryAround)
@@ -143,6 +144,7 @@ func (s *Store) begin(tx *bolt.Tx) *wtx {
 		endpoints: tx.Bucket(bucketEndpoints),
 		changelog: tx.Bucket(bucketChangelog),
 		meta:      tx.Bucket(bucketMeta),
+		keyIndex:  s.keyIndex,
 	}
 	// Sequential keys (UUIDv7 IDs, due times, LSNs) append at the right edge
 	// of their trees: fill pages up instead of splitting them in half.
@@ -161,11 +163,19 @@ func (s *Store) begin(tx *bolt.Tx) *wtx {
 	return w
 }
 
-// putKeyIndex adds a key index entry (see keyPuts).
-func (w *wtx) putKeyIndex(k []byte) { w.keyPuts = append(w.keyPuts, k) }
+// putKeyIndex adds a key index entry (see keyPuts), when the file keeps
+// its key index.
+func (w *wtx) putKeyIndex(k []byte) {
+	if w.keyIndex {
+		w.keyPuts = append(w.keyPuts, k)
+	}
+}
 
-// delKeyIndex deletes a key index entry.
+// delKeyIndex deletes a key index entry, when the file keeps its key index.
 func (w *wtx) delKeyIndex(k []byte) {
+	if !w.keyIndex {
+		return
+	}
 	w.flushKeyPuts()
 	w.del(w.keys, k)
 }
