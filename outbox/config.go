@@ -125,6 +125,9 @@ type Config struct {
 	MaxHeaderBytes int
 
 	// StoreOptions are passed to store.Open. Its Now defaults to Clock.Now.
+	// StoreOptions.NoKeyIndex makes keyed enqueues as cheap as unkeyed ones
+	// on a large backlog, for an outbox that uses neither Ordered (refused
+	// with it) nor Upsert (which then fails with store.ErrNoKeyIndex).
 	StoreOptions store.Options
 }
 
@@ -257,6 +260,9 @@ func (c Config) validate() error {
 	}
 	if c.StoreOptions.MaxBatch < 0 {
 		return &ConfigError{Field: "StoreOptions.MaxBatch", Reason: "must not be negative"}
+	}
+	if c.Ordered && c.StoreOptions.NoKeyIndex {
+		return &ConfigError{Field: "StoreOptions.NoKeyIndex", Reason: "per-key order (Ordered) needs the key index"}
 	}
 	return nil
 }

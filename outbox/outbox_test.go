@@ -93,6 +93,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{"BackoffMax", outbox.Config{Sink: sink, BackoffInitial: time.Minute, BackoffMax: time.Second}},
 		{"BackoffMultiplier", outbox.Config{Sink: sink, BackoffMultiplier: 0.5}},
 		{"MaxIDBytes", outbox.Config{Sink: sink, MaxIDBytes: 1 << 20}},
+		{"StoreOptions.NoKeyIndex", outbox.Config{Sink: sink, Ordered: true, StoreOptions: store.Options{NoKeyIndex: true}}},
 	}
 	for _, c := range cases {
 		_, err := outbox.Open(path, c.cfg)

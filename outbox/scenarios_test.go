@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outbox/outbox"
+	"github.com/outboxd/outbox/store"
 )
 
 // The room-leave race: every member leaves a room at once, each through a
@@ -430,4 +432,44 @@ func TestDedupWindowEndsAfterRetention(t *testing.T) {
 	if s := o.Stats(); s.DuplicatesTotal != 1 || s.EnqueuedTotal != 2 {
 		t.Fatalf("stats %+v", s)
 	}
+}
+
+// Without the key index keyed events are stored and delivered as any
+// other, and Upsert, which needs the index, says so without calling fn.
+func TestNoKeyIndexDeliversKeyedEventsAndRefusesUpsert(t *testing.T) {
+	var got sync.Map
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Store(r.Header.Get("Idempotency-Key"), true)
+	}))
+	defer srv.Close()
+	cfg := testConfig(newWebSink())
+	cfg.StoreOptions.NoKeyIndex = true
+	o, _ := open(t, cfg)
+	if err := o.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ids, err := o.Enqueue(ctx,
+		outbox.Event{Key: "order-1", Destination: srv.URL + "/hook", Payload: []byte(`{"n":1}`)},
+		outbox.Event{Key: "order-1", Destination: srv.URL + "/hook", Payload: []byte(`{"n":2}`)},
+		outbox.Event{Key: "order-2", Destination: srv.URL + "/hook", Payload: []byte(`{"n":3}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	called := false
+	_, err = o.Upsert(ctx, "order-1", func(*outbox.Event) (outbox.Event, error) {
+		called = true
+		return outbox.Event{Destination: srv.URL + "/hook"}, nil
+	})
+	if !errors.Is(err, store.ErrNoKeyIndex) || called || !strings.Contains(err.Error(), "NoKeyIndex") {
+		t.Fatalf("Upsert without the key index = %v (fn called: %v), want store.ErrNoKeyIndex naming the option", err, called)
+	}
+	waitFor(t, "every keyed event delivered", 10*time.Second, func() bool {
+		for _, id := range ids {
+			if _, ok := got.Load(id); !ok {
+				return false
+			}
+		}
+		return o.Stats().Pending == 0
+	})
 }
