@@ -94,3 +94,59 @@ func TestOperatorFlagsWork(t *testing.T) {
 	}
 	p.signal(syscall.SIGTERM, 10*time.Second)
 }
+
+// Without --ordered outboxd keeps no key index (it would only slow keyed
+// enqueues down); a restart with --ordered rebuilds it from the pending
+// events, so the events that waited keep their per-key order.
+func TestOrderedAfterARestartWithoutIt(t *testing.T) {
+	dir := t.TempDir()
+	var mu sync.Mutex
+	var order []string
+	healthy := false
+	fails := map[string]int{"o-1": 2}
+	rc := newReceiver(t, func(r *http.Request, id string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		if !healthy {
+			return http.StatusServiceUnavailable
+		}
+		order = append(order, "try "+id)
+		if fails[id] > 0 {
+			fails[id]--
+			return http.StatusServiceUnavailable
+		}
+		order = append(order, "ok "+id)
+		return http.StatusNoContent
+	})
+	args := []string{"--allow-raw-urls", "--allow-private-networks",
+		"--interval", "20ms", "--backoff-initial", "20ms", "--backoff-max", "50ms"}
+	p := start(t, dir, args...)
+	raw := rc.srv.URL
+	code, m := call(t, "POST", p.url("/v1/events"), "", `[
+		{"id":"o-1","key":"k","destination":"`+raw+`/ok"},
+		{"id":"o-2","key":"k","destination":"`+raw+`/ok"},
+		{"id":"o-3","key":"k","destination":"`+raw+`/ok"}]`)
+	if code != http.StatusAccepted {
+		t.Fatalf("enqueue: %d %v", code, m)
+	}
+	// Unordered, all three are attempted while the receiver is down.
+	waitFor(t, 15*time.Second, "every event of the key attempted", func() bool {
+		return rc.attemptCount("o-1") > 0 && rc.attemptCount("o-2") > 0 && rc.attemptCount("o-3") > 0
+	})
+	p.signal(syscall.SIGTERM, 10*time.Second)
+
+	mu.Lock()
+	healthy = true
+	mu.Unlock()
+	p = start(t, dir, append(args, "--ordered")...)
+	waitFor(t, 15*time.Second, "the key delivered in order", func() bool {
+		return rc.ackedCount("o-1") > 0 && rc.ackedCount("o-2") > 0 && rc.ackedCount("o-3") > 0
+	})
+	mu.Lock()
+	got := strings.Join(order, ", ")
+	mu.Unlock()
+	if want := "try o-1, try o-1, try o-1, ok o-1, try o-2, ok o-2, try o-3, ok o-3"; got != want {
+		t.Errorf("after the restart with --ordered the receiver saw %s\nwant %s", got, want)
+	}
+	p.signal(syscall.SIGTERM, 10*time.Second)
+}

@@ -116,6 +116,19 @@ func TestOutboxConfigCarriesTheCommitSettings(t *testing.T) {
 	}
 }
 
+// The key index is kept only for per-key order: the sidecar offers no
+// Upsert, and the index slows keyed enqueues on a large backlog.
+func TestOutboxConfigKeepsTheKeyIndexOnlyWhenOrdered(t *testing.T) {
+	c := config.Default()
+	if oc := outboxConfig(&c, nil, newLogger(c.Log, io.Discard)); oc.Ordered || !oc.StoreOptions.NoKeyIndex {
+		t.Errorf("defaults: Ordered %v, NoKeyIndex %v; want false, true", oc.Ordered, oc.StoreOptions.NoKeyIndex)
+	}
+	c.Delivery.Ordered = true
+	if oc := outboxConfig(&c, nil, newLogger(c.Log, io.Discard)); !oc.Ordered || oc.StoreOptions.NoKeyIndex {
+		t.Errorf("ordered: Ordered %v, NoKeyIndex %v; want true, false", oc.Ordered, oc.StoreOptions.NoKeyIndex)
+	}
+}
+
 func TestOutboxConfigCarriesTheChangelogSettings(t *testing.T) {
 	c := config.Default()
 	c.Delivery.ChangelogRetention = 2 * time.Hour
