@@ -128,10 +128,13 @@ func BenchmarkIngest(b *testing.B) {
 
 // benchOutboxConfig opens the ingest benchmark's outboxes as outboxd opens
 // its own: up to eight API batches (8,000 records) may share a store commit,
-// where the library's default is 1,000. With 1,000 a partition's batch of
-// 1,000 records commits alone and waits for its two fsyncs.
+// where the library's default is 1,000 (with 1,000 a partition's batch of
+// 1,000 records commits alone and waits for its two fsyncs), and without
+// the key index, as outboxd runs unless delivery is ordered. BENCH_KEY_INDEX=1
+// keeps the index, as an ordered outboxd does.
 func benchOutboxConfig() outbox.Config {
-	return outbox.Config{Sink: nopSink{}, StoreOptions: store.Options{MaxBatch: 8000}}
+	return outbox.Config{Sink: nopSink{}, StoreOptions: store.Options{MaxBatch: 8000,
+		NoKeyIndex: os.Getenv("BENCH_KEY_INDEX") != "1"}}
 }
 
 // BenchmarkShipCapacity measures how fast a backlog of changelog entries is
