@@ -361,8 +361,10 @@ func (s *Store) validate() (last, schema uint64, err error) {
 
 // setKeyIndex empties the key index (keep false) or rebuilds it from the
 // pending records (keep true), and records which in the schema version, in
-// one transaction: a crash leaves the file as it was or as wanted.
+// one transaction: a crash leaves the file as it was or as wanted. A damaged
+// file is an error, as in validate, not a crash.
 func (s *Store) setKeyIndex(keep bool) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%w: %v", ErrCorrupt, p)
