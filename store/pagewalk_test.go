@@ -17,12 +17,13 @@ import (
 // leaves it: copied while the store was open, so its meta page says the
 // freelist was not written and the next writer rebuilds it by walking the
 // pages.
-func uncleanImage(t testing.TB, n int) []byte {
+func uncleanImage(t testing.TB, n int, noKeyIndex bool) []byte {
 	t.Helper()
-	s := openTest(t, Options{NoSync: true})
+	s := openTest(t, Options{NoSync: true, NoKeyIndex: noKeyIndex})
 	recs := make([]*Record, n)
 	for i := range recs {
 		recs[i] = rec(fmt.Sprintf("evt-%05d", i), strings.Repeat("p", 500))
+		recs[i].Key = fmt.Sprintf("key-%d", i%7)
 	}
 	mustInsert(t, s, recs...)
 	img, err := os.ReadFile(s.Path())
@@ -65,7 +66,7 @@ func (b byteFile) ReadAt(p []byte, off int64) (int, error) {
 // wrapping ErrCorrupt that names the page, not a crash of the process (which
 // is what bbolt's own walk does with such a page).
 func TestOpenDamagedPageAfterCrash(t *testing.T) {
-	img := uncleanImage(t, 3000)
+	img := uncleanImage(t, 3000, false)
 	meta := newestMeta(t, img)
 	if meta.freelist != noFreelist {
 		t.Fatal("the copy of an open store has a freelist; the test needs one without")
@@ -185,7 +186,11 @@ func TestOpenLockedUncleanFileIsNotWalked(t *testing.T) {
 // Open returns a store or an error, and never crashes the process, whatever
 // the pages hold. A store that opens serves reads and closes.
 func FuzzOpenAfterCrash(f *testing.F) {
-	img := uncleanImage(f, 300)
+	// Two files: one that keeps the key index, one without it. Opening
+	// either the other way empties or rebuilds the index in Open's first
+	// transaction, over whatever the damage left.
+	imgs := [2][]byte{uncleanImage(f, 300, false), uncleanImage(f, 300, true)}
+	img := imgs[0]
 	ps := int(newestMeta(f, img).pageSize)
 	f.Add(uint32(2*ps), []byte{0xff, 0xff})
 	f.Add(uint32(2*ps+8), []byte{0x20})
@@ -194,7 +199,7 @@ func FuzzOpenAfterCrash(f *testing.F) {
 	f.Add(uint32(5*ps+24), []byte{1, 2, 3, 4, 5, 6, 7, 8})
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, off uint32, data []byte) {
-		b := append([]byte(nil), img...)
+		b := append([]byte(nil), imgs[off&1]...)
 		// Leave the meta pages alone: they are checksummed and have tests
 		// of their own; the pages behind them are not.
 		start := 2*ps + int(off)%(len(b)-2*ps)
@@ -203,7 +208,7 @@ func FuzzOpenAfterCrash(f *testing.F) {
 		if err := os.WriteFile(p, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		s, err := Open(p, Options{LockTimeout: 50 * time.Millisecond})
+		s, err := Open(p, Options{LockTimeout: 50 * time.Millisecond, NoKeyIndex: len(data)%2 == 1})
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrNotDatabase) {
 				t.Fatalf("Open: %v, want ErrCorrupt or ErrNotDatabase", err)
