@@ -43,7 +43,7 @@ func serve(e Env, args []string) int {
 		return exitUsage
 	}
 	logger := newLogger(cfg.Log, e.Stderr)
-	defer tuneGC(e.Getenv)()
+	defer tuneRuntime(e.Getenv)()
 	s := &server{cfg: &cfg, log: logger, env: e}
 	return s.run(sigs)
 }
