@@ -16,6 +16,10 @@
 //	changelog           LSN (8 bytes) → entry
 //	meta                schema version, last LSN, shipped LSN, counters
 //
+// The keys bucket (the key index) serves per-key order and UpsertKey. With
+// Options.NoKeyIndex it stays empty and the schema version says so (2
+// instead of 1); Open empties or rebuilds it when the option changes.
+//
 // # Guarantees
 //
 // Every write returns after its transaction has committed and been fsynced.
