@@ -465,18 +465,7 @@ func TestInsertAfterApplyEmptiedEvents(t *testing.T) {
 
 	// Hold the committer inside a transaction of its own so that the delete
 	// and the insert queue up behind it and share the next commit.
-	started, release := make(chan struct{}), make(chan struct{})
-	errHold := errors.New("hold")
-	held := make(chan error, 1)
-	go func() {
-		_, err := s.UpsertKey(t.Context(), "hold", func(*Record) (*Record, error) {
-			close(started)
-			<-release
-			return nil, errHold
-		})
-		held <- err
-	}()
-	<-started
+	release := holdCommitter(t, s)
 	type applied struct {
 		res []OutcomeResult
 		err error
@@ -493,7 +482,7 @@ func TestInsertAfterApplyEmptiedEvents(t *testing.T) {
 		insertDone <- err
 	}()
 	waitQueued(t, s, 2)
-	close(release)
+	release()
 
 	select {
 	case err := <-insertDone:
@@ -504,9 +493,6 @@ func TestInsertAfterApplyEmptiedEvents(t *testing.T) {
 		// Cleanup would wait for the hung committer forever: stop here,
 		// with every goroutine's stack.
 		panic("the committer hung on the insert that followed the deletes")
-	}
-	if err := <-held; err != errHold {
-		t.Fatalf("UpsertKey = %v, want the hold error", err)
 	}
 	a := <-applyDone
 	if a.err != nil {
@@ -523,6 +509,33 @@ func TestInsertAfterApplyEmptiedEvents(t *testing.T) {
 	}
 	if _, state, err := s.Get("evt-new"); err != nil || state != StatePending {
 		t.Fatalf("Get(evt-new) = %v, %v", state, err)
+	}
+}
+
+// holdCommitter makes the committer wait inside a transaction of its own
+// (an UpsertKey whose function blocks) until the returned release is
+// called; release waits for that UpsertKey to return and checks that it
+// failed with its function's error.
+func holdCommitter(t *testing.T, s *Store) (release func()) {
+	t.Helper()
+	started, unblock := make(chan struct{}), make(chan struct{})
+	errHold := errors.New("hold")
+	held := make(chan error, 1)
+	go func() {
+		_, err := s.UpsertKey(t.Context(), "hold", func(*Record) (*Record, error) {
+			close(started)
+			<-unblock
+			return nil, errHold
+		})
+		held <- err
+	}()
+	<-started
+	return func() {
+		t.Helper()
+		close(unblock)
+		if err := <-held; err != errHold {
+			t.Fatalf("the holding UpsertKey = %v, want its function's error", err)
+		}
 	}
 }
 
@@ -552,20 +565,8 @@ func TestCommitStats(t *testing.T) {
 		t.Fatalf("after the Insert returned: %+v, want more busy time, none running, none failed", st)
 	}
 
-	// A commit that does not finish: the committer is inside an UpsertKey
-	// function that waits.
-	started, release := make(chan struct{}), make(chan struct{})
-	errHold := errors.New("hold")
-	held := make(chan error, 1)
-	go func() {
-		_, err := s.UpsertKey(t.Context(), "hold", func(*Record) (*Record, error) {
-			close(started)
-			<-release
-			return nil, errHold
-		})
-		held <- err
-	}()
-	<-started
+	// A commit that does not finish.
+	release := holdCommitter(t, s)
 	first := s.CommitStats().Running
 	if first <= 0 {
 		t.Fatalf("Running = %v inside a commit, want > 0", first)
@@ -576,10 +577,7 @@ func TestCommitStats(t *testing.T) {
 		}
 		runtime.Gosched()
 	}
-	close(release)
-	if err := <-held; err != errHold {
-		t.Fatalf("UpsertKey = %v, want the hold error", err)
-	}
+	release()
 	if st := s.CommitStats(); st.Running != 0 || st.Commits-before.Commits != 2 {
 		t.Fatalf("after the held commit: %+v, want none running and 2 commits", st)
 	}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -17,9 +18,7 @@ import (
 // tests).
 func TestOperatorFlagsWork(t *testing.T) {
 	dir := t.TempDir()
-	var mu sync.Mutex
-	var order []string // first attempts and successes of the ordered key, in arrival order
-	fails := map[string]int{"o-1": 2}
+	tries := &attemptLog{fails: map[string]int{"o-1": 2}} // the ordered key's attempts
 	rc := newReceiver(t, func(r *http.Request, id string) int {
 		switch {
 		case strings.HasSuffix(r.URL.Path, "/fail"):
@@ -29,15 +28,7 @@ func TestOperatorFlagsWork(t *testing.T) {
 		case strings.HasSuffix(r.URL.Path, "/exists"):
 			return http.StatusConflict // success by --policy 409=success
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		order = append(order, "try "+id)
-		if fails[id] > 0 {
-			fails[id]--
-			return http.StatusServiceUnavailable
-		}
-		order = append(order, "ok "+id)
-		return http.StatusNoContent
+		return tries.respond(id)
 	})
 	db := filepath.Join(dir, "data", "events.db")
 	if err := os.MkdirAll(filepath.Dir(db), 0o755); err != nil {
@@ -66,10 +57,7 @@ func TestOperatorFlagsWork(t *testing.T) {
 	waitFor(t, 15*time.Second, "the ordered key delivered", func() bool {
 		return rc.ackedCount("o-3") > 0
 	})
-	mu.Lock()
-	got := strings.Join(order, ", ")
-	mu.Unlock()
-	if want := "try o-1, try o-1, try o-1, ok o-1, try o-2, ok o-2, try o-3, ok o-3"; got != want {
+	if got, want := tries.String(), "try o-1, try o-1, try o-1, ok o-1, try o-2, ok o-2, try o-3, ok o-3"; got != want {
 		t.Errorf("--ordered: receiver saw %s\nwant %s", got, want)
 	}
 	waitFor(t, 15*time.Second, "dead letters by max attempts and max age", func() bool {
@@ -100,23 +88,13 @@ func TestOperatorFlagsWork(t *testing.T) {
 // events, so the events that waited keep their per-key order.
 func TestOrderedAfterARestartWithoutIt(t *testing.T) {
 	dir := t.TempDir()
-	var mu sync.Mutex
-	var order []string
-	healthy := false
-	fails := map[string]int{"o-1": 2}
+	var healthy atomic.Bool
+	tries := &attemptLog{fails: map[string]int{"o-1": 2}} // attempts once healthy
 	rc := newReceiver(t, func(r *http.Request, id string) int {
-		mu.Lock()
-		defer mu.Unlock()
-		if !healthy {
+		if !healthy.Load() {
 			return http.StatusServiceUnavailable
 		}
-		order = append(order, "try "+id)
-		if fails[id] > 0 {
-			fails[id]--
-			return http.StatusServiceUnavailable
-		}
-		order = append(order, "ok "+id)
-		return http.StatusNoContent
+		return tries.respond(id)
 	})
 	args := []string{"--allow-raw-urls", "--allow-private-networks",
 		"--interval", "20ms", "--backoff-initial", "20ms", "--backoff-max", "50ms"}
@@ -135,18 +113,41 @@ func TestOrderedAfterARestartWithoutIt(t *testing.T) {
 	})
 	p.signal(syscall.SIGTERM, 10*time.Second)
 
-	mu.Lock()
-	healthy = true
-	mu.Unlock()
+	healthy.Store(true)
 	p = start(t, dir, append(args, "--ordered")...)
 	waitFor(t, 15*time.Second, "the key delivered in order", func() bool {
 		return rc.ackedCount("o-1") > 0 && rc.ackedCount("o-2") > 0 && rc.ackedCount("o-3") > 0
 	})
-	mu.Lock()
-	got := strings.Join(order, ", ")
-	mu.Unlock()
-	if want := "try o-1, try o-1, try o-1, ok o-1, try o-2, ok o-2, try o-3, ok o-3"; got != want {
+	if got, want := tries.String(), "try o-1, try o-1, try o-1, ok o-1, try o-2, ok o-2, try o-3, ok o-3"; got != want {
 		t.Errorf("after the restart with --ordered the receiver saw %s\nwant %s", got, want)
 	}
 	p.signal(syscall.SIGTERM, 10*time.Second)
+}
+
+// attemptLog answers a receiver's requests for events, failing each ID's
+// first fails[ID] attempts with 503, and records the attempts ("try ID") and
+// successes ("ok ID") in arrival order.
+type attemptLog struct {
+	mu    sync.Mutex
+	fails map[string]int
+	order []string
+}
+
+func (l *attemptLog) respond(id string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.order = append(l.order, "try "+id)
+	if l.fails[id] > 0 {
+		l.fails[id]--
+		return http.StatusServiceUnavailable
+	}
+	l.order = append(l.order, "ok "+id)
+	return http.StatusNoContent
+}
+
+// String returns the attempts and successes so far, comma separated.
+func (l *attemptLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.order, ", ")
 }
