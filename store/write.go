@@ -615,9 +615,11 @@ func (w *wtx) oldestOfKey(key string) (*Record, error) {
 //     (*ConflictError).
 //
 // The returned record's Key must be key (an empty Key is set to it). It
-// returns a copy of the stored record. It needs the key index: without it
-// (Options.NoKeyIndex) it fails with ErrNoKeyIndex and fn is not called. fn runs once on the committer
+// returns a copy of the stored record. fn runs once on the committer
 // goroutine; a panic in it is raised again in the caller's goroutine.
+//
+// UpsertKey needs the key index: without it (Options.NoKeyIndex) it fails
+// with ErrNoKeyIndex and fn is not called.
 func (s *Store) UpsertKey(ctx context.Context, key string, fn func(current *Record) (*Record, error)) (*Record, error) {
 	if key == "" || len(key) > MaxKeyLen {
 		return nil, fmt.Errorf("%w: bad key", ErrInvalid)
