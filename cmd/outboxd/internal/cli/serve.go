@@ -240,14 +240,15 @@ var commitStallLimit = 30 * time.Second
 
 // notReady says why the server is not ready, or "" when it is.
 func (s *server) notReady() string {
+	running := s.o.Store().CommitStats().Running
 	switch {
 	case s.stopping.Load():
 		return "shutting down"
 	case !s.o.Ready():
 		return "outbox not running"
-	case s.o.Store().CommitStats().Running > commitStallLimit:
+	case running > commitStallLimit:
 		return fmt.Sprintf("a store commit has been running for %s; the disk holding %s is not answering",
-			s.o.Store().CommitStats().Running.Round(time.Second), s.o.Store().Path())
+			running.Round(time.Second), s.o.Store().Path())
 	case s.kafka != nil && !s.kafka.Ready():
 		return "Kafka ingest not connected"
 	}
