@@ -85,6 +85,9 @@ func TestNoKeyIndex(t *testing.T) {
 	if got := keyEntries(t, s); len(got) != 0 || schemaOf(t, s) != schemaNoKeyIndex {
 		t.Fatalf("opened with NoKeyIndex: entries %q, schema %d; want none and %d", got, schemaOf(t, s), schemaNoKeyIndex)
 	}
+	if st, err := s.Stats(); err != nil || st.KeyIndex {
+		t.Fatalf("Stats without the index = %+v, %v; want KeyIndex false", st, err)
+	}
 	mustInsert(t, s, keyed("evt-3", "a"), keyed("evt-4", "b"), keyed("evt-5", "b"), rec("evt-6", "x"))
 	if got := keyEntries(t, s); len(got) != 0 {
 		t.Fatalf("keyed inserts without the index wrote entries %q", got)
@@ -127,6 +130,9 @@ func TestNoKeyIndex(t *testing.T) {
 	s = openAt(t, path, Options{})
 	if schemaOf(t, s) != schemaVersion {
 		t.Fatalf("schema after the rebuild = %d, want %d", schemaOf(t, s), schemaVersion)
+	}
+	if st, err := s.Stats(); err != nil || !st.KeyIndex {
+		t.Fatalf("Stats after the rebuild = %+v, %v; want KeyIndex true", st, err)
 	}
 	if got, want := headIDs(t, s), []string{"evt-2", "evt-4", "evt-6"}; !slices.Equal(got, want) {
 		t.Fatalf("heads of keys after the rebuild = %q, want %q", got, want)

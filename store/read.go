@@ -312,6 +312,9 @@ type Stats struct {
 	// FileSize is the database file's size in bytes.
 	FileSize            int64
 	LastLSN, ShippedLSN uint64
+	// KeyIndex reports whether the file keeps its key index (see
+	// Options.NoKeyIndex).
+	KeyIndex bool
 }
 
 // Stats returns the store's counters and file size.
@@ -326,6 +329,7 @@ func (s *Store) Stats() (Stats, error) {
 		st.ChangelogEntries = int(getU64(m, metaChangelogN))
 		st.LastLSN = getU64(m, metaLastLSN)
 		st.ShippedLSN = getU64(m, metaShipped)
+		st.KeyIndex = getU64(m, metaSchema) == schemaVersion
 		return nil
 	})
 	if err != nil {

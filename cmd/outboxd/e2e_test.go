@@ -135,9 +135,10 @@ func TestBadInputOverHTTPChangesNothing(t *testing.T) {
 	_, out := run(t, dir, "inspect", "--db", "outboxd.db", "--json")
 	var summary struct {
 		Stats struct {
-			Pending          int `json:"pending"`
-			Dead             int `json:"dead"`
-			ChangelogEntries int `json:"changelog_entries"`
+			Pending          int  `json:"pending"`
+			Dead             int  `json:"dead"`
+			ChangelogEntries int  `json:"changelog_entries"`
+			KeyIndex         bool `json:"key_index"`
 		}
 	}
 	if err := json.Unmarshal([]byte(out), &summary); err != nil {
@@ -145,6 +146,9 @@ func TestBadInputOverHTTPChangesNothing(t *testing.T) {
 	}
 	if summary.Stats.Pending != 0 || summary.Stats.Dead != 0 || summary.Stats.ChangelogEntries != 0 {
 		t.Errorf("the store changed: %+v", summary.Stats)
+	}
+	if summary.Stats.KeyIndex {
+		t.Errorf("inspect: key index kept by a server without --ordered: %s", out)
 	}
 }
 

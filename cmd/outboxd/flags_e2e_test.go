@@ -122,6 +122,9 @@ func TestOrderedAfterARestartWithoutIt(t *testing.T) {
 		t.Errorf("after the restart with --ordered the receiver saw %s\nwant %s", got, want)
 	}
 	p.signal(syscall.SIGTERM, 10*time.Second)
+	if _, out := run(t, dir, "inspect", "--db", "outboxd.db"); !strings.Contains(out, "key index kept") {
+		t.Errorf("inspect after a server with --ordered does not say the key index is kept:\n%s", out)
+	}
 }
 
 // attemptLog answers a receiver's requests for events, failing each ID's

@@ -146,6 +146,7 @@ type statsView struct {
 	FileSize         int64  `json:"file_size"`
 	LastLSN          uint64 `json:"last_lsn"`
 	ShippedLSN       uint64 `json:"shipped_lsn"`
+	KeyIndex         bool   `json:"key_index"`
 }
 
 // endpointView is an endpoint's state as inspect --json shows it.
@@ -343,11 +344,17 @@ func inspectSummary(w io.Writer, st *store.Store, only string, limit int, asJSON
 		}{st.Path(), statsView{
 			Pending: stats.Pending, Dead: stats.Dead, Tombstones: stats.Tombstones, Endpoints: stats.Endpoints,
 			ChangelogEntries: stats.ChangelogEntries, FileSize: stats.FileSize, LastLSN: stats.LastLSN, ShippedLSN: stats.ShippedLSN,
+			KeyIndex: stats.KeyIndex,
 		}, epViews, views})
 	}
 	fmt.Fprintf(w, "database %s (%d bytes)\n", st.Path(), stats.FileSize)
 	fmt.Fprintf(w, "  pending %d, dead %d, tombstones %d, changelog entries %d (last LSN %d, shipped %d)\n",
 		stats.Pending, stats.Dead, stats.Tombstones, stats.ChangelogEntries, stats.LastLSN, stats.ShippedLSN)
+	if stats.KeyIndex {
+		fmt.Fprintln(w, "  key index kept (per-key order)")
+	} else {
+		fmt.Fprintln(w, "  no key index (serve without --ordered; --ordered rebuilds it at start)")
+	}
 	if len(eps) > 0 {
 		fmt.Fprintln(w, "endpoints:")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
