@@ -163,21 +163,22 @@ func (s *Store) begin(tx *bolt.Tx) *wtx {
 	return w
 }
 
-// putKeyIndex adds a key index entry (see keyPuts), when the file keeps
-// its key index.
-func (w *wtx) putKeyIndex(k []byte) {
+// putKeyIndex adds the key index entry of a pending record (see keyPuts),
+// when the file keeps its key index; without it the entry is not even built.
+func (w *wtx) putKeyIndex(key string, seq uint64, id string) {
 	if w.keyIndex {
-		w.keyPuts = append(w.keyPuts, k)
+		w.keyPuts = append(w.keyPuts, keyIndex(key, seq, id))
 	}
 }
 
-// delKeyIndex deletes a key index entry, when the file keeps its key index.
-func (w *wtx) delKeyIndex(k []byte) {
+// delKeyIndex deletes the key index entry of a pending record, when the
+// file keeps its key index.
+func (w *wtx) delKeyIndex(key string, seq uint64, id string) {
 	if !w.keyIndex {
 		return
 	}
 	w.flushKeyPuts()
-	w.del(w.keys, k)
+	w.del(w.keys, keyIndex(key, seq, id))
 }
 
 // flushKeyPuts puts the pending key index entries, in key order.
@@ -343,7 +344,7 @@ func (w *wtx) putPending(r, old *Record, frame []byte) {
 		}
 		if old.Key != r.Key || old.seq != r.seq {
 			if old.Key != "" {
-				w.delKeyIndex(keyIndex(old.Key, old.seq, old.ID))
+				w.delKeyIndex(old.Key, old.seq, old.ID)
 			}
 		}
 	} else {
@@ -354,7 +355,7 @@ func (w *wtx) putPending(r, old *Record, frame []byte) {
 		w.put(w.due, w.dueKey(r.NextAttemptAt, r.ID), nil)
 	}
 	if r.Key != "" && (old == nil || old.Key != r.Key || old.seq != r.seq) {
-		w.putKeyIndex(keyIndex(r.Key, r.seq, r.ID))
+		w.putKeyIndex(r.Key, r.seq, r.ID)
 	}
 }
 
@@ -365,8 +366,8 @@ func (w *wtx) putNewPending(id []byte, key string, seq uint64, frame []byte) {
 	w.pending++
 	w.raiseIDMax(id)
 	w.put(w.events, id, frame)
-	if key != "" {
-		w.putKeyIndex(keyIndex(key, seq, string(id)))
+	if key != "" && w.keyIndex {
+		w.putKeyIndex(key, seq, string(id))
 	}
 }
 
@@ -375,7 +376,7 @@ func (w *wtx) removePending(old *Record) {
 	w.del(w.events, []byte(old.ID))
 	w.del(w.due, dueKey(old.NextAttemptAt, old.ID))
 	if old.Key != "" {
-		w.delKeyIndex(keyIndex(old.Key, old.seq, old.ID))
+		w.delKeyIndex(old.Key, old.seq, old.ID)
 	}
 	dec(&w.pending)
 }
