@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxd/outbox/internal/cputime"
 	"github.com/outboxd/outbox/outbox"
 	"github.com/outboxd/outbox/store"
 )
@@ -99,10 +100,10 @@ func BenchmarkDrain(b *testing.B) {
 	for b.Loop() {
 		var baseWall, boxWall, baseCPU, boxCPU time.Duration
 		for range rounds {
-			t0, c0 := time.Now(), cpuTime()
+			t0, c0 := time.Now(), cputime.Process()
 			baseline()
 			baseWall += time.Since(t0)
-			baseCPU += cpuTime() - c0
+			baseCPU += cputime.Process() - c0
 
 			path := filepath.Join(b.TempDir(), "drain.db")
 			fill(b, path, per, dest, time.Now().Add(-time.Second))
@@ -119,10 +120,10 @@ func BenchmarkDrain(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			t1, c1 := time.Now(), cpuTime()
+			t1, c1 := time.Now(), cputime.Process()
 			drain(o, finished)
 			boxWall += time.Since(t1)
-			boxCPU += cpuTime() - c1
+			boxCPU += cputime.Process() - c1
 			if err := o.Stop(context.Background()); err != nil {
 				b.Fatal(err)
 			}

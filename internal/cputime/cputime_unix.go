@@ -1,14 +1,15 @@
 //go:build unix
 
-package outbox_test
+package cputime
 
 import (
 	"syscall"
 	"time"
 )
 
-// cpuTime returns the process's user plus system CPU time.
-func cpuTime() time.Duration {
+// Process returns the CPU time used so far by this process, user plus
+// system, across all its threads; 0 when the system will not say.
+func Process() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0

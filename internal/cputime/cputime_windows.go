@@ -1,12 +1,13 @@
-package outbox_test
+package cputime
 
 import (
 	"syscall"
 	"time"
 )
 
-// cpuTime returns the process's user plus kernel CPU time.
-func cpuTime() time.Duration {
+// Process returns the CPU time used so far by this process, user plus
+// kernel, across all its threads; 0 when the system will not say.
+func Process() time.Duration {
 	h, err := syscall.GetCurrentProcess()
 	if err != nil {
 		return 0
