@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(baselineEnv) != "" {
 		serveBaseline()
 	}
+	if dir := os.Getenv(floorEnv); dir != "" {
+		serveFloor(dir)
+	}
 	dir, err := os.MkdirTemp("", "outboxd-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
