@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	be "encoding/binary"
 	"fmt"
 	"io"
 	"net"
@@ -18,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/outboxd/outbox/internal/layoutfloor"
 )
 
 // baselineEnv, when set, makes the test binary serve the baseline instead of
@@ -30,8 +29,8 @@ const baselineEnv = "OUTBOXD_BENCH_BASELINE"
 // floorEnv, when set to a directory, makes the test binary serve the floor
 // of a durable ingest instead: the baseline's handler, except that it
 // answers only once the body is stored durably, through a group commit into
-// a bbolt file in that directory laid out as the store lays out an event
-// (three puts: record, due index key, changelog entry). No decoding, no
+// a file in that directory written by internal/layoutfloor (the store's
+// layout, three puts per event, with bbolt alone). No decoding, no
 // validation, no metrics: what any server that keeps the design's layout
 // in bbolt pays per request, whatever else it does.
 const floorEnv = "OUTBOXD_BENCH_FLOOR"
@@ -50,24 +49,13 @@ func serveBaseline() {
 // serveFloor runs the floor server until killed; it prints its address on
 // stdout.
 func serveFloor(dir string) {
-	db, err := bolt.Open(filepath.Join(dir, "floor.db"), 0o600, &bolt.Options{NoFreelistSync: true,
-		FreelistType: bolt.FreelistMapType, PageSize: 16 << 10, InitialMmapSize: 1 << 30})
-	if err == nil {
-		err = db.Update(func(tx *bolt.Tx) error {
-			for _, name := range floorBuckets {
-				if _, err := tx.CreateBucketIfNotExists(name); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	}
+	f, err := layoutfloor.Open(filepath.Join(dir, "floor.db"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	writes := make(chan *floorWrite, 1024)
-	go floorCommitter(db, writes)
+	go floorCommitter(f, writes)
 	var seq atomic.Uint64
 	serveHelper(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(io.LimitReader(r.Body, 5<<20))
@@ -87,8 +75,6 @@ func serveFloor(dir string) {
 	}))
 }
 
-var floorBuckets = [][]byte{[]byte("events"), []byte("due"), []byte("changelog")}
-
 // floorWrite is one request's body waiting for the floor's group commit.
 type floorWrite struct {
 	id, body []byte
@@ -96,10 +82,11 @@ type floorWrite struct {
 }
 
 // floorCommitter commits whatever writes queued during the previous commit
-// in one transaction, as the store's committer does.
-func floorCommitter(db *bolt.DB, writes <-chan *floorWrite) {
-	lsn := uint64(0)
+// in one transaction, as the store's committer does; the body is both the
+// record and the changelog entry.
+func floorCommitter(f *layoutfloor.File, writes <-chan *floorWrite) {
 	batch := make([]*floorWrite, 0, 1024)
+	evs := make([]layoutfloor.Event, 0, 1024)
 	for fw := range writes {
 		batch = append(batch[:0], fw)
 	gather:
@@ -111,24 +98,11 @@ func floorCommitter(db *bolt.DB, writes <-chan *floorWrite) {
 				break gather
 			}
 		}
-		err := db.Update(func(tx *bolt.Tx) error {
-			events, due, changelog := tx.Bucket(floorBuckets[0]), tx.Bucket(floorBuckets[1]), tx.Bucket(floorBuckets[2])
-			events.FillPercent, due.FillPercent, changelog.FillPercent = 1, 1, 1
-			now := uint64(time.Now().UnixNano())
-			for _, fw := range batch {
-				lsn++
-				if err := events.Put(fw.id, fw.body); err != nil {
-					return err
-				}
-				if err := due.Put(append(be.BigEndian.AppendUint64(nil, now), fw.id...), nil); err != nil {
-					return err
-				}
-				if err := changelog.Put(be.BigEndian.AppendUint64(nil, lsn), fw.body); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		evs = evs[:0]
+		for _, fw := range batch {
+			evs = append(evs, layoutfloor.Event{ID: fw.id, Record: fw.body, Entry: fw.body})
+		}
+		err := f.Write(evs)
 		for _, fw := range batch {
 			fw.done <- err
 		}
