@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -143,4 +144,129 @@ func TestDiskFull(t *testing.T) {
 	}
 	report(t, "**Disk full** (32 MiB tmpfs with a 12 MiB ballast): %s. Once full the process stayed up and every acknowledged event stayed readable; enqueue succeeded again %.1fs after the ballast was deleted, and once the receiver healed the same process delivered all %d acknowledged events and stopped cleanly on a file that passes bbolt's check.",
 		ld.summary(), recovered.Seconds(), len(acked))
+}
+
+// fillDisk writes a file in dir until the filesystem refuses more bytes,
+// and returns its path.
+func fillDisk(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "filler")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 64<<10)
+	for len(chunk) > 0 {
+		if _, err := f.Write(chunk); err != nil {
+			chunk = chunk[:len(chunk)/2]
+		}
+	}
+	return path
+}
+
+// TestDiskFullDuringDelivery: events are pending when the disk fills up and
+// the receiver answers 200. The outcomes of those deliveries cannot be
+// committed. The promise "a crash repeats at most Concurrency +
+// MaxUncommitted deliveries" must hold for a failing disk too: no event may
+// be delivered again while the disk is full, delivered_total counts each
+// event once, /readyz says why it is not ready, the condition is logged
+// once rather than at every punctuation, and once space is freed every
+// event has been delivered exactly once.
+func TestDiskFullDuringDelivery(t *testing.T) {
+	const events = 1000
+	dir := mountSmallFS(t, "32m")
+	db := filepath.Join(dir, "outboxd.db")
+	addr := freeAddr(t)
+	rcv := newReceiver(t)
+	rcv.set(func(string) answer { return answerUnavailable })
+	s := start(t, db, addr, "--endpoint", "recv="+rcv.url(0), "--allow-private-networks",
+		"--interval", "50ms", "--backoff-initial", "500ms", "--backoff-max", "500ms", "--max-attempts", "100000")
+	ld := newLoader(addr, "dfd", 1000, 100, 64)
+	client := &http.Client{Timeout: 30 * time.Second}
+	defer client.CloseIdleConnections()
+	for range events / 100 {
+		ld.send(context.Background(), client)
+	}
+	acked, _ := ld.ledger()
+	if len(acked) != events {
+		t.Fatalf("%d of %d events acknowledged before the disk filled: %s", len(acked), events, ld.summary())
+	}
+
+	filler := fillDisk(t, dir)
+	errorsBefore := s.logs.errorLines()
+	rcv.set(func(string) answer { return answerOK })
+
+	// Watch for three seconds: the events come due within the backoff and
+	// are delivered once; their outcomes cannot be committed.
+	readyReason := ""
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_ = waitFor(ctx, 100*time.Millisecond, func() (bool, error) {
+		resp, err := client.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return false, nil
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			readyReason = string(body)
+		}
+		return false, nil // watch the whole window
+	})
+	got := rcv.delivered()
+	total, repeated, most := 0, 0, 0
+	for _, ds := range got {
+		total += len(ds)
+		if len(ds) > 1 {
+			repeated++
+		}
+		most = max(most, len(ds))
+	}
+	st, _ := s.stats()
+	errLines := s.logs.errorLines() - errorsBefore
+	t.Logf("disk full for 3s: %d successful deliveries of %d distinct events (%d delivered more than once, one %d times); delivered_total %v; %d error lines; /readyz: %q",
+		total, len(got), repeated, most, st.DeliveredTotal, errLines, readyReason)
+	if repeated > 0 {
+		t.Errorf("VIOLATION: %d events delivered more than once while the disk was full (one %d times)", repeated, most)
+	}
+	if v := st.DeliveredTotal; v != 0 {
+		t.Errorf("VIOLATION: delivered_total %v while no outcome could be committed, want 0", v)
+	}
+	if !strings.Contains(readyReason, "committing delivery outcomes") {
+		t.Errorf("VIOLATION: /readyz did not report the failing commits while the disk was full (last not-ready answer %q)", readyReason)
+	}
+	if errLines > 5 {
+		t.Errorf("VIOLATION: %d error lines in 3s on a full disk; the condition should be logged once\noutput:\n%s", errLines, s.logs)
+	}
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer dcancel()
+	if err := waitFor(dctx, 100*time.Millisecond, func() (bool, error) {
+		st, err := s.stats()
+		return err == nil && st.Pending == 0 && rcv.hasAll(acked) == 0, nil
+	}); err != nil {
+		t.Fatalf("VIOLATION: %d of %d events not delivered after space was freed: %v\noutput:\n%s", rcv.hasAll(acked), len(acked), err, s.logs)
+	}
+	for id, ds := range rcv.delivered() {
+		if len(ds) != 1 {
+			t.Errorf("VIOLATION: %s delivered %d times in all, want once", id, len(ds))
+		}
+	}
+	if st, _ := s.stats(); st.DeliveredTotal != events {
+		t.Errorf("VIOLATION: delivered_total %v after recovery, want %d", st.DeliveredTotal, events)
+	}
+	resp, err := client.Get("http://" + addr + "/readyz")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("VIOLATION: /readyz after recovery: %v %v", err, resp)
+	}
+	if resp != nil {
+		resp.Body.Close()
+	}
+	s.stop()
+	report(t, "**Disk full during delivery** (32 MiB tmpfs filled up while 1,000 events were due to a healthy receiver): in 3 s on the full disk %d successful deliveries of %d distinct events, %d error lines, /readyz not ready (%s); after space was freed every event was delivered exactly once.",
+		total, len(got), errLines, strings.TrimSpace(readyReason))
 }

@@ -118,18 +118,27 @@ type sidecar struct {
 
 // lockedBuffer collects the process's output for the failure message.
 type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu     sync.Mutex
+	b      bytes.Buffer
+	errors int // lines logged at level ERROR, including those cut
 }
 
 func (l *lockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.errors += bytes.Count(p, []byte("level=ERROR")) + bytes.Count(p, []byte(`"level":"ERROR"`))
 	if l.b.Len() > 1<<20 {
 		l.b.Reset()
 		l.b.WriteString("[earlier output cut]\n")
 	}
 	return l.b.Write(p)
+}
+
+// errorLines counts the lines logged at level ERROR so far.
+func (l *lockedBuffer) errorLines() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.errors
 }
 
 func (l *lockedBuffer) String() string {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -145,6 +146,17 @@ func (s *Sink) Close() error {
 		t.CloseIdleConnections()
 	}
 	return nil
+}
+
+// EndpointNames implements outbox.EndpointLister: the names of the
+// configured endpoints, sorted.
+func (s *Sink) EndpointNames() []string {
+	names := make([]string, 0, len(s.named))
+	for name := range s.named {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // ResolveEndpoint implements outbox.EndpointResolver. A configured endpoint

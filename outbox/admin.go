@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -246,8 +247,9 @@ type EndpointState struct {
 	LastStatus int
 }
 
-// Endpoints returns the state of every endpoint that has one (endpoints
-// that never failed may have none), sorted by name.
+// Endpoints returns the state of every endpoint that has one and of every
+// endpoint the Sink has configured (see EndpointLister; one that has not
+// been delivered to yet has a zero state), sorted by name.
 func (o *Outbox) Endpoints(ctx context.Context) ([]EndpointState, error) {
 	if err := o.enter(); err != nil {
 		return nil, err
@@ -263,7 +265,9 @@ func (o *Outbox) Endpoints(ctx context.Context) ([]EndpointState, error) {
 		return nil, mapErr("endpoints", "", err)
 	}
 	out := make([]EndpointState, len(eps))
+	known := make(map[string]bool, len(eps))
 	for i, ep := range eps {
+		known[ep.Name] = true
 		out[i] = EndpointState{
 			Name:           ep.Name,
 			Disabled:       ep.Disabled,
@@ -273,6 +277,14 @@ func (o *Outbox) Endpoints(ctx context.Context) ([]EndpointState, error) {
 			FailureStreak:  ep.FailureStreak,
 			LastStatus:     ep.LastStatus,
 		}
+	}
+	if l, ok := o.sink.(EndpointLister); ok {
+		for _, name := range l.EndpointNames() {
+			if !known[name] {
+				out = append(out, EndpointState{Name: name})
+			}
+		}
+		slices.SortFunc(out, func(a, b EndpointState) int { return strings.Compare(a.Name, b.Name) })
 	}
 	return out, nil
 }
@@ -315,6 +327,7 @@ func (o *Outbox) enableStored(ctx context.Context, name string, now time.Time) e
 	ep.DisabledAt = time.Time{}
 	ep.NotBefore = time.Time{}
 	ep.FailureStreak = 0
+	ep.Throttles, ep.ThrottledAt = 0, time.Time{}
 	ep.UpdatedAt = now
 	if err := o.st.PutEndpoint(ctx, ep); err != nil {
 		return mapErr("enable endpoint", name, err)

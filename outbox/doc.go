@@ -54,8 +54,11 @@
 //   - ActionPark ("not yet", 404 by default) waits Config.ParkInterval
 //     without spending an attempt.
 //   - ActionThrottle retries and holds the whole endpoint until a durable
-//     not-before time (Retry-After capped at Config.MaxThrottle, or the
-//     backoff), which survives restarts.
+//     not-before time, which survives restarts: the Retry-After capped at
+//     Config.MaxThrottle or, without one, a step of the backoff per throttle
+//     episode (answers to deliveries already in flight when the endpoint was
+//     held do not lengthen it; the first success ends the episode).
+//     EnableEndpoint lifts it at once.
 //   - ActionDisable disables the endpoint (410 Gone); its events stay
 //     pending, with no attempt spent, until EnableEndpoint.
 //   - ActionDead moves the event to the dead letters with the status and
@@ -77,6 +80,15 @@
 // as a compacted topic would, and concurrent upserts never lose an update).
 // An update changes the event's Version, so a delivery of the previous
 // version that succeeds afterwards does not delete the new one.
+//
+// # Failures of the file
+//
+// When the outcomes of finished deliveries cannot be committed (a full or
+// failing disk), no delivery starts: the outcomes wait in memory (at most
+// Config.MaxUncommitted) and their commit is retried until it succeeds, so a
+// failing disk repeats no delivery. When a store call finds damaged data,
+// the outbox stops delivering and Enqueue refuses new events with
+// ErrUnavailable. Health reports either condition; each is logged once.
 //
 // # Observability
 //

@@ -50,6 +50,11 @@ type engine struct {
 	cancelDeliver context.CancelFunc
 	workers       sync.WaitGroup
 	committerDone chan struct{}
+	// abandon is closed by stop when its context ends while outcomes still
+	// fail to commit: the committer gives them up (their events stay
+	// pending and are delivered again after a restart).
+	abandon chan struct{}
+	gaveUp  int // outcomes given up; written by the committer before committerDone
 	// commitNow ends the committer's wait for more outcomes early: the
 	// batch is full, or nothing else is being delivered (see mayWait).
 	commitNow   chan struct{}
@@ -69,6 +74,7 @@ type engine struct {
 	queued      map[string]int      // ready plus delivering, by endpoint
 	perKey      map[string]int      // in flight, by key (Ordered)
 	soonHeld    map[string]bool     // endpoints with a throttle or disable not yet committed
+	health      health              // see health.go
 	// scanning is set while a punctuation's snapshot is read; the events
 	// released meanwhile go to releasedInScan, which it skips too.
 	scanning       bool
@@ -91,6 +97,7 @@ type engine struct {
 type job struct {
 	rec      *store.Record
 	res      Result
+	begun    time.Time // by the outbox's clock, when the Sink was called
 	start    time.Time // monotonic, for the duration
 	duration time.Duration
 	ended    time.Time // by the outbox's clock, when the Sink returned
@@ -129,6 +136,7 @@ func (e *engine) start() {
 	e.results = make(chan *job, n+e.o.cfg.MaxUncommitted) // never blocks a worker
 	e.deliverCtx, e.cancelDeliver = context.WithCancel(context.Background())
 	e.committerDone = make(chan struct{})
+	e.abandon = make(chan struct{})
 	e.commitNow = make(chan struct{}, 1)
 	e.mu.Lock()
 	e.running = true
@@ -168,7 +176,16 @@ func (e *engine) stop(ctx context.Context) error {
 		err = fmt.Errorf("outbox: stop: deliveries in flight were cancelled: %w", ctx.Err())
 	}
 	close(e.results)
-	<-e.committerDone
+	select {
+	case <-e.committerDone:
+	case <-ctx.Done():
+		close(e.abandon)
+		<-e.committerDone
+		if e.gaveUp > 0 && err == nil {
+			err = fmt.Errorf("outbox: stop: the outcomes of %d deliveries could not be committed and were given up, their events stay pending: %w",
+				e.gaveUp, ctx.Err())
+		}
+	}
 	e.cancelDeliver()
 	return err
 }
@@ -192,6 +209,7 @@ func (e *engine) work() {
 				Attempt:     r.Deliveries + 1,
 				CreatedAt:   r.CreatedAt,
 			}
+			j.begun = e.o.clock.Now()
 			j.start = time.Now()
 			j.res = e.deliver(d)
 			j.duration = time.Since(j.start)
@@ -247,7 +265,9 @@ func (e *engine) finished(j *job) (refill, commitNow bool) {
 // dispatchLocked hands ready events to free worker slots, in queue order,
 // skipping events whose endpoint is at its limit.
 func (e *engine) dispatchLocked() int {
-	if !e.running {
+	if !e.running || e.health.faulty() {
+		// While the file is damaged or outcomes cannot be committed, a
+		// delivery started now could not have its outcome recorded.
 		return 0
 	}
 	c := &e.o.cfg
@@ -300,7 +320,7 @@ func (e *engine) punctuate(ctx context.Context, _ time.Time) {
 	defer func() { o.hookPunctuation(time.Since(t0), started) }()
 
 	e.mu.Lock()
-	if !e.running {
+	if !e.running || e.health.faulty() {
 		e.mu.Unlock()
 		return
 	}
@@ -529,74 +549,21 @@ func (e *engine) mayWaitLocked(j *job) bool {
 	return e.running && e.delivering > 0
 }
 
-// commit applies the outcomes of a batch of finished deliveries.
+// commit applies the outcomes of a batch of finished deliveries. When the
+// store refuses the write (a full disk, say), the outcomes stay in memory
+// and their events in flight: no delivery starts meanwhile (see health), and
+// the write is retried until it succeeds, so a failing disk repeats no
+// delivery; only Stop's deadline gives them up (see stop).
 func (e *engine) commit(batch []*job) {
 	o := e.o
-	now := o.clock.Now().UTC()
 	stopping := e.deliverCtx.Err() != nil
-
-	outs := make([]store.Outcome, 0, len(batch))
-	infos := make([]DeliveryInfo, 0, len(batch))
-	touched := make(map[string]store.EndpointState)
-
-	e.epMu.Lock()
-	e.mu.Lock()
-	for _, j := range batch {
-		r, res := j.rec, j.res
-		if res.Action == actionNone || (stopping && res.Action == ActionRetry) {
-			// Not attempted, or interrupted by Stop: no attempt spent, the
-			// event stays due.
-			continue
-		}
-		ep, ok := touched[r.Endpoint]
-		if !ok {
-			ep, ok = e.endpoints[r.Endpoint]
-			if !ok {
-				ep = store.EndpointState{Name: r.Endpoint}
-			}
-		}
-		out, newEP, dead := o.outcome(r, res, ep, now)
-		if newEP != ep {
-			newEP.UpdatedAt = now
-			touched[r.Endpoint] = newEP
-			e.endpoints[r.Endpoint] = newEP
-		}
-		if res.Action == ActionThrottle || res.Action == ActionDisable {
-			delete(e.soonHeld, r.Endpoint) // now in the cache
-		}
-		if out != nil {
-			outs = append(outs, *out)
-		}
-		infos = append(infos, DeliveryInfo{
-			ID:           r.ID,
-			Endpoint:     r.Endpoint,
-			Action:       res.Action,
-			Dead:         dead,
-			Status:       res.Status,
-			Attempt:      r.Deliveries + 1,
-			Duration:     j.duration,
-			SinceEnqueue: j.ended.Sub(r.CreatedAt), // the attempt's end, not its commit's
-		})
-	}
-	e.mu.Unlock()
-
-	eps := make([]store.EndpointState, 0, len(touched))
-	for _, ep := range touched {
-		eps = append(eps, ep)
-	}
-	if len(outs) > 0 || len(eps) > 0 {
-		results, err := o.st.Apply(context.Background(), outs, eps)
-		if err != nil {
-			o.logStoreErr("commit outcomes", err)
-		} else {
-			for i, res := range results {
-				if res == store.Stale {
-					o.log.Debug("outbox: outcome for a changed event not applied", "id", outs[i].ID, "version", outs[i].Version)
-				}
-			}
+	outs, touched, infos := e.outcomes(batch, o.clock.Now().UTC(), stopping)
+	if len(outs) > 0 || len(touched) > 0 {
+		if !e.apply(outs, touched) {
+			e.release(batch)
+			return
 		}
 	}
-	e.epMu.Unlock()
 	e.release(batch)
 	for _, info := range infos {
 		switch {
@@ -619,6 +586,120 @@ func (e *engine) commit(batch []*job) {
 	}
 }
 
+// outcomes turns a batch's results into the store outcomes to commit, the
+// names of the endpoints whose state they change (the engine's cache has
+// the new states already), and what the delivery hooks are told.
+func (e *engine) outcomes(batch []*job, now time.Time, stopping bool) ([]store.Outcome, []string, []DeliveryInfo) {
+	o := e.o
+	outs := make([]store.Outcome, 0, len(batch))
+	infos := make([]DeliveryInfo, 0, len(batch))
+	var touched []string
+	e.epMu.Lock()
+	defer e.epMu.Unlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, j := range batch {
+		r, res := j.rec, j.res
+		if res.Action == actionNone || (stopping && res.Action == ActionRetry) {
+			// Not attempted, or interrupted by Stop: no attempt spent, the
+			// event stays due.
+			continue
+		}
+		ep, ok := e.endpoints[r.Endpoint]
+		if !ok {
+			ep = store.EndpointState{Name: r.Endpoint}
+		}
+		out, newEP, dead := o.outcome(r, res, ep, j.begun, now)
+		if newEP != ep {
+			newEP.UpdatedAt = now
+			if !slices.Contains(touched, r.Endpoint) {
+				touched = append(touched, r.Endpoint)
+			}
+			e.endpoints[r.Endpoint] = newEP
+		}
+		if res.Action == ActionThrottle || res.Action == ActionDisable {
+			delete(e.soonHeld, r.Endpoint) // now in the cache
+		}
+		if out != nil {
+			outs = append(outs, *out)
+		}
+		infos = append(infos, DeliveryInfo{
+			ID:           r.ID,
+			Endpoint:     r.Endpoint,
+			Action:       res.Action,
+			Dead:         dead,
+			Status:       res.Status,
+			Attempt:      r.Deliveries + 1,
+			Duration:     j.duration,
+			SinceEnqueue: j.ended.Sub(r.CreatedAt), // the attempt's end, not its commit's
+		})
+	}
+	return outs, touched, infos
+}
+
+// Waits between two tries to commit outcomes that the store refused.
+const (
+	commitRetryMin = 50 * time.Millisecond
+	commitRetryMax = 2 * time.Second
+)
+
+// apply writes outcomes and the current cached state of the touched
+// endpoints, retrying while the store refuses. It reports false when the
+// outcomes were given up: the store is closed or the file damaged (nothing
+// more can be written), or Stop's deadline passed.
+//
+// epMu is held by each try (from reading the cache to the store having it),
+// not across the waits, so that admin calls are not held up by a failing
+// disk; a try after a wait writes the endpoints as the cache has them then,
+// which includes what EnableEndpoint did meanwhile.
+func (e *engine) apply(outs []store.Outcome, touched []string) bool {
+	o := e.o
+	wait := commitRetryMin
+	var timer *time.Timer
+	for first := true; ; first = false {
+		if !first {
+			if timer == nil {
+				timer = time.NewTimer(wait)
+				defer timer.Stop()
+			} else {
+				timer.Reset(wait)
+			}
+			select {
+			case <-timer.C:
+			case <-e.abandon:
+				e.gaveUp += len(outs)
+				return false
+			}
+			wait = min(2*wait, commitRetryMax)
+		}
+		e.epMu.Lock()
+		e.mu.Lock()
+		eps := make([]store.EndpointState, 0, len(touched))
+		for _, name := range touched {
+			eps = append(eps, e.endpoints[name])
+		}
+		e.mu.Unlock()
+		results, err := o.st.Apply(context.Background(), outs, eps)
+		e.epMu.Unlock()
+		switch {
+		case err == nil:
+			for i, res := range results {
+				if res == store.Stale {
+					o.log.Debug("outbox: outcome for a changed event not applied", "id", outs[i].ID, "version", outs[i].Version)
+				}
+			}
+			e.commitRecovered()
+			return true
+		case errors.Is(err, store.ErrClosed), errors.Is(err, store.ErrInvalid):
+			o.logStoreErr("commit outcomes", err)
+			return false
+		case o.noteStoreErr(err):
+			return false
+		}
+		e.commitFailed(err)
+	}
+}
+
 // readyLow reports whether the ready queue should be refilled.
 func (e *engine) readyLow() bool {
 	e.mu.Lock()
@@ -627,8 +708,12 @@ func (e *engine) readyLow() bool {
 }
 
 // logStoreErr logs a store error of a background step; a closed store (the
-// outbox stopping) is not worth more than a debug line.
+// outbox stopping) is not worth more than a debug line, and damaged data is
+// recorded in the outbox's health (and logged once there).
 func (o *Outbox) logStoreErr(step string, err error) {
+	if o.noteStoreErr(err) {
+		return // logged once, when first found
+	}
 	if errors.Is(err, store.ErrClosed) || errors.Is(err, context.Canceled) {
 		o.log.Debug("outbox: "+step, "err", err)
 		return

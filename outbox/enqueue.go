@@ -32,6 +32,9 @@ func (o *Outbox) Enqueue(ctx context.Context, events ...Event) ([]string, error)
 	if len(events) == 0 {
 		return nil, nil
 	}
+	if err := o.refuseIfCorrupt(); err != nil {
+		return nil, err
+	}
 	now := o.clock.Now().UTC()
 	recs := make([]*store.Record, len(events))
 	ids := make([]string, len(events))
@@ -45,6 +48,7 @@ func (o *Outbox) Enqueue(ctx context.Context, events ...Event) ([]string, error)
 	}
 	statuses, err := o.st.Insert(ctx, recs)
 	if err != nil {
+		o.noteStoreErr(err)
 		return nil, mapErr("enqueue", "", err)
 	}
 	o.countInserted(statuses)

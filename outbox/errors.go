@@ -20,6 +20,12 @@ var (
 	ErrNotDead = errors.New("outbox: event is not dead")
 	// ErrInvalid is matched by every *ValidationError.
 	ErrInvalid = errors.New("outbox: invalid event")
+	// ErrUnavailable is matched by the error Health returns, and by
+	// Enqueue's error once the database file was found damaged.
+	ErrUnavailable = errors.New("outbox: unavailable")
+	// ErrDamaged is matched, besides ErrUnavailable, when the reason is a
+	// damaged database file (data that fails its checksum or framing).
+	ErrDamaged = errors.New("outbox: the database file is damaged")
 )
 
 // ValidationError reports an event that Enqueue, EnqueueDead or Upsert

@@ -118,8 +118,8 @@ func TestEndToEndMix(t *testing.T) {
 			if ev.State != outbox.StateDead || ev.LastStatus != 400 || !strings.Contains(ev.DeadReason, "400") || wins != 0 {
 				t.Fatalf("event %s: %+v, want dead with the 400", id, ev)
 			}
-			if ev.Attempts != 0 {
-				t.Fatalf("event %s: %d attempts spent by two 404s and a 400", id, ev.Attempts)
+			if ev.Attempts != 1 {
+				t.Fatalf("event %s: %d attempts spent by two 404s and a 400, want 1 (parks spend none, the 400 one)", id, ev.Attempts)
 			}
 			dead++
 		default:

@@ -432,3 +432,56 @@ func TestStopBeforeStartAndTwice(t *testing.T) {
 		t.Fatal("not Ready after Start")
 	}
 }
+
+// A dead letter made by its first attempt shows that attempt.
+func TestDeadOnFirstAttemptCountsIt(t *testing.T) {
+	sink := sinkFunc(func(ctx context.Context, d *outbox.Delivery) outbox.Result {
+		return outbox.Result{Action: outbox.ActionDead, Status: 400}
+	})
+	o, _ := open(t, testConfig(sink))
+	ctx := context.Background()
+	if _, err := o.Enqueue(ctx, outbox.Event{ID: "bad", Destination: "receiver"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the dead letter", settle, func() bool { return o.Stats().Dead == 1 })
+	ev, err := o.Get(ctx, "bad")
+	if err != nil || ev.State != outbox.StateDead || ev.Attempts != 1 {
+		t.Fatalf("Get = %+v, %v; want dead after 1 attempt", ev, err)
+	}
+}
+
+// listingSink has configured endpoints.
+type listingSink struct{ sinkFunc }
+
+func (listingSink) EndpointNames() []string { return []string{"billing", "orders"} }
+
+// Endpoints lists the configured endpoints that have no state yet beside
+// those that have one.
+func TestEndpointsListsConfiguredOnes(t *testing.T) {
+	sink := listingSink{func(ctx context.Context, d *outbox.Delivery) outbox.Result {
+		return outbox.Result{Action: outbox.ActionRetry, Status: 500}
+	}}
+	o, _ := open(t, testConfig(sink))
+	ctx := context.Background()
+	eps, err := o.Endpoints(ctx)
+	if err != nil || len(eps) != 2 || eps[0].Name != "billing" || eps[1].Name != "orders" || eps[0].FailureStreak != 0 {
+		t.Fatalf("Endpoints before any delivery = %+v, %v; want billing and orders with a zero state", eps, err)
+	}
+	if _, err := o.Enqueue(ctx, outbox.Event{ID: "e", Destination: "orders"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a failed attempt", settle, func() bool { return o.Stats().FailedTotal >= 1 && o.Stats().InFlight == 0 })
+	waitFor(t, "the failure streak", settle, func() bool {
+		eps, err = o.Endpoints(ctx)
+		return err == nil && len(eps) == 2 && eps[1].FailureStreak >= 1
+	})
+	if eps[0].Name != "billing" || eps[1].Name != "orders" {
+		t.Fatalf("Endpoints = %+v, want billing then orders", eps)
+	}
+}

@@ -17,10 +17,15 @@ const maxErrorBytes = 1024
 // while it waited for a worker): no outcome, the event stays as it was.
 const actionNone Action = 0
 
+// maxThrottleBackoff caps the endpoint-wide wait after a throttle answer
+// without Retry-After: a receiver that sheds load is probed again soon.
+const maxThrottleBackoff = 5 * time.Minute
+
 // outcome turns a delivery result into the store outcome to commit (nil
-// when the event stays untouched) and the endpoint's new state. dead reports
-// that the event becomes a dead letter.
-func (o *Outbox) outcome(r *store.Record, res Result, ep store.EndpointState, now time.Time) (out *store.Outcome, newEP store.EndpointState, dead bool) {
+// when the event stays untouched) and the endpoint's new state. begun is
+// when the attempt started. dead reports that the event becomes a dead
+// letter.
+func (o *Outbox) outcome(r *store.Record, res Result, ep store.EndpointState, begun, now time.Time) (out *store.Outcome, newEP store.EndpointState, dead bool) {
 	c := &o.cfg
 	newEP = ep
 	if res.Action == actionNone {
@@ -55,6 +60,7 @@ func (o *Outbox) outcome(r *store.Record, res Result, ep store.EndpointState, no
 	switch res.Action {
 	case ActionSuccess:
 		newEP.FailureStreak = 0
+		newEP.Throttles, newEP.ThrottledAt = 0, time.Time{} // the episode ends
 		out := base
 		out.Kind = store.OutcomeDelete
 		out.Reason = "delivered"
@@ -76,18 +82,12 @@ func (o *Outbox) outcome(r *store.Record, res Result, ep store.EndpointState, no
 		return nil, newEP, false
 
 	case ActionDead:
+		base.Attempts++ // the attempt that found the event undeliverable
 		return deadOut(lastErr)
 
 	case ActionThrottle:
 		newEP.FailureStreak++
-		wait := res.RetryAfter
-		if wait <= 0 {
-			wait = o.backoff(newEP.FailureStreak)
-		}
-		wait = min(wait, c.MaxThrottle)
-		if until := now.Add(wait); until.After(newEP.NotBefore) {
-			newEP.NotBefore = until
-		}
+		o.throttle(&newEP, res.RetryAfter, begun, now)
 		base.Attempts++
 		if base.Attempts >= c.MaxAttempts {
 			return deadOut(fmt.Sprintf("max attempts (%d) reached: %s", c.MaxAttempts, lastErr))
@@ -113,6 +113,28 @@ func (o *Outbox) outcome(r *store.Record, res Result, ep store.EndpointState, no
 			wait = o.backoff(base.Attempts)
 		}
 		return reschedule(now.Add(wait))
+	}
+}
+
+// throttle holds the endpoint after a throttle answer to an attempt that
+// began at begun. A Retry-After is honoured (capped by MaxThrottle). Without
+// one, the wait grows with the episode: the first throttle answer starts it,
+// and only an answer to an attempt that began after the last growth (so was
+// sent after the hold, not already in flight when it began) grows it again,
+// up to maxThrottleBackoff. The first success ends the episode.
+func (o *Outbox) throttle(ep *store.EndpointState, retryAfter time.Duration, begun, now time.Time) {
+	wait := retryAfter
+	if wait <= 0 {
+		if ep.Throttles > 0 && !begun.After(ep.ThrottledAt) {
+			return // in flight when the episode last grew: already accounted for
+		}
+		ep.Throttles++
+		ep.ThrottledAt = now
+		wait = min(o.backoff(ep.Throttles), maxThrottleBackoff)
+	}
+	wait = min(wait, o.cfg.MaxThrottle)
+	if until := now.Add(wait); until.After(ep.NotBefore) {
+		ep.NotBefore = until
 	}
 }
 

@@ -473,3 +473,87 @@ func TestNoKeyIndexDeliversKeyedEventsAndRefusesUpsert(t *testing.T) {
 		return o.Stats().Pending == 0
 	})
 }
+
+// A burst of throttle answers without Retry-After to deliveries that were
+// all in flight at once holds the endpoint for the first step of the
+// backoff, not for a step per answer; only an answer to a delivery sent
+// after the hold grows the wait, and the first success ends the episode.
+// Time is a fake clock.
+func TestThrottleBurstGrowsOncePerEpisode(t *testing.T) {
+	const burst = 32
+	var mu sync.Mutex
+	arrived := 0
+	all := make(chan struct{})
+	var succeed atomic.Bool
+	sink := sinkFunc(func(ctx context.Context, d *outbox.Delivery) outbox.Result {
+		mu.Lock()
+		arrived++
+		if arrived == burst {
+			close(all)
+		}
+		mu.Unlock()
+		<-all // every answer of the first round comes while all are in flight
+		if succeed.Load() {
+			return outbox.Result{Action: outbox.ActionSuccess, Status: 200}
+		}
+		return outbox.Result{Action: outbox.ActionThrottle, Status: 429}
+	})
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	clock := newFakeClock(t0)
+	var puncts atomic.Int64
+	cfg := testConfig(sink)
+	cfg.Clock = clock
+	cfg.Interval = time.Second
+	cfg.Concurrency = burst
+	cfg.BackoffInitial = time.Second
+	cfg.BackoffMax = time.Hour
+	cfg.Hooks.OnPunctuation = func(time.Duration, int) { puncts.Add(1) }
+	o, _ := open(t, cfg)
+	ctx := context.Background()
+	var evs []outbox.Event
+	for i := range 2 * burst {
+		evs = append(evs, outbox.Event{ID: fmt.Sprintf("t%02d", i), Destination: "receiver"})
+	}
+	if _, err := o.Enqueue(ctx, evs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Start(); err != nil {
+		t.Fatal(err)
+	}
+	throttledFor := func(failed uint64) time.Duration {
+		t.Helper()
+		waitFor(t, "the throttle answers committed", settle, func() bool {
+			s := o.Stats()
+			return s.FailedTotal >= failed && s.InFlight == 0
+		})
+		eps, err := o.Endpoints(ctx)
+		if err != nil || len(eps) != 1 {
+			t.Fatalf("Endpoints = %+v, %v", eps, err)
+		}
+		return eps[0].ThrottledUntil.Sub(clock.Now())
+	}
+	tick := func(d time.Duration) {
+		before := puncts.Load()
+		clock.Advance(d)
+		waitFor(t, "a punctuation", settle, func() bool { return puncts.Load() > before })
+	}
+
+	// 32 answers of one burst: the backoff's first step, 1s ±50%.
+	if d := throttledFor(burst); d <= 0 || d > 1500*time.Millisecond {
+		t.Fatalf("after a burst of %d throttle answers the endpoint is held for %s, want the first step of the backoff (at most 1.5s)", burst, d)
+	}
+	// The hold ends; the next deliveries were sent after it and are
+	// throttled again: one more step (2s ±50%), not one per answer.
+	tick(2 * time.Second)
+	if d := throttledFor(burst + 1); d <= 0 || d > 3*time.Second {
+		t.Fatalf("after the second burst the endpoint is held for %s, want the second step (at most 3s)", d)
+	}
+	// The receiver recovers: the first success ends the episode, and the
+	// pending events are delivered.
+	succeed.Store(true)
+	tick(4 * time.Second)
+	waitFor(t, "every event delivered", settle, func() bool { s := o.Stats(); return s.Pending == 0 && s.InFlight == 0 })
+	if s := o.Stats(); s.EndpointsThrottled != 0 {
+		t.Errorf("%d endpoints still throttled after the receiver recovered", s.EndpointsThrottled)
+	}
+}

@@ -31,6 +31,14 @@ type EndpointResolver interface {
 	ResolveEndpoint(destination string) (endpoint string, err error)
 }
 
+// EndpointLister is an optional interface a Sink implements when it has
+// configured endpoints: Outbox.Endpoints lists them even before they have a
+// delivery state of their own.
+type EndpointLister interface {
+	// EndpointNames returns the names of the configured endpoints.
+	EndpointNames() []string
+}
+
 // Delivery is what a Sink receives: one attempt at one event. It is a copy;
 // the Sink may keep it but must not expect changes to reach the store.
 type Delivery struct {

@@ -199,6 +199,10 @@ func encodeEndpoint(ep *EndpointState) []byte {
 	e.varint(int64(ep.FailureStreak))
 	e.varint(int64(ep.LastStatus))
 	e.time(ep.UpdatedAt)
+	// Added after the first layout: decoders read them when present, and
+	// older builds ignore the bytes past UpdatedAt.
+	e.time(ep.ThrottledAt)
+	e.varint(int64(ep.Throttles))
 	return e.finish()
 }
 
@@ -217,6 +221,10 @@ func decodeEndpoint(b []byte) (EndpointState, error) {
 	ep.FailureStreak = d.int()
 	ep.LastStatus = d.int()
 	ep.UpdatedAt = d.time()
+	if d.err == nil && len(d.b) > 0 {
+		ep.ThrottledAt = d.time()
+		ep.Throttles = d.int()
+	}
 	return ep, d.err
 }
 

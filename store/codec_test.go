@@ -244,3 +244,33 @@ func checkEntryDecode(t *testing.T, b []byte) {
 		}
 	}
 }
+
+// Endpoint states round-trip with their throttle episode, and a state
+// encoded before those fields existed decodes with none.
+func TestEndpointRoundTripAndOlderLayout(t *testing.T) {
+	at := time.Date(2026, 5, 6, 7, 8, 9, 10, time.UTC)
+	ep := EndpointState{Name: "orders", Disabled: true, DisabledReason: "gone", DisabledAt: at,
+		NotBefore: at.Add(time.Minute), FailureStreak: 3, LastStatus: 429, UpdatedAt: at,
+		ThrottledAt: at.Add(time.Second), Throttles: 2}
+	got, err := decodeEndpoint(encodeEndpoint(&ep))
+	if err != nil || got != ep {
+		t.Fatalf("round trip = %+v, %v; want %+v", got, err, ep)
+	}
+
+	// The first layout: the same fields up to UpdatedAt.
+	e := newEncoder(kindEndpoint, 64)
+	e.str(ep.Name)
+	e.uvarint(1)
+	e.str(ep.DisabledReason)
+	e.time(ep.DisabledAt)
+	e.time(ep.NotBefore)
+	e.varint(int64(ep.FailureStreak))
+	e.varint(int64(ep.LastStatus))
+	e.time(ep.UpdatedAt)
+	old, err := decodeEndpoint(e.finish())
+	want := ep
+	want.ThrottledAt, want.Throttles = time.Time{}, 0
+	if err != nil || old != want {
+		t.Fatalf("older layout = %+v, %v; want %+v", old, err, want)
+	}
+}

@@ -369,6 +369,11 @@ type EndpointState struct {
 	FailureStreak int
 	LastStatus    int
 	UpdatedAt     time.Time
+	// ThrottledAt is when the current throttle episode last grew (zero
+	// when there is none), and Throttles how often it grew: answers to
+	// deliveries that began before ThrottledAt do not grow it again.
+	ThrottledAt time.Time
+	Throttles   int
 }
 
 // OutcomeResult tells what Apply did with one outcome.

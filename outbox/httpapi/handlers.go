@@ -124,6 +124,11 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error, batch 
 		writeError(w, http.StatusConflict, err.Error())
 	case errors.Is(err, outbox.ErrClosed):
 		writeError(w, http.StatusServiceUnavailable, "the outbox is shutting down")
+	case errors.Is(err, outbox.ErrUnavailable):
+		// The database file is damaged: nothing is stored until an operator
+		// repairs or restores it. The detail names the file: log it.
+		h.cfg.Logger.Error("request refused: the outbox is unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+		writeError(w, http.StatusServiceUnavailable, "the outbox cannot store events now (its database file is damaged); the details are in the server's log")
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
 		// The client went away; nobody reads this answer.
 		writeError(w, http.StatusServiceUnavailable, "request cancelled")

@@ -1,6 +1,7 @@
 package outboxprom
 
 import (
+	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,7 +50,7 @@ type Collector struct {
 	sinceEnqueue prometheus.Histogram
 	punctDur     prometheus.Histogram
 
-	pendingDesc, deadDesc, inFlightDesc, oldestDesc, throttledDesc, disabledDesc *prometheus.Desc
+	pendingDesc, deadDesc, inFlightDesc, oldestDesc, throttledDesc, disabledDesc, unavailableDesc *prometheus.Desc
 
 	commitsDesc, commitFailuresDesc, commitCallsDesc, commitRecordsDesc, commitSecondsDesc, commitRunningDesc *prometheus.Desc
 }
@@ -92,6 +93,8 @@ func New(o *outbox.Outbox) (*Collector, outbox.Hooks) {
 		oldestDesc:    prometheus.NewDesc(ns+"_oldest_pending_age_seconds", "Age of the oldest pending event.", nil, nil),
 		throttledDesc: prometheus.NewDesc(ns+"_endpoints_throttled", "Endpoints held by a throttle now.", nil, nil),
 		disabledDesc:  prometheus.NewDesc(ns+"_endpoints_disabled", "Disabled endpoints.", nil, nil),
+		unavailableDesc: prometheus.NewDesc(ns+"_unavailable", "1 while the outbox cannot do its job (see Outbox.Health), by reason: damaged (the database file) or commit (outcomes cannot be committed).",
+			[]string{"reason"}, nil),
 
 		commitsDesc:        prometheus.NewDesc(ns+"_store_commits_total", "Write transactions of the store.", nil, nil),
 		commitFailuresDesc: prometheus.NewDesc(ns+"_store_commit_failures_total", "Write transactions of the store that failed.", nil, nil),
@@ -141,7 +144,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	c.deliveryDur.Describe(ch)
 	c.sinceEnqueue.Describe(ch)
 	c.punctDur.Describe(ch)
-	for _, d := range []*prometheus.Desc{c.pendingDesc, c.deadDesc, c.inFlightDesc, c.oldestDesc, c.throttledDesc, c.disabledDesc,
+	for _, d := range []*prometheus.Desc{c.pendingDesc, c.deadDesc, c.inFlightDesc, c.oldestDesc, c.throttledDesc, c.disabledDesc, c.unavailableDesc,
 		c.commitsDesc, c.commitFailuresDesc, c.commitCallsDesc, c.commitRecordsDesc, c.commitSecondsDesc, c.commitRunningDesc} {
 		ch <- d
 	}
@@ -169,6 +172,14 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.oldestDesc, s.OldestPendingAge.Seconds())
 	gauge(c.throttledDesc, float64(s.EndpointsThrottled))
 	gauge(c.disabledDesc, float64(s.EndpointsDisabled))
+	damaged, commit := 0.0, 0.0
+	if err := c.o.Health(); errors.Is(err, outbox.ErrDamaged) {
+		damaged = 1
+	} else if err != nil {
+		commit = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.unavailableDesc, prometheus.GaugeValue, damaged, "damaged")
+	ch <- prometheus.MustNewConstMetric(c.unavailableDesc, prometheus.GaugeValue, commit, "commit")
 
 	cs := c.o.Store().CommitStats()
 	counter := func(d *prometheus.Desc, v float64) {

@@ -246,6 +246,12 @@ func (s *server) notReady() string {
 		return "shutting down"
 	case !s.o.Ready():
 		return "outbox not running"
+	case s.o.Health() != nil:
+		err := s.o.Health()
+		if errors.Is(err, outbox.ErrDamaged) {
+			return fmt.Sprintf("%v; verify it with: outboxd check --db %s", err, s.o.Store().Path())
+		}
+		return err.Error()
 	case running > commitStallLimit:
 		return fmt.Sprintf("a store commit has been running for %s; the disk holding %s is not answering",
 			running.Round(time.Second), s.o.Store().Path())
