@@ -582,3 +582,60 @@ func TestCommitStats(t *testing.T) {
 		t.Fatalf("after the held commit: %+v, want none running and 2 commits", st)
 	}
 }
+
+// Retries of a backlog whose receiver is down do not grow the changelog
+// with the retries: each reschedule replaces the event's previous
+// reschedule entry, so an event keeps its enqueue entry and its latest
+// reschedule, the file stops growing once every event was rescheduled,
+// and a restore from the changelog still finds every event as it is now.
+func TestReschedulesReplaceTheirPreviousEntry(t *testing.T) {
+	const events, rounds = 200, 30
+	clk := newClock()
+	s := openTest(t, Options{Now: clk.Now})
+	var recs []*Record
+	for i := range events {
+		r := rec(fmt.Sprintf("e%03d", i), "")
+		r.Payload = []byte(strings.Repeat("p", 2000))
+		recs = append(recs, r)
+	}
+	mustInsert(t, s, recs...)
+	var sizeAfterFirst int64
+	for round := range rounds {
+		var outs []Outcome
+		for _, r := range recs {
+			cur, _, err := s.Get(r.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			outs = append(outs, Outcome{Kind: OutcomeReschedule, ID: r.ID, Version: cur.Version, Attempts: round + 1,
+				Deliveries: round + 1, NextAttemptAt: clk.Now(), LastStatus: 503, LastError: "down"})
+		}
+		if _, err := s.Apply(t.Context(), outs, nil); err != nil {
+			t.Fatal(err)
+		}
+		st, _ := s.Stats()
+		if st.ChangelogEntries != 2*events {
+			t.Fatalf("round %d: %d changelog entries, want %d (an enqueue and a reschedule per event)", round, st.ChangelogEntries, 2*events)
+		}
+		if round == 1 {
+			sizeAfterFirst = st.FileSize
+		}
+		if round > 1 && st.FileSize > sizeAfterFirst {
+			t.Fatalf("round %d: the file grew from %d to %d bytes with retries alone", round, sizeAfterFirst, st.FileSize)
+		}
+	}
+	entries, err := s.Changelog(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := openTest(t, Options{Now: clk.Now})
+	if err := fresh.Restore(t.Context(), entries); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		got, st, err := fresh.Get(r.ID)
+		if err != nil || st != StatePending || got.Attempts != rounds {
+			t.Fatalf("restored %s: %+v %v %v; want pending after %d attempts", r.ID, got, st, err, rounds)
+		}
+	}
+}

@@ -476,6 +476,7 @@ func (w *wtx) applyOutcome(o *Outcome, old *Record) {
 		r.Version = lsn
 		frame := EncodeRecord(r)
 		w.putPending(r, old, frame)
+		w.dropSuperseded(old)
 		w.log(lsn, OpReschedule, r.ID, frame, o.Reason)
 	case OutcomeDead:
 		r := old.clone()
@@ -490,6 +491,28 @@ func (w *wtx) applyOutcome(o *Outcome, old *Record) {
 		w.putDead(r, frame, false)
 		w.log(lsn, OpDead, r.ID, frame, r.DeadReason)
 	}
+}
+
+// dropSuperseded removes the changelog entry of old's version when it is a
+// reschedule of the same event: the reschedule being logged carries the
+// whole record again, so the older one says nothing that a restore, a
+// compacted topic or a reader of the event's history needs beyond its
+// attempt count. Without it, every retry of a backlog whose receiver is
+// down would add a copy of the record (payload included) to the changelog,
+// and the file would grow with the retries instead of with the backlog.
+// The event's enqueue entry and every other op are kept.
+func (w *wtx) dropSuperseded(old *Record) {
+	k := w.u64(old.Version)
+	v := w.get(w.changelog, k)
+	if v == nil {
+		return // trimmed already
+	}
+	e, _, err := decodeEntryHead(v)
+	if err != nil || e.Op != OpReschedule || e.ID != old.ID {
+		return // not ours to judge; the trim and the checker see it
+	}
+	w.del(w.changelog, k)
+	dec(&w.changeLen)
 }
 
 func (w *wtx) putEndpoint(ep *EndpointState) {
