@@ -30,6 +30,21 @@ var (
 	ErrInvalidRequest = errors.New("httpsink: invalid request")
 	// ErrClosed: Deliver was called after Close.
 	ErrClosed = errors.New("httpsink: sink closed")
+
+	// Errors of Verifier.Verify, each wrapped with the detail.
+
+	// ErrSignatureMissing: the delivery has no webhook-signature header.
+	ErrSignatureMissing = errors.New("httpsink: no webhook-signature header")
+	// ErrSignatureHeaders: webhook-id or webhook-timestamp is missing, or
+	// the timestamp is not unix seconds.
+	ErrSignatureHeaders = errors.New("httpsink: malformed signature headers")
+	// ErrTimestampOutOfTolerance: webhook-timestamp is further from the
+	// receiver's clock than the tolerance (an old delivery replayed, or a
+	// clock that is off).
+	ErrTimestampOutOfTolerance = errors.New("httpsink: timestamp outside the tolerance")
+	// ErrSignatureMismatch: no signature in webhook-signature was made with
+	// the secrets over this webhook-id, webhook-timestamp and payload.
+	ErrSignatureMismatch = errors.New("httpsink: signature does not match")
 )
 
 // DestinationError says why a destination cannot be delivered to. It unwraps
