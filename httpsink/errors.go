@@ -69,7 +69,9 @@ func (e *DestinationError) Error() string {
 func (e *DestinationError) Unwrap() error { return e.Err }
 
 // BlockedAddressError is returned by the dial-time guard. It names the
-// address that was refused and why; it unwraps to ErrBlockedAddress.
+// address that was refused and why, and the settings that allow it (the
+// outboxd flags and options as well as the Go fields); it unwraps to
+// ErrBlockedAddress.
 type BlockedAddressError struct {
 	// Addr is the resolved address the dialer was about to connect to.
 	Addr netip.Addr
@@ -78,7 +80,9 @@ type BlockedAddressError struct {
 }
 
 func (e *BlockedAddressError) Error() string {
-	return fmt.Sprintf("httpsink: refusing to connect to %s (%s address); allow it with Endpoint.AllowPrivate, Config.AllowPrivateNetworks or Config.AllowedNetworks", e.Addr, e.Reason)
+	return fmt.Sprintf("httpsink: refusing to connect to %s (%s address); allow it with the endpoint's allow-private option "+
+		"(outboxd: --endpoint NAME=URL,allow-private or allow_private: true in the file) or for every endpoint with --allow-private-networks "+
+		"(Go: Endpoint.AllowPrivate, Config.AllowPrivateNetworks, Config.AllowedNetworks)", e.Addr, e.Reason)
 }
 
 // Unwrap returns ErrBlockedAddress.
