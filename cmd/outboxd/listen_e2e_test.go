@@ -149,6 +149,13 @@ func TestListenVerifiesWhatServeDelivers(t *testing.T) {
 		}
 	}
 	waitFor(t, 10*time.Second, "GET to say delivered", func() bool { return eventState(t, p, "order-42")["state"] == "delivered" })
+	// The same ID again is a duplicate: answered, and still delivered.
+	if code, m := call(t, "POST", p.url("/v1/events"), "", `{"id":"order-42","destination":"local","payload":{"order":42}}`); code != http.StatusAccepted {
+		t.Fatalf("POST again: %d %v", code, m)
+	}
+	if st := eventState(t, p, "order-42")["state"]; st != "delivered" {
+		t.Errorf("after posting it again the event is %v, want still delivered", st)
+	}
 
 	raw := "\x1b[2J\x1b[31mred\nline two\xff" + strings.Repeat("A", 10_000)
 	body := `{"id":"raw-1","destination":"local","payload_base64":"` + base64.StdEncoding.EncodeToString([]byte(raw)) + `"}`

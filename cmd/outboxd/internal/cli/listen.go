@@ -248,12 +248,13 @@ func writeHeaders(b *strings.Builder, h http.Header, at time.Time) {
 	}
 }
 
-// age says how long ago d was, or how far ahead.
+// age says how long ago d was, or how far ahead, in whole seconds (the
+// timestamp's own precision).
 func age(d time.Duration) string {
 	if d < 0 {
-		return (-d).Round(time.Second).String() + " ahead of this clock"
+		return (-d).Truncate(time.Second).String() + " ahead of this clock"
 	}
-	return d.Round(time.Second).String() + " ago"
+	return d.Truncate(time.Second).String() + " ago"
 }
 
 // writePayload prints the payload on one line, escaped, cut at listenShown
