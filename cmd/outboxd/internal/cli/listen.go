@@ -103,12 +103,11 @@ func listen(e Env, args []string) int {
 	go func() { served <- srv.Serve(ln) }()
 	l.banner(ln.Addr().String())
 
-	code := exitOK
 	select {
 	case <-sigs:
 	case err := <-served:
 		fmt.Fprintf(e.Stderr, "outboxd listen: %v\n", err)
-		code = exitError
+		return exitError
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), listenStopGrace)
 	defer cancel()
@@ -117,7 +116,7 @@ func listen(e Env, args []string) int {
 	}
 	<-served
 	l.printf("outboxd listen: stopped\n")
-	return code
+	return exitOK
 }
 
 // listener is the handler of outboxd listen.
@@ -201,7 +200,7 @@ func (l *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if answer == "" && status/100 != 2 {
 		answer = fmt.Sprintf("answering %d as asked (--status %d)", status, status)
 	}
-	fmt.Fprintf(&b, "  → answered %d %s\n", status, http.StatusText(status))
+	fmt.Fprintf(&b, "  → answered %s\n", strings.TrimSpace(fmt.Sprintf("%d %s", status, http.StatusText(status))))
 	l.printf("%s", b.String())
 
 	if answer == "" {
@@ -237,7 +236,7 @@ func writeHeaders(b *strings.Builder, h http.Header, at time.Time) {
 			shown := printable(v, 1024)
 			switch {
 			case secretHeader(name):
-				shown = fmt.Sprintf("(%d bytes, not shown)", len(v))
+				shown = "(not shown: may be a credential)"
 			case name == "Webhook-Timestamp":
 				if sec, err := strconv.ParseInt(v, 10, 64); err == nil {
 					shown += " (" + age(at.Sub(time.Unix(sec, 0))) + ")"

@@ -2,8 +2,13 @@ package cli
 
 import (
 	"bytes"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/outboxd/outbox/httpsink"
 )
 
 // Bad flags stop listen before it listens, with a message naming the flag
@@ -51,5 +56,44 @@ func TestPrintableEscapes(t *testing.T) {
 	}
 	if got := printable(strings.Repeat("x", 20), 8); got != "xxxxxxxx…" {
 		t.Errorf("cut at 8: %q", got)
+	}
+}
+
+// Credentials in a delivery's headers are not printed, its query values are
+// redacted, and a delivery without a signature is refused when a secret is
+// given, with the reason in the answer (which outboxd keeps as the error).
+func TestListenerHidesCredentialsAndExplainsRefusals(t *testing.T) {
+	v, err := httpsink.NewVerifier([]string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	l := &listener{out: &out, verifier: v, status: http.StatusOK, now: time.Now, seen: map[string]int{}}
+	req := httptest.NewRequest("POST", "/hook?token=q-s3cret", strings.NewReader(`{"a":1}`))
+	req.Header.Set("Authorization", "Bearer h-s3cret")
+	req.Header.Set("X-Api-Key", "k-s3cret")
+	req.Header.Set("webhook-id", "evt-1")
+	rec := httptest.NewRecorder()
+	l.ServeHTTP(rec, req)
+	if strings.Contains(out.String(), "s3cret") {
+		t.Errorf("listen printed a credential:\n%s", out.String())
+	}
+	for _, want := range []string{"Authorization: (not shown: may be a credential)", "X-Api-Key: (not shown: may be a credential)", "/hook?token=xxxxx",
+		"✗ signature not verified: no webhook-signature header", "answered 401 Unauthorized"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("listen's report lacks %q:\n%s", want, out.String())
+		}
+	}
+	if rec.Code != http.StatusUnauthorized || !strings.Contains(rec.Body.String(), "signature not verified: no webhook-signature header") {
+		t.Errorf("answer %d %q, want 401 saying why", rec.Code, rec.Body.String())
+	}
+
+	out.Reset()
+	l = &listener{out: &out, status: http.StatusNotFound, now: time.Now, seen: map[string]int{}}
+	rec = httptest.NewRecorder()
+	l.ServeHTTP(rec, httptest.NewRequest("POST", "/hook", strings.NewReader("")))
+	if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), "answering 404 as asked (--status 404)") ||
+		!strings.Contains(out.String(), "no signature, not checked") || !strings.Contains(out.String(), "payload: none") {
+		t.Errorf("--status 404 without a secret: answer %d %q, report:\n%s", rec.Code, rec.Body.String(), out.String())
 	}
 }
