@@ -23,6 +23,11 @@
 //	webhook-signature  "v1,<base64 HMAC-SHA256 of id.timestamp.payload>" per
 //	                   secret, space-separated (endpoints with Secrets only)
 //
+// Receivers check those signatures with a Verifier (NewVerifier with the
+// endpoint's secrets, then Verifier.Verify on each request): it checks the
+// signature in constant time and the timestamp against a tolerance (five
+// minutes by default), and says why a delivery does not verify.
+//
 // # Outcomes
 //
 // The response is classified by the status policy table (Policy): exact code,

@@ -30,6 +30,21 @@ var (
 	ErrInvalidRequest = errors.New("httpsink: invalid request")
 	// ErrClosed: Deliver was called after Close.
 	ErrClosed = errors.New("httpsink: sink closed")
+
+	// Errors of Verifier.Verify, each wrapped with the detail.
+
+	// ErrSignatureMissing: the delivery has no webhook-signature header.
+	ErrSignatureMissing = errors.New("httpsink: no webhook-signature header")
+	// ErrSignatureHeaders: webhook-id or webhook-timestamp is missing, or
+	// the timestamp is not unix seconds.
+	ErrSignatureHeaders = errors.New("httpsink: malformed signature headers")
+	// ErrTimestampOutOfTolerance: webhook-timestamp is further from the
+	// receiver's clock than the tolerance (an old delivery replayed, or a
+	// clock that is off).
+	ErrTimestampOutOfTolerance = errors.New("httpsink: timestamp outside the tolerance")
+	// ErrSignatureMismatch: no signature in webhook-signature was made with
+	// the secrets over this webhook-id, webhook-timestamp and payload.
+	ErrSignatureMismatch = errors.New("httpsink: signature does not match")
 )
 
 // DestinationError says why a destination cannot be delivered to. It unwraps
@@ -54,7 +69,9 @@ func (e *DestinationError) Error() string {
 func (e *DestinationError) Unwrap() error { return e.Err }
 
 // BlockedAddressError is returned by the dial-time guard. It names the
-// address that was refused and why; it unwraps to ErrBlockedAddress.
+// address that was refused and why, and the settings that allow it (the
+// outboxd flags and options as well as the Go fields); it unwraps to
+// ErrBlockedAddress.
 type BlockedAddressError struct {
 	// Addr is the resolved address the dialer was about to connect to.
 	Addr netip.Addr
@@ -63,7 +80,9 @@ type BlockedAddressError struct {
 }
 
 func (e *BlockedAddressError) Error() string {
-	return fmt.Sprintf("httpsink: refusing to connect to %s (%s address); allow it with Endpoint.AllowPrivate, Config.AllowPrivateNetworks or Config.AllowedNetworks", e.Addr, e.Reason)
+	return fmt.Sprintf("httpsink: refusing to connect to %s (%s address); allow it with the endpoint's allow-private option "+
+		"(outboxd: --endpoint NAME=URL,allow-private or allow_private: true in the file) or for every endpoint with --allow-private-networks "+
+		"(Go: Endpoint.AllowPrivate, Config.AllowPrivateNetworks, Config.AllowedNetworks)", e.Addr, e.Reason)
 }
 
 // Unwrap returns ErrBlockedAddress.

@@ -70,8 +70,15 @@ func TestGuardNamedEndpoint(t *testing.T) {
 	_, port, _ := net.SplitHostPort(rcv.Listener.Addr().String())
 
 	s := newSink(t, httpsink.Config{Endpoints: []httpsink.Endpoint{{Name: "local", URL: "http://localhost:" + port}}})
-	if res := deliver(s, "local", "{}"); res.Action != outbox.ActionDisable || !errors.Is(res.Err, httpsink.ErrBlockedAddress) {
+	res := deliver(s, "local", "{}")
+	if res.Action != outbox.ActionDisable || !errors.Is(res.Err, httpsink.ErrBlockedAddress) {
 		t.Fatalf("got %s, %v; want disable, blocked", res.Action, res.Err)
+	}
+	// The refusal says how to allow it, in outboxd's terms as well as Go's.
+	for _, want := range []string{",allow-private", "allow_private: true", "--allow-private-networks", "Endpoint.AllowPrivate"} {
+		if !strings.Contains(res.Err.Error(), want) {
+			t.Errorf("refusal %q does not name %s", res.Err, want)
+		}
 	}
 
 	_, err := httpsink.New(httpsink.Config{Endpoints: []httpsink.Endpoint{{Name: "local", URL: rcv.URL}}})

@@ -76,7 +76,13 @@ func (o *Outbox) outcome(r *store.Record, res Result, ep store.EndpointState, be
 		if !newEP.Disabled {
 			newEP.Disabled = true
 			newEP.DisabledAt = now
-			newEP.DisabledReason = truncate("disabled by the receiver: "+lastErr, maxErrorBytes)
+			// Only a response is the receiver's word; without one (the
+			// sink's address guard) the sink disabled it.
+			by := "disabled by the receiver: "
+			if res.Status == 0 {
+				by = "disabled: "
+			}
+			newEP.DisabledReason = truncate(by+lastErr, maxErrorBytes)
 		}
 		// The event itself is untouched: it waits for the endpoint.
 		return nil, newEP, false

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outbox/examples/internal/console"
+	"github.com/outboxd/outbox/httpsink"
 	"github.com/outboxd/outbox/outbox"
 )
 
@@ -40,8 +41,10 @@ type demoTargets struct {
 	srv  *http.Server
 	done chan struct{}
 
-	keys    map[string][]byte // target -> signing key of the relay's deliveries
-	sources map[string]string // source -> secret as configured
+	keys      map[string][]byte             // target -> signing key of the relay's deliveries
+	verifiers map[string]*httpsink.Verifier // target -> its check of the relay's signature
+	sources   map[string]string             // source -> secret as configured
+	acmeKey   []byte                        // the key of the acme source's whsec_ secret
 
 	mu        sync.Mutex
 	attempts  map[string]int            // event ID -> attempts seen
@@ -61,17 +64,24 @@ func startDemoTargets(out *console.Console) (*demoTargets, error) {
 		out:       out,
 		done:      make(chan struct{}),
 		keys:      map[string][]byte{},
+		verifiers: map[string]*httpsink.Verifier{},
 		attempts:  map[string]int{},
 		delivered: map[string]map[string]int{},
 	}
 	for name := range demoBehaviour {
 		d.keys[name] = randomBytes(24)
+		v, err := httpsink.NewVerifier([]string{"whsec_" + base64.StdEncoding.EncodeToString(d.keys[name])}, DefaultTolerance)
+		if err != nil {
+			return nil, err
+		}
+		d.verifiers[name] = v
 		d.delivered[name] = map[string]int{}
 	}
+	d.acmeKey = randomBytes(24)
 	d.sources = map[string]string{
 		"github": "gh-" + hex.EncodeToString(randomBytes(16)),
 		"stripe": "whsec_" + hex.EncodeToString(randomBytes(16)),
-		"acme":   "whsec_" + base64.StdEncoding.EncodeToString(randomBytes(24)),
+		"acme":   "whsec_" + base64.StdEncoding.EncodeToString(d.acmeKey),
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -120,7 +130,7 @@ func (d *demoTargets) config() *Config {
 // serve is the handler of every demo target.
 func (d *demoTargets) serve(w http.ResponseWriter, r *http.Request) {
 	target := r.PathValue("target")
-	key, ok := d.keys[target]
+	v, ok := d.verifiers[target]
 	if !ok {
 		http.NotFound(w, r)
 		return
@@ -130,8 +140,7 @@ func (d *demoTargets) serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusBadRequest)
 		return
 	}
-	v := &standardWebhooks{keys: [][]byte{key}, tolerance: DefaultTolerance}
-	if _, err := v.verify(r.Header, body, time.Now()); err != nil {
+	if err := v.Verify(r.Header, body, time.Now()); err != nil {
 		d.out.Printf("  %s: the relay's signature does not verify: %v", target, err)
 		w.WriteHeader(http.StatusUnauthorized)
 		return
@@ -303,12 +312,8 @@ func (d *demoTargets) stripe(base, body string, at time.Time) (*http.Request, er
 }
 
 func (d *demoTargets) acme(base, id, body string, at time.Time) (*http.Request, error) {
-	key, err := decodeWhsec(d.sources["acme"])
-	if err != nil {
-		return nil, err
-	}
 	ts := strconv.FormatInt(at.Unix(), 10)
-	m := hmac.New(sha256.New, key)
+	m := hmac.New(sha256.New, d.acmeKey)
 	m.Write([]byte(id + "." + ts + "." + body))
 	req, err := http.NewRequest(http.MethodPost, base+"/hooks/acme", strings.NewReader(body))
 	if err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/outboxd/outbox/httpsink"
 )
 
 // The signature schemes a source can use.
@@ -80,15 +81,7 @@ func newVerifier(scheme string, secrets []string, tolerance time.Duration) (veri
 	}
 	switch scheme {
 	case SchemeStandardWebhooks:
-		v := &standardWebhooks{tolerance: tolerance}
-		for i, s := range secrets {
-			k, err := decodeWhsec(s)
-			if err != nil {
-				return nil, fmt.Errorf("secret %d: %w", i+1, err)
-			}
-			v.keys = append(v.keys, k)
-		}
-		return v, nil
+		return newStandardWebhooks(secrets, tolerance)
 	case SchemeGitHub:
 		v := &github{}
 		for _, s := range secrets {
@@ -103,22 +96,6 @@ func newVerifier(scheme string, secrets []string, tolerance time.Duration) (veri
 		return v, nil
 	}
 	return nil, fmt.Errorf("unknown scheme %q (want %s, %s or %s)", scheme, SchemeStandardWebhooks, SchemeGitHub, SchemeStripe)
-}
-
-// decodeWhsec decodes a Standard Webhooks secret "whsec_<base64 key>".
-func decodeWhsec(s string) ([]byte, error) {
-	b64, ok := strings.CutPrefix(s, "whsec_")
-	if !ok {
-		return nil, errors.New(`a standard-webhooks secret starts with "whsec_"`)
-	}
-	k, err := base64.StdEncoding.DecodeString(b64)
-	if err != nil {
-		return nil, errors.New("the part after whsec_ is not valid base64")
-	}
-	if len(k) < 16 {
-		return nil, errors.New("the key is shorter than 16 bytes")
-	}
-	return k, nil
 }
 
 func mac(key []byte, parts ...[]byte) []byte {
@@ -158,41 +135,45 @@ func checkTime(ts string, now time.Time, tolerance time.Duration) error {
 	return nil
 }
 
-// standardWebhooks verifies https://www.standardwebhooks.com signatures.
+// standardWebhooks verifies https://www.standardwebhooks.com signatures with
+// the verifier of httpsink, the package that signs the relay's own
+// deliveries.
 type standardWebhooks struct {
-	keys      [][]byte
-	tolerance time.Duration
+	v *httpsink.Verifier
+}
+
+func newStandardWebhooks(secrets []string, tolerance time.Duration) (*standardWebhooks, error) {
+	v, err := httpsink.NewVerifier(secrets, tolerance)
+	if err != nil {
+		var ce *httpsink.ConfigError
+		if !errors.As(err, &ce) {
+			return nil, err
+		}
+		// Field is Secrets[i]: name the secret as the other schemes do.
+		n := strings.TrimSuffix(strings.TrimPrefix(ce.Field, "Secrets["), "]")
+		if i, aerr := strconv.Atoi(n); aerr == nil {
+			return nil, fmt.Errorf("secret %d: a standard-webhooks secret %s", i+1, ce.Reason)
+		}
+		return nil, errors.New(ce.Reason)
+	}
+	return &standardWebhooks{v: v}, nil
 }
 
 func (v *standardWebhooks) verify(h http.Header, body []byte, now time.Time) (inbound, error) {
-	id, ts, sigs := h.Get("webhook-id"), h.Get("webhook-timestamp"), h.Get("webhook-signature")
-	if sigs == "" {
-		return inbound{}, errNoSignature
-	}
-	if id == "" || ts == "" {
-		return inbound{}, errBadHeader
-	}
-	if err := checkTime(ts, now, v.tolerance); err != nil {
-		return inbound{}, err
-	}
-	// Match before validating the ID's shape: an unsigned ID is never used.
-	matched := false
-	for _, k := range v.keys {
-		want := mac(k, []byte(id), []byte{'.'}, []byte(ts), []byte{'.'}, body)
-		for _, s := range strings.Fields(sigs) {
-			b64, ok := strings.CutPrefix(s, "v1,")
-			if !ok {
-				continue // other versions (v1a: asymmetric) are not configured here
-			}
-			got, err := base64.StdEncoding.DecodeString(b64)
-			if err == nil && hmac.Equal(got, want) {
-				matched = true
-			}
+	if err := v.v.Verify(h, body, now); err != nil {
+		switch {
+		case errors.Is(err, httpsink.ErrSignatureMissing):
+			return inbound{}, errNoSignature
+		case errors.Is(err, httpsink.ErrSignatureHeaders):
+			return inbound{}, errBadHeader
+		case errors.Is(err, httpsink.ErrTimestampOutOfTolerance):
+			return inbound{}, errStale
+		default:
+			return inbound{}, errBadSignature
 		}
 	}
-	if !matched {
-		return inbound{}, errBadSignature
-	}
+	// Checked after the signature matched: an unsigned ID is never used.
+	id := h.Get("webhook-id")
 	if err := checkID(id); err != nil {
 		return inbound{}, err
 	}

@@ -145,7 +145,7 @@ sources:
 		{"unknown scheme", strings.Replace(base, "scheme: stripe", "scheme: paypal", 1), `sources.stripe: unknown scheme "paypal"`},
 		{"missing env", strings.Replace(base, "RELAY_TEST_STRIPE", "RELAY_TEST_UNSET", 1), "RELAY_TEST_UNSET is empty or not set"},
 		{"bad url", strings.Replace(base, "https://billing.internal/hooks", "billing.internal", 1), "targets.billing.url"},
-		{"bad whsec", strings.Replace(base, "scheme: stripe", "scheme: standard-webhooks", 1), `standard-webhooks secret starts with "whsec_"`},
+		{"bad whsec", strings.Replace(base, "scheme: stripe", "scheme: standard-webhooks", 1), `standard-webhooks secret must start with "whsec_"`},
 		{"bad name", strings.Replace(base, "  stripe:", "  Stripe!:", 1), "sources.Stripe!: a name is"},
 		{"no sources", "targets:\n  a: {url: \"http://a\"}\n", "sources: at least one source"},
 	}

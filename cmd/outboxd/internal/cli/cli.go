@@ -33,6 +33,9 @@ Usage:
   outboxd inspect --db FILE [--id ID] [--state pending|dead] [--limit N] [--json]
                                     read-only view of a database file (server stopped)
   outboxd compact --db FILE         compact a database file (server stopped)
+  outboxd listen [--addr ADDRESS] [--secret whsec_...] [--status CODE]
+                                    a local receiver to try serve with: prints each
+                                    delivery, verifies its signature, answers CODE
   outboxd restore --from-kafka --changelog-topic TOPIC --db NEW [--kafka-brokers HOSTS]
                                     rebuild a database from its shipped changelog
   outboxd version                   print the version
@@ -54,6 +57,8 @@ func Main(e Env) int {
 		return compact(e, args)
 	case "restore":
 		return restore(e, args)
+	case "listen":
+		return listen(e, args)
 	case "version", "--version", "-version":
 		return version(e)
 	case "help", "-h", "--help", "-help":

@@ -138,6 +138,9 @@ func (s *server) run(sigs <-chan os.Signal) int {
 	go func() { served <- srv.Serve(ln) }()
 	s.log.Info("listening", "addr", ln.Addr().String(), "db", cfg.DB,
 		"endpoints", len(cfg.Endpoints), "kafka", cfg.Kafka.Enabled())
+	if hint := noEndpointHint(cfg); hint != "" {
+		s.log.Info(hint)
+	}
 
 	code := exitOK
 	select {

@@ -317,3 +317,21 @@ func TestChangelogRetentionSettings(t *testing.T) {
 		})
 	}
 }
+
+// serve -h shows each flag with the kind of value it takes: a count for a
+// number whose default is 0, a duration only for durations.
+func TestHelpNamesTheKindOfEachValue(t *testing.T) {
+	var out strings.Builder
+	_, err := NewLoader("outboxd serve", &out).Load([]string{"-h"}, envOf(nil))
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("err = %v, want flag.ErrHelp", err)
+	}
+	for _, want := range []string{"-max-per-endpoint n\n", "-max-attempts n\n", "-interval duration\n", "-commit-interval duration\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("serve -h lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "(0: concurrency) (duration)") {
+		t.Errorf("serve -h calls --max-per-endpoint a duration:\n%s", out.String())
+	}
+}

@@ -68,11 +68,13 @@ func NewLoader(name string, output io.Writer, only ...string) *Loader {
 		usage := s.usage
 		def := defaultOf(s.path)
 		if !s.isBool && !strings.Contains(usage, "`") {
+			// Durations default to their String form ("0s", never "0"),
+			// so a bare number is a count.
 			kind := "value"
-			if _, err := time.ParseDuration(def); err == nil {
-				kind = "duration"
-			} else if _, err := strconv.Atoi(def); err == nil {
+			if _, err := strconv.Atoi(def); err == nil {
 				kind = "n"
+			} else if _, err := time.ParseDuration(def); err == nil {
+				kind = "duration"
 			}
 			usage += " (`" + kind + "`)"
 		}
