@@ -493,15 +493,24 @@ func (w *wtx) applyOutcome(o *Outcome, old *Record) {
 	}
 }
 
+// keptReschedules is how many reschedule entries of an event's first
+// attempts the changelog keeps for its history; later ones are replaced by
+// the next (see dropSuperseded).
+const keptReschedules = 3
+
 // dropSuperseded removes the changelog entry of old's version when it is a
-// reschedule of the same event: the reschedule being logged carries the
-// whole record again, so the older one says nothing that a restore, a
-// compacted topic or a reader of the event's history needs beyond its
-// attempt count. Without it, every retry of a backlog whose receiver is
-// down would add a copy of the record (payload included) to the changelog,
-// and the file would grow with the retries instead of with the backlog.
-// The event's enqueue entry and every other op are kept.
+// reschedule of the same event after its first keptReschedules deliveries:
+// the reschedule being logged carries the whole record again, so the older
+// one says nothing that a restore or a compacted topic needs (they keep the
+// last record per ID). Without it, every retry of a backlog whose receiver
+// is down added a copy of the record, payload included, and the file grew
+// with the retries instead of with the backlog. An event's changelog thus
+// holds its enqueue, the outcomes of its first attempts, and its latest
+// reschedule; every other op is kept.
 func (w *wtx) dropSuperseded(old *Record) {
+	if old.Deliveries <= keptReschedules {
+		return
+	}
 	k := w.u64(old.Version)
 	v := w.get(w.changelog, k)
 	if v == nil {
