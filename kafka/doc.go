@@ -10,7 +10,8 @@
 // record becomes an event: its ID is the IDHeader's value or
 // "kafka:<topic>:<partition>:<offset>" (RecordID), stable across
 // re-consumption, so a record read again after a crash or a rebalance is a
-// duplicate by ID; its key becomes the event's Key (a key that is not
+// duplicate by ID (outbox.Outbox.Ingest), even when an operator deleted its
+// event meanwhile; its key becomes the event's Key (a key that is not
 // printable text is carried as "base64:..."), its value the Payload, its
 // headers the Headers (but the ID and destination headers), its destination
 // the DestinationHeader's value or Config.Destination. A record that cannot be

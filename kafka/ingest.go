@@ -15,9 +15,12 @@ import (
 	"github.com/outboxd/outbox/outbox"
 )
 
-// enqueuer is what ingest needs of the outbox.
+// enqueuer is what ingest needs of the outbox. Records go in through
+// Ingest, not Enqueue: a record read again after its event was deleted by an
+// operator is a duplicate, dropped and counted, never an error that would
+// hold the partition's committed offset below it for good.
 type enqueuer interface {
-	Enqueue(ctx context.Context, events ...outbox.Event) ([]string, error)
+	Ingest(ctx context.Context, events ...outbox.Event) ([]string, error)
 	EnqueueDead(ctx context.Context, ev outbox.Event, reason string) (string, error)
 }
 
@@ -380,7 +383,7 @@ func (in *ingest) retryLane(gctx context.Context, retry <-chan failedBatch, tr *
 }
 
 // store makes a batch of records durable: deliverable records as pending
-// events in one Enqueue (the common case), the others as dead letters. It
+// events in one Ingest (the common case), the others as dead letters. It
 // is idempotent (IDs are stable), so a failed batch is simply retried whole.
 // It returns an error only for failures worth retrying.
 func (in *ingest) store(ctx context.Context, batch []kafkago.Message) error {
@@ -445,7 +448,7 @@ func (in *ingest) enqueue(ctx context.Context, events []outbox.Event) error {
 			return err
 		}
 	}
-	_, err := in.o.Enqueue(ctx, events...)
+	_, err := in.o.Ingest(ctx, events...)
 	return err
 }
 

@@ -249,3 +249,67 @@ func TestReconsumedRecordsAreDuplicates(t *testing.T) {
 		}
 	}
 }
+
+// Records read again after the operator deleted their events (pending ones
+// and a dead letter of an unmappable record) are duplicates too: dropped and
+// counted, never an enqueue error that would hold the partition's offset, and
+// the events stay deleted.
+func TestReconsumedDeletedRecordsAreDuplicates(t *testing.T) {
+	c := newCluster(t, kfakeSeed(1, "in")...)
+	brokers := c.ListenAddrs()
+	sink := newRecorder("sink")
+	sink.action = func(*outbox.Delivery) outbox.Action { return outbox.ActionPark } // all stay pending
+	o := openOutbox(t, dbPath(t, "deleted"), sink, slowSchedules)
+	const n = 20
+	msgs := records(0, n, 3)
+	msgs = append(msgs, kafkago.Message{Value: []byte("nowhere"), Headers: []kafkago.Header{{Key: "outbox-destination", Value: nil}}})
+	newProducer(t, brokers, "in").produce(t, msgs...)
+	cl := admin(t, brokers)
+	r := startRunner(t, o, testConfig(brokers, "in"))
+	waitFor(t, 10*time.Second, "every record stored and committed", func() bool {
+		s := o.Stats()
+		return s.Pending == n && s.Dead == 1 && committedOffsets(t, cl, "g", "in", 1)[0] == n+1
+	})
+	closeRunner(t, r)
+
+	// The operator deletes half of the events and the dead letter.
+	ctx := context.Background()
+	var deleted []string
+	for off := 0; off < n; off += 2 {
+		deleted = append(deleted, RecordID("in", 0, int64(off)))
+	}
+	deleted = append(deleted, RecordID("in", 0, n))
+	for _, id := range deleted {
+		if err := o.Delete(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	resp, err := cl.OffsetCommit(ctx, &kafkago.OffsetCommitRequest{GroupID: "g", GenerationID: -1,
+		Topics: map[string][]kafkago.OffsetCommit{"in": {{Partition: 0, Offset: 0}}}})
+	if err != nil || resp.Topics["in"][0].Error != nil {
+		t.Fatalf("reset the group's offset: %v %+v", err, resp)
+	}
+	before := o.Stats().DuplicatesTotal
+	r = startRunner(t, o, testConfig(brokers, "in"))
+	waitFor(t, 10*time.Second, "the records read again, all duplicates", func() bool {
+		return o.Stats().DuplicatesTotal-before == n+1
+	})
+	waitFor(t, 10*time.Second, "the offset back at the end", func() bool {
+		return committedOffsets(t, cl, "g", "in", 1)[0] == n+1
+	})
+	if got := r.met.enqueueErrors.Load(); got != 0 {
+		t.Errorf("%d enqueue errors; a deleted ID must be a duplicate, not an error", got)
+	}
+	if got := r.met.enqueued.Load(); got != n {
+		t.Errorf("ingest_enqueued_total %d, want %d (duplicates included)", got, n)
+	}
+	if s := o.Stats(); s.Pending != n/2 || s.Dead != 0 {
+		t.Errorf("stats %+v, want %d pending and no dead letter", s, n/2)
+	}
+	for _, id := range deleted {
+		if ev, err := o.Get(ctx, id); err != nil || ev.State != outbox.StateDeleted {
+			t.Errorf("%s after it was read again: %+v, %v; want deleted", id, ev, err)
+		}
+	}
+}

@@ -41,7 +41,8 @@ func slowSchedules(c *outbox.Config) {
 // letters, an operator's delete, a replay and a coalescing update is shipped
 // to a compacted topic; the topic is compacted; a new database restored from
 // it has exactly the original's pending and dead sets, and what was deleted
-// stays deleted: enqueueing it again into the restored outbox is a duplicate.
+// stays deleted, as it was (delivered, or deleted by the operator): a record
+// read again into the restored outbox is a duplicate.
 func TestShipAndRestore(t *testing.T) {
 	c := newCluster(t)
 	brokers := c.ListenAddrs()
@@ -163,22 +164,29 @@ func TestShipAndRestore(t *testing.T) {
 			}
 		}
 	}
-	for _, id := range []string{"drop-1", "ok-00", "ok-29", "retry-room-1"} {
+	for _, id := range []string{"ok-00", "ok-29", "retry-room-1"} {
 		if rec, state, err := rs.Get(id); err != nil || rec != nil || state != store.StateDelivered {
-			t.Errorf("%s after the restore: %v %v %v, want a tombstone", id, rec, state, err)
+			t.Errorf("%s after the restore: %v %v %v, want a tombstone of a delivery", id, rec, state, err)
 		}
+	}
+	if rec, state, err := rs.Get("drop-1"); err != nil || rec != nil || state != store.StateDeleted {
+		t.Errorf("drop-1 after the restore: %v %v %v, want the tombstone of an operator's delete", rec, state, err)
 	}
 	if err := rs.Close(); err != nil {
 		t.Fatal(err)
 	}
 
-	// The restored database in use: a deleted event enqueued again (the
-	// same record read again from a source) is a duplicate, not delivered.
+	// The restored database in use: a deleted event read again from a
+	// source (Ingest) is a duplicate, not delivered; enqueued again by
+	// hand, the operator's delete is reported.
 	sink2 := newRecorder("sink2")
 	o2 := openOutbox(t, restored, sink2, slowSchedules)
-	if _, err := o2.Enqueue(ctx, outbox.Event{ID: "drop-1", Destination: "dest", Payload: []byte("dropped")},
+	if _, err := o2.Ingest(ctx, outbox.Event{ID: "drop-1", Destination: "dest", Payload: []byte("dropped")},
 		outbox.Event{ID: "ok-03", Key: "key-3", Destination: "dest", Headers: map[string]string{"X-Kind": "ok"}, Payload: []byte("ok payload")}); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := o2.Enqueue(ctx, outbox.Event{ID: "drop-1", Destination: "dest", Payload: []byte("dropped")}); !errors.Is(err, outbox.ErrDeleted) {
+		t.Errorf("Enqueue of drop-1 into the restored outbox: %v, want ErrDeleted", err)
 	}
 	if s := o2.Stats(); s.DuplicatesTotal != 2 || s.Pending != 61 {
 		t.Errorf("restored outbox: %+v, want 2 duplicates and 61 pending", s)

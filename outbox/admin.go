@@ -11,9 +11,9 @@ import (
 	"github.com/outboxd/outbox/store"
 )
 
-// Get returns the event with that ID: pending, dead, or delivered (only its
-// ID and State are known then, while its tombstone lasts). ErrNotFound
-// otherwise.
+// Get returns the event with that ID: pending, dead, or, while its tombstone
+// lasts, delivered or deleted (by Delete; only its ID and State are known
+// then). ErrNotFound otherwise.
 func (o *Outbox) Get(ctx context.Context, id string) (Event, error) {
 	if err := o.enter(); err != nil {
 		return Event{}, err
@@ -28,10 +28,10 @@ func (o *Outbox) Get(ctx context.Context, id string) (Event, error) {
 	}
 	state := fromStoreState(st)
 	if r == nil {
-		if state != StateDelivered {
+		if state != StateDelivered && state != StateDeleted {
 			return Event{}, fmt.Errorf("outbox: get %q: %w", id, ErrNotFound)
 		}
-		return Event{ID: id, State: StateDelivered}, nil
+		return Event{ID: id, State: state}, nil
 	}
 	return eventFromRecord(r, state), nil
 }
@@ -93,9 +93,11 @@ func (o *Outbox) List(ctx context.Context, opt ListOptions) ([]Event, string, er
 }
 
 // Delete drops a pending or dead event: it is removed through the changelog
-// and its ID is remembered for the dedup window, like a delivered one.
-// ErrNotFound when no pending or dead event has that ID. An attempt in flight
-// still completes, but its outcome does not bring the event back.
+// and its ID is remembered for the dedup window as deleted: Get reports
+// StateDeleted, Enqueue refuses the ID with ErrDeleted, and Ingest skips it
+// as a duplicate, until the tombstone is trimmed. ErrNotFound when no
+// pending or dead event has that ID. An attempt in flight still completes,
+// but its outcome does not bring the event back.
 func (o *Outbox) Delete(ctx context.Context, id string) error {
 	if err := o.enter(); err != nil {
 		return err

@@ -18,10 +18,21 @@
 // holds the events committed (fsync). Concurrent callers share commits.
 //
 // Idempotent by ID, one dedup window: enqueueing an ID that is pending or
-// dead with the same content is a no-op; an ID delivered (or dropped) within
-// Config.TombstoneRetention (24h) is a duplicate and is skipped; both are
-// counted in Stats.DuplicatesTotal, neither is an error. The same ID with
-// other content fails with ErrConflict. Events without an ID get a UUIDv7.
+// dead with the same content is a no-op; an ID delivered (or superseded by
+// Upsert) within Config.TombstoneRetention (24h) is a duplicate and is
+// skipped; both are counted in Stats.DuplicatesTotal, neither is an error.
+// The same ID with other content fails with ErrConflict. Events without an
+// ID get a UUIDv7.
+//
+// Deleted by an operator: an event removed with Delete leaves a tombstone
+// that says so. For the same retention Get reports it as StateDeleted, and
+// Enqueue refuses its ID with a *DeletedError (ErrDeleted, naming the event
+// and when it was deleted; nothing of the call is stored), so that whoever
+// sends it again learns that it will not be delivered. Ingest and
+// EnqueueDead, meant for sources that may hand over the same event again (a
+// Kafka consumer after a rebalance), skip such an event as a duplicate
+// instead: nobody waits on them for an answer, and an error would only stall
+// the source.
 //
 // At-least-once delivery: an event is deleted only after its Sink reported
 // success, by a compare-and-delete on the version that was delivered, written

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"time"
@@ -20,11 +21,30 @@ import (
 // An event whose ID is already pending or dead with the same content, or was
 // delivered within the tombstone retention, is a duplicate: it is counted and
 // skipped, not an error. An ID reused with other content fails the whole call
-// with an error wrapping ErrConflict.
+// with an error wrapping ErrConflict. An ID that an operator deleted (Delete)
+// within the tombstone retention fails the whole call with a *DeletedError
+// (errors.Is(err, ErrDeleted)): the event will not be delivered, and the
+// caller is told so. Nothing of a failed call is stored.
 //
 // Only the caller-owned fields of the events are read (ID, Key,
 // Destination, Method, Headers, Payload); the outbox keeps its own copies.
 func (o *Outbox) Enqueue(ctx context.Context, events ...Event) ([]string, error) {
+	return o.enqueue(ctx, events, true)
+}
+
+// Ingest is Enqueue for events read from a source that may hand over the
+// same event again (a Kafka consumer re-reading after a rebalance, a queue
+// that redelivers after a crash): an event whose ID an operator deleted
+// within the tombstone retention is taken for a repeat of the deleted event
+// and skipped as a duplicate (counted in Stats.DuplicatesTotal), where
+// Enqueue fails with ErrDeleted. Nobody waits on such a source for the
+// answer, and an error would only hold it up. Everything else is as Enqueue.
+func (o *Outbox) Ingest(ctx context.Context, events ...Event) ([]string, error) {
+	return o.enqueue(ctx, events, false)
+}
+
+// enqueue is Enqueue (refuseDeleted) and Ingest.
+func (o *Outbox) enqueue(ctx context.Context, events []Event, refuseDeleted bool) ([]string, error) {
 	if err := o.enter(); err != nil {
 		return nil, err
 	}
@@ -46,7 +66,15 @@ func (o *Outbox) Enqueue(ctx context.Context, events ...Event) ([]string, error)
 		recs[i] = r
 		ids[i] = r.ID
 	}
-	statuses, err := o.st.Insert(ctx, recs)
+	statuses, err := o.st.InsertWith(ctx, recs, store.InsertOptions{RefuseDeleted: refuseDeleted})
+	var de *store.DeletedError
+	if errors.As(err, &de) {
+		i := 0
+		for i < len(ids)-1 && ids[i] != de.ID {
+			i++
+		}
+		return nil, &DeletedError{Index: i, ID: de.ID, DeletedAt: de.DeletedAt.UTC()}
+	}
 	if err != nil {
 		o.noteStoreErr(err)
 		return nil, mapErr("enqueue", "", err)
@@ -58,7 +86,9 @@ func (o *Outbox) Enqueue(ctx context.Context, events ...Event) ([]string, error)
 // EnqueueDead stores ev directly as a dead letter with reason, for input that
 // cannot be delivered as it is (an unmappable Kafka record, say) but must not
 // be lost. It validates like Enqueue, except that the destination may be
-// unknown to the Sink. It returns the event's ID.
+// unknown to the Sink, and treats known IDs as Ingest does: an ID that an
+// operator deleted within the tombstone retention is a duplicate (such
+// input is mostly read again from a source). It returns the event's ID.
 func (o *Outbox) EnqueueDead(ctx context.Context, ev Event, reason string) (string, error) {
 	if err := o.enter(); err != nil {
 		return "", err

@@ -3,6 +3,7 @@ package outbox
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Sentinel errors returned by the outbox. Test for them with errors.Is; the
@@ -16,6 +17,12 @@ var (
 	// pending or dead event with other content (key, destination, method,
 	// headers or payload). Nothing of that Enqueue call is stored.
 	ErrConflict = errors.New("outbox: conflicting event with the same ID")
+	// ErrDeleted is returned by Enqueue when an event reuses the ID of an
+	// event that an operator deleted (Delete) within the tombstone
+	// retention: the ID stays reserved for the deleted event until its
+	// tombstone is trimmed. It comes as a *DeletedError naming the event.
+	// Nothing of that Enqueue call is stored.
+	ErrDeleted = errors.New("outbox: event was deleted by the operator")
 	// ErrNotDead is returned by Replay for an event that is not a dead letter.
 	ErrNotDead = errors.New("outbox: event is not dead")
 	// ErrInvalid is matched by every *ValidationError.
@@ -48,6 +55,27 @@ func (e *ValidationError) Error() string {
 
 // Unwrap returns ErrInvalid.
 func (e *ValidationError) Unwrap() error { return ErrInvalid }
+
+// DeletedError reports an event of an Enqueue call whose ID an operator
+// deleted within the tombstone retention. errors.Is(err, ErrDeleted) is true
+// for it.
+type DeletedError struct {
+	// Index is the position of the event in the Enqueue call.
+	Index int
+	// ID is the event's ID.
+	ID string
+	// DeletedAt is when the operator deleted the event (UTC).
+	DeletedAt time.Time
+}
+
+// Error implements error.
+func (e *DeletedError) Error() string {
+	return fmt.Sprintf("outbox: event %d: id %q was deleted by an operator at %s; its ID stays reserved for the tombstone retention",
+		e.Index, e.ID, e.DeletedAt.UTC().Format(time.RFC3339Nano))
+}
+
+// Unwrap returns ErrDeleted.
+func (e *DeletedError) Unwrap() error { return ErrDeleted }
 
 // ConfigError reports a Config field that Open refused.
 type ConfigError struct {

@@ -14,7 +14,8 @@ import (
 type Event struct {
 	// ID identifies the event for deduplication: re-enqueueing the same ID
 	// with the same content is a no-op, within the tombstone retention after
-	// delivery it is a duplicate, with other content it is ErrConflict.
+	// delivery it is a duplicate, after an operator deleted the event it is
+	// ErrDeleted, with other content it is ErrConflict.
 	// Generated as a UUIDv7 when empty. Receivers see it as the
 	// Idempotency-Key / webhook-id of every attempt.
 	ID string
@@ -32,7 +33,7 @@ type Event struct {
 
 	// Endpoint is the endpoint the destination resolved to. Set by the outbox.
 	Endpoint string
-	// State is pending, dead or delivered. Set by the outbox.
+	// State is pending, dead, delivered or deleted. Set by the outbox.
 	State State
 	// CreatedAt is when the event was first enqueued (UTC). Set by the outbox.
 	CreatedAt time.Time
@@ -68,12 +69,17 @@ const (
 	StatePending State = iota + 1
 	// StateDead events are dead letters: kept, listable and replayable.
 	StateDead
-	// StateDelivered events were delivered (or dropped); only their
-	// tombstone remains, for the tombstone retention.
+	// StateDelivered events were delivered (or superseded by Upsert); only
+	// their tombstone remains, for the tombstone retention.
 	StateDelivered
+	// StateDeleted events were deleted by an operator (Delete) while
+	// pending or dead; only their tombstone remains, for the tombstone
+	// retention, and Enqueue refuses their ID with ErrDeleted meanwhile.
+	StateDeleted
 )
 
-// String returns "pending", "dead" or "delivered" ("unknown" otherwise).
+// String returns "pending", "dead", "delivered" or "deleted" ("unknown"
+// otherwise).
 func (s State) String() string {
 	switch s {
 	case StatePending:
@@ -82,13 +88,15 @@ func (s State) String() string {
 		return "dead"
 	case StateDelivered:
 		return "delivered"
+	case StateDeleted:
+		return "deleted"
 	}
 	return "unknown"
 }
 
 // ParseState parses a state name as returned by State.String.
 func ParseState(s string) (State, bool) {
-	for st := StatePending; st <= StateDelivered; st++ {
+	for st := StatePending; st <= StateDeleted; st++ {
 		if st.String() == s {
 			return st, true
 		}
@@ -102,6 +110,8 @@ func toStoreState(s State) store.State {
 		return store.StateDead
 	case StateDelivered:
 		return store.StateDelivered
+	case StateDeleted:
+		return store.StateDeleted
 	}
 	return store.StatePending
 }
@@ -112,6 +122,8 @@ func fromStoreState(s store.State) State {
 		return StateDead
 	case store.StateDelivered:
 		return StateDelivered
+	case store.StateDeleted:
+		return StateDeleted
 	case store.StatePending:
 		return StatePending
 	}

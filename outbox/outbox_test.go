@@ -256,7 +256,7 @@ func TestAdminOperations(t *testing.T) {
 	if err := o.Delete(ctx, "d4"); err != nil {
 		t.Fatal(err)
 	}
-	if ev, err := o.Get(ctx, "d4"); err != nil || ev.State != outbox.StateDelivered {
+	if ev, err := o.Get(ctx, "d4"); err != nil || ev.State != outbox.StateDeleted {
 		t.Fatalf("Get dropped = %+v, %v", ev, err)
 	}
 	if err := o.Delete(ctx, "d4"); !errors.Is(err, outbox.ErrNotFound) {

@@ -10,7 +10,7 @@
 //	due                 NextAttemptAt (8 bytes) ‖ ID → empty
 //	dead                ID → record
 //	tombstones          ID → deletedAt (8 bytes)
-//	tombstones_by_time  deletedAt ‖ ID → empty (trimming)
+//	tombstones_by_time  deletedAt ‖ ID → why: empty (delivered or superseded) or "o" (dropped by an operator)
 //	keys                len(Key) ‖ Key ‖ seq ‖ ID → empty (oldest pending per Key)
 //	endpoints           name → endpoint state
 //	changelog           LSN (8 bytes) → entry
@@ -27,7 +27,12 @@
 // applies it, and the entry's LSN becomes the record's Version. Deletes are
 // compare-and-delete on that version and use the stored key bytes; they
 // leave a tombstone, so a later snapshot, a reopen or a Restore from the
-// changelog never brings a delivered record back.
+// changelog never brings a delivered record back. A tombstone says whether
+// the record was delivered (or superseded) or dropped by an operator (Get:
+// StateDelivered or StateDeleted); the reason is kept in the value of the
+// time index entry, which older builds never read, so files stay readable
+// both ways without a schema change, and a tombstone an older build wrote
+// reads as a delivery.
 //
 // Writes go through one committer goroutine owned by the Store: concurrent
 // calls are grouped into one transaction (group commit, no timer: whatever

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Sentinel errors. Compare with errors.Is: the store wraps them with detail.
@@ -31,6 +32,11 @@ var (
 	// ErrConflict reports an ID that is already stored with other content.
 	// It comes as a *ConflictError naming the ID.
 	ErrConflict = errors.New("store: conflicting record with the same ID")
+
+	// ErrDeleted reports a record whose ID an operator dropped (Drop) while
+	// its tombstone is live, given to InsertWith with
+	// InsertOptions.RefuseDeleted. It comes as a *DeletedError naming the ID.
+	ErrDeleted = errors.New("store: record was dropped by an operator")
 
 	// ErrClosed reports a call on a closed Store.
 	ErrClosed = errors.New("store: closed")
@@ -83,3 +89,18 @@ func (e *ConflictError) Error() string {
 
 // Unwrap returns ErrConflict.
 func (e *ConflictError) Unwrap() error { return ErrConflict }
+
+// DeletedError reports that ID was dropped by an operator at DeletedAt and
+// its tombstone is still live. errors.Is(err, ErrDeleted) holds for it.
+type DeletedError struct {
+	ID        string
+	DeletedAt time.Time
+}
+
+// Error implements error.
+func (e *DeletedError) Error() string {
+	return fmt.Sprintf("store: record %q was dropped by an operator at %s", e.ID, e.DeletedAt.UTC().Format(time.RFC3339Nano))
+}
+
+// Unwrap returns ErrDeleted.
+func (e *DeletedError) Unwrap() error { return ErrDeleted }

@@ -128,7 +128,9 @@ func (s *Store) TrimChangelog(ctx context.Context, p TrimPolicy) (int, error) {
 // Restore applies changelog entries to this store (meant for a fresh one) as
 // the latest state per ID: the entry with the highest LSN per ID wins (the
 // later one in entries on a tie). A deleting op removes the record and
-// writes a tombstone (dated by the entry's Time); OpDead stores the record as
+// writes a tombstone (dated by the entry's Time) that says why, as the
+// original did: OpDrop one of a drop by an operator (StateDeleted), OpDelete
+// and OpSupersede one of a delivery; OpDead stores the record as
 // a dead letter; every other op stores it pending. Each change gets this
 // store's own changelog entry and version. Records are applied in batches of
 // MaxBatch, each its own transaction, in the entries' LSN order; calling
@@ -205,7 +207,7 @@ func (w *wtx) restoreOne(e *Entry, cur, dead *Record) {
 		if !e.Time.IsZero() {
 			w.now = e.Time
 		}
-		w.tombstone(e.ID)
+		w.tombstone(e.ID, tombKindOf(e.Op))
 		w.now = now
 		w.log(lsn, e.Op, e.ID, nil, reason)
 		return

@@ -108,7 +108,8 @@ func (s *Store) NextDue() (t time.Time, ok bool, err error) {
 }
 
 // Get returns the record with that ID and its state: a copy of the pending or
-// dead record, or StateDelivered with a nil record while a tombstone is live.
+// dead record, or, while a tombstone is live, a nil record with
+// StateDeleted when an operator dropped it and StateDelivered otherwise.
 // ErrNotFound otherwise.
 func (s *Store) Get(id string) (*Record, State, error) {
 	var (
@@ -122,8 +123,13 @@ func (s *Store) Get(id string) (*Record, State, error) {
 			st = StatePending
 		} else if v = tx.Bucket(bucketDead).Get(k); v != nil {
 			st = StateDead
-		} else if tx.Bucket(bucketTombs).Get(k) != nil {
+		} else if t, ok, err := lookupTombstone(tx.Bucket(bucketTombs).Cursor(), tx.Bucket(bucketTombTime).Cursor(), k); err != nil {
+			return err
+		} else if ok {
 			st = StateDelivered
+			if t.kind == tombDeleted {
+				st = StateDeleted
+			}
 			return nil
 		} else {
 			return fmt.Errorf("%w: %q", ErrNotFound, id)
@@ -203,17 +209,12 @@ func (s *Store) List(q ListQuery) (recs []*Record, next string, err error) {
 }
 
 // Tombstone reports whether id has a live tombstone and when it was written.
+// Get tells a delivered record's tombstone from a dropped one's.
 func (s *Store) Tombstone(id string) (deletedAt time.Time, ok bool, err error) {
 	err = s.view(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bucketTombs).Get([]byte(id))
-		if v == nil {
-			return nil
-		}
-		if len(v) != 8 {
-			return fmt.Errorf("%w: tombstone of %q has %d bytes", ErrCorrupt, id, len(v))
-		}
-		deletedAt, ok = fromNanos(binary.BigEndian.Uint64(v)), true
-		return nil
+		t, found, err := lookupTombstone(tx.Bucket(bucketTombs).Cursor(), tx.Bucket(bucketTombTime).Cursor(), []byte(id))
+		deletedAt, ok = t.deletedAt, found
+		return err
 	})
 	return deletedAt, ok, err
 }

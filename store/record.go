@@ -94,12 +94,15 @@ const (
 	// StateDead records are dead letters.
 	StateDead
 	// StateDelivered means a tombstone is live for the ID: the record was
-	// delivered, dropped or superseded, and its ID is remembered until the
-	// tombstone is trimmed. There is no record body.
+	// delivered or superseded, and its ID is remembered until the tombstone
+	// is trimmed. There is no record body.
 	StateDelivered
+	// StateDeleted means a tombstone is live for the ID of a record that an
+	// operator dropped (Drop). There is no record body.
+	StateDeleted
 )
 
-// String returns "unknown", "pending", "dead" or "delivered".
+// String returns "unknown", "pending", "dead", "delivered" or "deleted".
 func (s State) String() string {
 	switch s {
 	case StatePending:
@@ -108,6 +111,8 @@ func (s State) String() string {
 		return "dead"
 	case StateDelivered:
 		return "delivered"
+	case StateDeleted:
+		return "deleted"
 	case StateUnknown:
 		return "unknown"
 	}

@@ -20,12 +20,16 @@ const (
 	// AlreadyPresent: a pending or dead record with the same ID and the same
 	// content exists; nothing was written (idempotent re-enqueue).
 	AlreadyPresent
-	// Duplicate: the ID has a live tombstone (delivered, dropped or
-	// superseded within the retention); the record was dropped.
+	// Duplicate: the ID has a live tombstone of a delivered or superseded
+	// record (within the retention); the record was dropped.
 	Duplicate
+	// Deleted: the ID has a live tombstone of a record an operator dropped
+	// (Drop); the record was dropped, as a Duplicate is. With
+	// InsertOptions.RefuseDeleted the call fails instead.
+	Deleted
 )
 
-// String returns "inserted", "already-present" or "duplicate".
+// String returns "inserted", "already-present", "duplicate" or "deleted".
 func (s InsertStatus) String() string {
 	switch s {
 	case Inserted:
@@ -34,6 +38,8 @@ func (s InsertStatus) String() string {
 		return "already-present"
 	case Duplicate:
 		return "duplicate"
+	case Deleted:
+		return "deleted"
 	}
 	return fmt.Sprintf("InsertStatus(%d)", uint8(s))
 }
@@ -62,12 +68,32 @@ func validateRecord(r *Record) error {
 // CreatedAt (due at once). A record with DeadReason set goes straight to the
 // dead letters (DeadAt defaults to now).
 //
+// A record whose ID has a live tombstone is not stored: its status is
+// Duplicate when the tombstone is of a delivered or superseded record, and
+// Deleted when an operator dropped the record (Drop).
+//
 // If any record conflicts (same ID stored with other content, or repeated in
 // recs with other content), nothing of this call is stored and the error is a
 // *ConflictError; other callers sharing the commit are unaffected. When ctx
 // ends while the call waits, it returns ctx.Err() and the records may still
 // be committed.
 func (s *Store) Insert(ctx context.Context, recs []*Record) ([]InsertStatus, error) {
+	return s.InsertWith(ctx, recs, InsertOptions{})
+}
+
+// InsertOptions change what InsertWith does with IDs that are already known.
+// The zero value is Insert's behaviour.
+type InsertOptions struct {
+	// RefuseDeleted fails the whole call with a *DeletedError, storing
+	// nothing of it, when a record's ID was dropped by an operator (Drop)
+	// and its tombstone is live, instead of skipping that record with
+	// status Deleted. It is for a caller that must tell whoever sent the
+	// record that it will not be delivered.
+	RefuseDeleted bool
+}
+
+// InsertWith is Insert with options.
+func (s *Store) InsertWith(ctx context.Context, recs []*Record, opt InsertOptions) ([]InsertStatus, error) {
 	if len(recs) == 0 {
 		return nil, nil
 	}
@@ -154,7 +180,7 @@ func (s *Store) Insert(ctx context.Context, recs []*Record) ([]InsertStatus, err
 				statuses[i] = AlreadyPresent
 				continue
 			}
-			st, version, err := w.insertCheckFrame(it)
+			st, version, err := w.insertCheckFrame(it, opt.RefuseDeleted)
 			if err != nil {
 				return err
 			}
@@ -212,22 +238,38 @@ type insertItem struct {
 
 // insertCheckFrame is insertCheck for an encoded record: the record is
 // decoded only when its ID is already stored.
-func (w *wtx) insertCheckFrame(it *insertItem) (InsertStatus, uint64, error) {
+func (w *wtx) insertCheckFrame(it *insertItem, refuseDeleted bool) (InsertStatus, uint64, error) {
 	k := it.idb
 	if w.knownNew(k) {
 		return Inserted, 0, nil
 	}
 	if w.get(w.events, k) == nil && w.get(w.dead, k) == nil {
-		if w.get(w.tombs, k) != nil {
-			return Duplicate, 0, nil
-		}
-		return Inserted, 0, nil
+		st, err := w.insertCheckTombstone(k, refuseDeleted)
+		return st, 0, err
 	}
 	r, err := DecodeRecord(it.frame)
 	if err != nil {
 		return 0, 0, err
 	}
-	return w.insertCheck(r)
+	return w.insertCheck(r, refuseDeleted)
+}
+
+// insertCheckTombstone decides what inserting a record with an ID that is
+// neither pending nor dead would do: Inserted, Duplicate or Deleted (a
+// *DeletedError when refuseDeleted).
+func (w *wtx) insertCheckTombstone(id []byte, refuseDeleted bool) (InsertStatus, error) {
+	t, ok, err := w.lookupTombstone(id)
+	switch {
+	case err != nil:
+		return 0, err
+	case !ok:
+		return Inserted, nil
+	case t.kind != tombDeleted:
+		return Duplicate, nil
+	case refuseDeleted:
+		return 0, &DeletedError{ID: string(id), DeletedAt: t.deletedAt}
+	}
+	return Deleted, nil
 }
 
 // insertItem writes a new record from its encoded form and returns its
@@ -262,7 +304,7 @@ func (w *wtx) logItem(it *insertItem, lsn uint64) {
 }
 
 // insertCheck decides what inserting r would do, without writing.
-func (w *wtx) insertCheck(r *Record) (InsertStatus, uint64, error) {
+func (w *wtx) insertCheck(r *Record, refuseDeleted bool) (InsertStatus, uint64, error) {
 	cur, err := w.getPending(r.ID)
 	if err != nil {
 		return 0, 0, err
@@ -278,10 +320,8 @@ func (w *wtx) insertCheck(r *Record) (InsertStatus, uint64, error) {
 		}
 		return AlreadyPresent, cur.Version, nil
 	}
-	if w.get(w.tombs, []byte(r.ID)) != nil {
-		return Duplicate, 0, nil
-	}
-	return Inserted, 0, nil
+	st, err := w.insertCheckTombstone([]byte(r.ID), refuseDeleted)
+	return st, 0, err
 }
 
 // insertNew writes a new record r (pending, or dead when DeadReason is set),
@@ -466,7 +506,7 @@ func (w *wtx) applyOutcome(o *Outcome, old *Record) {
 	switch o.Kind {
 	case OutcomeDelete:
 		w.removePending(old)
-		w.tombstone(old.ID)
+		w.tombstone(old.ID, tombDelivered)
 		w.log(lsn, OpDelete, old.ID, nil, cmp.Or(o.Reason, "delivered"))
 	case OutcomeReschedule:
 		r := old.clone()
@@ -687,7 +727,7 @@ func (s *Store) UpsertKey(ctx context.Context, key string, fn func(current *Reco
 			out = r.clone()
 			return nil
 		}
-		st, _, err := w.insertCheck(rec)
+		st, _, err := w.insertCheck(rec, false)
 		if err != nil {
 			return err
 		}
@@ -699,7 +739,7 @@ func (s *Store) UpsertKey(ctx context.Context, key string, fn func(current *Reco
 		if cur != nil {
 			lsn := w.next()
 			w.removePending(cur)
-			w.tombstone(cur.ID)
+			w.tombstone(cur.ID, tombDelivered)
 			w.log(lsn, OpSupersede, cur.ID, nil, "superseded by "+rec.ID)
 		}
 		w.insertNew(rec)
@@ -713,7 +753,9 @@ func (s *Store) UpsertKey(ctx context.Context, key string, fn func(current *Reco
 }
 
 // Drop deletes a pending or dead record and leaves a tombstone (OpDrop with
-// reason, default "dropped by operator"). ErrNotFound when there is none.
+// reason, default "dropped by operator") that says so: while it lasts, Get
+// reports StateDeleted and Insert reports the ID as Deleted. ErrNotFound
+// when there is none.
 func (s *Store) Drop(ctx context.Context, id string, reason string) error {
 	return s.do(ctx, 1, func(w *wtx) error {
 		cur, err := w.getPending(id)
@@ -735,7 +777,7 @@ func (s *Store) Drop(ctx context.Context, id string, reason string) error {
 		} else {
 			w.removeDead(dead)
 		}
-		w.tombstone(id)
+		w.tombstone(id, tombDeleted)
 		w.log(lsn, OpDrop, id, nil, cmp.Or(reason, "dropped by operator"))
 		return nil
 	})

@@ -393,29 +393,3 @@ func (w *wtx) putDead(r *Record, frame []byte, existed bool) {
 		w.deadN++
 	}
 }
-
-// tombstone records that id was deleted at w.now.
-func (w *wtx) tombstone(id string) {
-	w.idMaxOK = false
-	if old := w.tombs.Get([]byte(id)); len(old) == 8 {
-		w.del(w.tombTime, append(append([]byte(nil), old...), id...))
-	} else {
-		w.tombN++
-	}
-	t := u64(nanos(w.now))
-	w.put(w.tombs, []byte(id), t)
-	w.put(w.tombTime, append(t, id...), nil)
-}
-
-// untombstone removes id's tombstone, if any.
-func (w *wtx) untombstone(id string) {
-	old := w.tombs.Get([]byte(id))
-	if old == nil {
-		return
-	}
-	if len(old) == 8 {
-		w.del(w.tombTime, append(append([]byte(nil), old...), id...))
-	}
-	w.del(w.tombs, []byte(id))
-	dec(&w.tombN)
-}

@@ -4,13 +4,17 @@
 //
 // Routes (all JSON, errors as {"error": "..."} naming the bad field):
 //
-//	POST   /v1/events                      one event object or an array of them: 202 {"ids": [...]} once durable
+//	POST   /v1/events                      one event object or an array of them: 202 {"ids": [...]} once durable;
+//	                                       409 when an event reuses an ID with other content, or the ID of an
+//	                                       event an operator deleted within the tombstone retention (the
+//	                                       message says which, and when it was deleted); an ID delivered
+//	                                       within the retention is a duplicate, accepted and not sent again
 //	GET    /v1/events?state=&limit=&after=&destination=
 //	                                       list pending (default) or dead events in ID order, at most limit
 //	                                       (default 100, at most 1000) after the cursor: 200 {"events": [...], "next": "..."};
 //	                                       next is "" on the last page. The cursor is an ID, so pages stay
 //	                                       consistent while events are added and removed.
-//	GET    /v1/events/{id}                 one event (pending, dead, or delivered while its tombstone lasts)
+//	GET    /v1/events/{id}                 one event (pending, dead, or delivered or deleted while its tombstone lasts)
 //	DELETE /v1/events/{id}                 drop a pending or dead event: 204
 //	POST   /v1/events/{id}/replay          move a dead event back to pending: 202, 404, 409 when not dead
 //	POST   /v1/dead/replay                 replay dead events matching a filter at a bounded rate: 202 {"replayed": n}
@@ -26,7 +30,7 @@
 // payload is delivered as its JSON text, payload_base64 as its decoded bytes
 // (one of the two); without id the outbox generates a UUIDv7; method
 // defaults to POST. Unknown fields are refused. An event as the API returns
-// it: {"id", "key", "destination", "state": "pending" | "dead" | "delivered",
+// it: {"id", "key", "destination", "state": "pending" | "dead" | "delivered" | "deleted",
 // "attempts", "created_at", "next_attempt_at", "last_status", "last_error",
 // "dead_reason"} with RFC 3339 times (empty ones left out).
 //

@@ -104,8 +104,20 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error, batch 
 		writeError(w, ae.status, ae.msg)
 		return
 	}
-	var ve *outbox.ValidationError
+	var (
+		ve *outbox.ValidationError
+		de *outbox.DeletedError
+	)
 	switch {
+	case errors.As(err, &de):
+		// Distinct from the content conflict below: the ID is not reused
+		// with other content, its event was deleted and will not be sent.
+		where := ""
+		if batch {
+			where = fmt.Sprintf("events[%d]: ", de.Index)
+		}
+		writeError(w, http.StatusConflict, where+"id "+strconv.Quote(de.ID)+" was deleted by an operator at "+
+			formatTime(de.DeletedAt)+"; its ID stays reserved for the tombstone retention")
 	case errors.As(err, &ve):
 		field := ve.Field
 		if batch {

@@ -292,6 +292,8 @@ func stateString(s store.State) string {
 		return "dead"
 	case store.StateDelivered:
 		return "delivered (tombstone kept for deduplication)"
+	case store.StateDeleted:
+		return "deleted by an operator (tombstone kept; the ID stays reserved)"
 	}
 	return "not found"
 }

@@ -1,0 +1,56 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/outboxd/outbox/store"
+)
+
+// inspect --id tells an event an operator deleted from a delivered one.
+func TestInspectEventSaysDeletedOrDelivered(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "outbox.db")
+	st, err := store.Open(path, store.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	recs := []*store.Record{{ID: "gone", Destination: "orders", Method: "POST"}, {ID: "sent", Destination: "orders", Method: "POST"}}
+	if _, err := st.Insert(ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Drop(ctx, "gone", "dropped by operator"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Apply(ctx, []store.Outcome{{Kind: store.OutcomeDelete, ID: "sent", Version: recs[1].Version}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := store.Open(path, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	for id, want := range map[string]string{"gone": "deleted by an operator", "sent": "delivered"} {
+		var text bytes.Buffer
+		if err := inspectEvent(&text, ro, id, false); err != nil {
+			t.Fatal(err)
+		}
+		if first, _, _ := strings.Cut(text.String(), "\n"); !strings.HasPrefix(first, "event "+id+": "+want) {
+			t.Errorf("inspect --id %s: %q, want it to say %q", id, first, want)
+		}
+		var js bytes.Buffer
+		if err := inspectEvent(&js, ro, id, true); err != nil {
+			t.Fatal(err)
+		}
+		var v struct{ State string }
+		if err := json.Unmarshal(js.Bytes(), &v); err != nil || !strings.HasPrefix(v.State, want) {
+			t.Errorf("inspect --id %s --json: state %q (%v), want it to say %q", id, v.State, err, want)
+		}
+	}
+}
