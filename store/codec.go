@@ -220,6 +220,14 @@ func decodeEndpoint(b []byte) (EndpointState, error) {
 	return ep, d.err
 }
 
+// decodeTombstone decodes a tombstone value: when its ID was deleted.
+func decodeTombstone(v []byte) (time.Time, error) {
+	if len(v) != 8 {
+		return time.Time{}, fmt.Errorf("%w: tombstone of %d bytes", ErrCorrupt, len(v))
+	}
+	return fromNanos(binary.BigEndian.Uint64(v)), nil
+}
+
 type encoder struct{ b []byte }
 
 func newEncoder(kind byte, sizeHint int) *encoder {

@@ -33,6 +33,19 @@ type treeChecker struct {
 	pageSize uint64
 	hwm      uint64   // pages below this id are in use
 	seen     []uint64 // bit set of the pages met
+
+	// visit, when set, is called with every key and value of the leaves
+	// walked that is not a nested bucket, and the page holding it (Check).
+	visit func(page uint64, key, value []byte)
+}
+
+// bucketRef is a bucket met in a leaf: its name, the page that holds its
+// header, its root page (0 for an inline bucket) and, inline, its page bytes.
+type bucketRef struct {
+	name   []byte
+	page   uint64
+	root   uint64
+	inline []byte
 }
 
 // checkTree checks the page tree of meta in data, the file's bytes from its
@@ -59,12 +72,12 @@ func (c *treeChecker) bucket(root uint64, name string) error {
 	if root == 0 {
 		return nil
 	}
-	var children []uint64
+	var children []bucketRef
 	if _, err := c.page(root, nil, nil, name, &children); err != nil {
 		return err
 	}
 	for _, child := range children {
-		if err := c.bucket(child, name+" > nested bucket"); err != nil {
+		if err := c.bucket(child.root, name+" > nested bucket"); err != nil {
 			return err
 		}
 	}
@@ -102,9 +115,9 @@ func (c *treeChecker) read(id uint64, where string) ([]byte, error) {
 
 // page checks page id and the subtree under it; every key must be at least
 // minClosed (when not nil) and below maxOpen (when not nil). It returns the
-// largest key of the subtree and appends the root pages of buckets found in
-// its leaves to children.
-func (c *treeChecker) page(id uint64, minClosed, maxOpen []byte, where string, children *[]uint64) ([]byte, error) {
+// largest key of the subtree and appends the buckets found in its leaves to
+// children.
+func (c *treeChecker) page(id uint64, minClosed, maxOpen []byte, where string, children *[]bucketRef) ([]byte, error) {
 	p, err := c.read(id, where)
 	if err != nil {
 		return nil, err
@@ -167,7 +180,13 @@ func (c *treeChecker) page(id uint64, minClosed, maxOpen []byte, where string, c
 			if len(value) < bucketHdrSize {
 				return nil, fmt.Errorf("%w: %s: page %d: bucket %q has a %d-byte header", ErrCorrupt, where, id, key, len(value))
 			}
-			*children = append(*children, le.Uint64(value))
+			ref := bucketRef{name: key, page: id, root: le.Uint64(value)}
+			if ref.root == 0 {
+				ref.inline = value[bucketHdrSize:]
+			}
+			*children = append(*children, ref)
+		} else if c.visit != nil {
+			c.visit(id, key, value)
 		}
 	}
 	return maxInSubtree, nil

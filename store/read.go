@@ -209,10 +209,11 @@ func (s *Store) Tombstone(id string) (deletedAt time.Time, ok bool, err error) {
 		if v == nil {
 			return nil
 		}
-		if len(v) != 8 {
-			return fmt.Errorf("%w: tombstone of %q has %d bytes", ErrCorrupt, id, len(v))
+		t, err := decodeTombstone(v)
+		if err != nil {
+			return fmt.Errorf("tombstone of %q: %w", id, err)
 		}
-		deletedAt, ok = fromNanos(binary.BigEndian.Uint64(v)), true
+		deletedAt, ok = t, true
 		return nil
 	})
 	return deletedAt, ok, err
