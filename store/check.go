@@ -241,6 +241,9 @@ func (c *checker) problem(bucket string, page uint64, key, what string, args ...
 	if len(args) > 0 {
 		what = fmt.Sprintf(what, args...)
 	}
+	// Every problem is damage; the sentinel's text inside wrapped causes
+	// says nothing more.
+	what = strings.ReplaceAll(what, ErrCorrupt.Error()+": ", "")
 	c.rep.add(Problem{Bucket: bucket, Page: page, Key: key, What: what})
 }
 
@@ -337,7 +340,7 @@ func (c *checker) structure() bool {
 // bucketTree checks the pages of one bucket of the root bucket. The store's
 // buckets hold no nested buckets; another application's may.
 func (c *checker) bucketTree(tc *treeChecker, b bucketRef, name string, store bool) error {
-	where := "bucket " + strconv.Quote(name)
+	where := "page tree"
 	if b.root == 0 {
 		return tc.inlinePage(b, where)
 	}
@@ -350,12 +353,12 @@ func (c *checker) bucketTree(tc *treeChecker, b bucketRef, name string, store bo
 			return fmt.Errorf("%w: %s: page %d holds a nested bucket %q, which the store never writes", ErrCorrupt, where, n.page, n.name)
 		}
 		if n.root == 0 {
-			if err := tc.inlinePage(n, where+" > "+strconv.Quote(string(n.name))); err != nil {
+			if err := tc.inlinePage(n, "nested bucket "+strconv.Quote(string(n.name))); err != nil {
 				return err
 			}
 			continue
 		}
-		if err := tc.bucket(n.root, where+" > "+strconv.Quote(string(n.name))); err != nil {
+		if err := tc.bucket(n.root, "nested bucket "+strconv.Quote(string(n.name))); err != nil {
 			return err
 		}
 	}

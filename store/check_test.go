@@ -516,3 +516,23 @@ func FuzzCheck(f *testing.F) {
 		}
 	})
 }
+
+// Compact refuses a damaged file and leaves it as it was: its copy would
+// carry the damage over the original (or stop at a damaged page in a panic
+// of bbolt's copy).
+func TestCompactRefusesDamagedFile(t *testing.T) {
+	path := filledStore(t, 3000)
+	ps, leaves := leavesOf(t, path, bucketEvents)
+	for _, off := range []int{0, ps / 2} {
+		damage(t, path, ps, leaves[len(leaves)/2], off, junk(32))
+		before, _ := os.ReadFile(path)
+		err := Compact(path)
+		var oe *OpenError
+		if !errors.Is(err, ErrCorrupt) || !errors.As(err, &oe) || oe.Path != path || !strings.Contains(err.Error(), "damaged") {
+			t.Fatalf("Compact of a damaged file: %v, want an *OpenError matching ErrCorrupt", err)
+		}
+		if after, _ := os.ReadFile(path); string(after) != string(before) {
+			t.Fatal("a refused Compact changed the file")
+		}
+	}
+}
