@@ -66,9 +66,13 @@ type BucketSummary struct {
 	Name string
 	// Keys counts the keys read.
 	Keys int
-	// Checked is false when the bucket's values were not read: its page
-	// tree is damaged, or it is not one of the store's buckets.
+	// Checked is false when not every value of the bucket was read and
+	// checked: its page tree is damaged, or it is not one of the store's
+	// buckets.
 	Checked bool
+	// Damaged reports a damaged page tree. Keys then counts the keys read
+	// in the pages around the damage (0 when its root page is damaged).
+	Damaged bool
 }
 
 // CheckReport is what Check found.
@@ -209,6 +213,7 @@ type checker struct {
 	meta    *boltMeta
 	tops    []bucketRef
 	sound   map[string]bool // store buckets whose page tree is sound
+	partial map[string]bool // store buckets with damaged subtrees under a sound root page
 	treeBad bool            // a page tree or the freelist page is damaged
 	cursors map[string]*bolt.Cursor
 
@@ -308,18 +313,30 @@ func (c *checker) structure() bool {
 		c.treeBad = true
 		return false
 	}
-	c.sound = map[string]bool{}
+	c.sound, c.partial = map[string]bool{}, map[string]bool{}
 	for _, b := range c.tops {
 		name := string(b.name)
 		store := isStoreBucket(name)
 		c.rep.Buckets = append(c.rep.Buckets, BucketSummary{Name: name})
-		err := safe(func() error { return c.bucketTree(tc, b, name, store) })
-		if err != nil {
+		subtrees := false
+		tc.keepGoing = func(err error) {
 			c.problem(name, 0, "", "%s", detail(err))
-			c.treeBad = true
-			continue
+			subtrees = true
 		}
-		c.sound[name] = store
+		err := safe(func() error { return c.bucketTree(tc, b, name, store) })
+		tc.keepGoing = nil
+		switch {
+		case err != nil:
+			c.problem(name, 0, "", "%s", detail(err))
+			c.rep.Buckets[len(c.rep.Buckets)-1].Damaged = true
+			c.treeBad = true
+		case subtrees:
+			c.rep.Buckets[len(c.rep.Buckets)-1].Damaged = true
+			c.partial[name] = store
+			c.treeBad = true
+		default:
+			c.sound[name] = store
+		}
 	}
 	for _, name := range allBuckets {
 		found := false
@@ -467,7 +484,7 @@ func isStoreBucket(name string) bool {
 // for a file of a newer build, whose values this build cannot judge.
 func (c *checker) schema() error {
 	c.metaVals = map[string][]byte{}
-	if !c.sound[string(bucketMeta)] {
+	if !c.sound[string(bucketMeta)] && !c.partial[string(bucketMeta)] {
 		return nil
 	}
 	c.walk(string(bucketMeta), func(_ uint64, k, v []byte) {
@@ -506,10 +523,14 @@ func (c *checker) metaU64(k []byte) uint64 {
 	return 0
 }
 
-// walk visits every key and value of the sound store bucket name with a
-// page tree walk of its own, and counts them.
+// walk visits every key and value of the store bucket name with a page tree
+// walk of its own, and counts them. Of a bucket with damaged subtrees it
+// visits what lies around them (the structure walk reported the damage).
 func (c *checker) walk(name string, visit func(page uint64, k, v []byte)) {
 	tc := c.treeChecker()
+	if c.partial[name] {
+		tc.keepGoing = func(error) {}
+	}
 	n := 0
 	tc.visit = func(page uint64, k, v []byte) {
 		n++
@@ -529,7 +550,7 @@ func (c *checker) walk(name string, visit func(page uint64, k, v []byte)) {
 		_, err := tc.page(ref.root, nil, nil, name, &nested)
 		return err
 	})
-	if err != nil {
+	if err != nil && !c.partial[name] {
 		// The structure walk found this tree sound; reading it again did not.
 		c.problem(name, 0, "", "%s", detail(err))
 	}
@@ -572,15 +593,13 @@ func (c *checker) values() {
 		{bucketChangelog, c.changelogEntry},
 	}
 	for _, v := range visitors {
-		if c.sound[string(v.bucket)] {
+		if c.sound[string(v.bucket)] || c.partial[string(v.bucket)] {
 			c.walk(string(v.bucket), v.visit)
 		}
 	}
 	c.keys[string(bucketMeta)] = len(c.metaVals)
 	for i, b := range c.rep.Buckets {
-		if c.sound[b.Name] {
-			c.rep.Buckets[i].Keys, c.rep.Buckets[i].Checked = c.keys[b.Name], true
-		}
+		c.rep.Buckets[i].Keys, c.rep.Buckets[i].Checked = c.keys[b.Name], c.sound[b.Name]
 	}
 
 	count := func(bucket string, counter []byte, what string) {

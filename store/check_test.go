@@ -292,6 +292,34 @@ func TestCheckFindsDamagedLeafPage(t *testing.T) {
 	}
 }
 
+// Two damaged leaves of one bucket are both reported, and the values in
+// the pages around them are still read and checked.
+func TestCheckReadsAroundDamagedPages(t *testing.T) {
+	path := filledStore(t, 3000)
+	ps, leaves := leavesOf(t, path, bucketEvents)
+	a, b := leaves[1], leaves[len(leaves)-2]
+	damage(t, path, ps, a, 0, junk(32))
+	damage(t, path, ps, b, ps/2, junk(32))
+	rep, err := Check(path, CheckOptions{})
+	if !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Check: %v", err)
+	}
+	var sawA, sawB bool
+	for _, p := range rep.Problems {
+		sawA = sawA || (p.Bucket == "events" && strings.Contains(p.String(), fmt.Sprintf("page %d identifies itself", a)))
+		sawB = sawB || (p.Bucket == "events" && p.Page == b && strings.Contains(p.What, "checksum mismatch"))
+	}
+	if !sawA || !sawB {
+		t.Errorf("problems %v; want page %d (header) and page %d (a value) both named", rep.Problems, a, b)
+	}
+	if n := keysRead(rep, "events"); n < 2500 || n >= 3000 {
+		t.Errorf("%d events read around the damage, want all but one page of them", n)
+	}
+	if len(rep.Skipped) == 0 {
+		t.Error("bbolt's check was run over damaged pages")
+	}
+}
+
 // lastValueEnd returns the offset in leaf page id of img where its last
 // value ends (after it the page is unused).
 func lastValueEnd(img []byte, pageSize int, id uint64) int {

@@ -37,6 +37,10 @@ type treeChecker struct {
 	// visit, when set, is called with every key and value of the leaves
 	// walked that is not a nested bucket, and the page holding it (Check).
 	visit func(page uint64, key, value []byte)
+	// keepGoing, when set, is given the error of a damaged subtree under a
+	// branch page, and the walk goes on with the next one (Check); without
+	// it the first error ends the walk.
+	keepGoing func(error)
 }
 
 // bucketRef is a bucket met in a leaf: its name, the page that holds its
@@ -169,7 +173,11 @@ func (c *treeChecker) page(id uint64, minClosed, maxOpen []byte, where string, c
 			}
 			maxInSubtree, err = c.page(le.Uint64(e[8:]), key, next, where, children)
 			if err != nil {
-				return nil, err
+				if c.keepGoing == nil {
+					return nil, err
+				}
+				c.keepGoing(err)
+				maxInSubtree = key
 			}
 			running = maxInSubtree
 			continue

@@ -31,6 +31,7 @@ type checkBucketView struct {
 	Name    string `json:"name"`
 	Keys    int    `json:"keys"`
 	Checked bool   `json:"checked"`
+	Damaged bool   `json:"damaged,omitempty"`
 }
 
 type checkProblemView struct {
@@ -105,7 +106,7 @@ func viewCheck(rep *store.CheckReport, elapsed time.Duration) *checkView {
 		Elapsed: elapsed.Seconds(),
 	}
 	for _, b := range rep.Buckets {
-		v.Buckets = append(v.Buckets, checkBucketView{Name: b.Name, Keys: b.Keys, Checked: b.Checked})
+		v.Buckets = append(v.Buckets, checkBucketView{Name: b.Name, Keys: b.Keys, Checked: b.Checked, Damaged: b.Damaged})
 	}
 	for _, p := range rep.Problems {
 		v.Problems = append(v.Problems, checkProblemView{Bucket: p.Bucket, Page: p.Page, Key: p.Key, What: p.What})
@@ -126,8 +127,11 @@ func printCheck(w io.Writer, v *checkView) {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		for _, b := range v.Buckets {
 			state := "read"
-			if !b.Checked {
-				state = "not read"
+			switch {
+			case b.Damaged:
+				state = "DAMAGED pages (keys read around them)"
+			case !b.Checked:
+				state = "not read (not the store's)"
 			}
 			fmt.Fprintf(tw, "  %s\t%d keys\t%s\n", b.Name, b.Keys, state)
 		}
