@@ -230,6 +230,15 @@ type checker struct {
 	dueMissing, keyMissing bool
 }
 
+// errPage returns the page a page tree error names, 0 when none.
+func errPage(err error) uint64 {
+	var pe *pageError
+	if errors.As(err, &pe) {
+		return pe.page
+	}
+	return 0
+}
+
 // detail is the text of an ErrCorrupt error without its sentinel's prefix.
 func detail(err error) string {
 	return strings.TrimPrefix(err.Error(), ErrCorrupt.Error()+": ")
@@ -311,7 +320,7 @@ func (c *checker) structure() bool {
 		return err
 	})
 	if err != nil {
-		c.problem("", 0, "", "%s", err.Error())
+		c.problem("", errPage(err), "", "%s", detail(err))
 		c.rep.Skipped = append(c.rep.Skipped, "the buckets: the root bucket's pages are damaged")
 		c.treeBad = true
 		return false
@@ -323,14 +332,14 @@ func (c *checker) structure() bool {
 		c.rep.Buckets = append(c.rep.Buckets, BucketSummary{Name: name})
 		subtrees := false
 		tc.keepGoing = func(err error) {
-			c.problem(name, 0, "", "%s", detail(err))
+			c.problem(name, errPage(err), "", "%s", detail(err))
 			subtrees = true
 		}
 		err := safe(func() error { return c.bucketTree(tc, b, name, store) })
 		tc.keepGoing = nil
 		switch {
 		case err != nil:
-			c.problem(name, 0, "", "%s", detail(err))
+			c.problem(name, errPage(err), "", "%s", detail(err))
 			c.rep.Buckets[len(c.rep.Buckets)-1].Damaged = true
 			c.treeBad = true
 		case subtrees:
@@ -370,7 +379,7 @@ func (c *checker) bucketTree(tc *treeChecker, b bucketRef, name string, store bo
 	}
 	for _, n := range nested {
 		if store {
-			return fmt.Errorf("%w: %s: page %d holds a nested bucket %q, which the store never writes", ErrCorrupt, where, n.page, n.name)
+			return pageErr(n.page, "%s: page %d holds a nested bucket %q, which the store never writes", where, n.page, n.name)
 		}
 		if n.root == 0 {
 			if err := tc.inlinePage(n, "nested bucket "+strconv.Quote(string(n.name))); err != nil {
@@ -395,14 +404,14 @@ func (c *treeChecker) inlinePage(b bucketRef, where string) error {
 	p := b.inline
 	le := binary.LittleEndian
 	if len(p) < pageHeaderSize {
-		return fmt.Errorf("%w: %s: the inline bucket on page %d has %d bytes, less than a page header", ErrCorrupt, where, b.page, len(p))
+		return pageErr(b.page, "%s: the inline bucket on page %d has %d bytes, less than a page header", where, b.page, len(p))
 	}
 	if flags := le.Uint16(p[8:]); flags != leafPageFlag {
-		return fmt.Errorf("%w: %s: the inline bucket on page %d has type flags %#x, want a leaf", ErrCorrupt, where, b.page, flags)
+		return pageErr(b.page, "%s: the inline bucket on page %d has type flags %#x, want a leaf", where, b.page, flags)
 	}
 	count := int(le.Uint16(p[10:]))
 	if pageHeaderSize+count*pageElemSize > len(p) {
-		return fmt.Errorf("%w: %s: the inline bucket on page %d claims %d elements, more than fit in it", ErrCorrupt, where, b.page, count)
+		return pageErr(b.page, "%s: the inline bucket on page %d claims %d elements, more than fit in it", where, b.page, count)
 	}
 	var prev []byte
 	for i := range count {
@@ -411,15 +420,15 @@ func (c *treeChecker) inlinePage(b bucketRef, where string) error {
 		ksize := uint64(le.Uint32(e[8:]))
 		end := start + ksize + uint64(le.Uint32(e[12:]))
 		if end > uint64(len(p)) {
-			return fmt.Errorf("%w: %s: the inline bucket on page %d: element %d lies outside it", ErrCorrupt, where, b.page, i)
+			return pageErr(b.page, "%s: the inline bucket on page %d: element %d lies outside it", where, b.page, i)
 		}
 		key, value := p[start:start+ksize], p[start+ksize:end]
 		if err := checkKeyOrder(i, key, prev, nil); err != nil {
-			return fmt.Errorf("%w: %s: the inline bucket on page %d: %v", ErrCorrupt, where, b.page, err)
+			return pageErr(b.page, "%s: the inline bucket on page %d: %v", where, b.page, err)
 		}
 		prev = key
 		if le.Uint32(e[0:])&bucketLeafFlag != 0 {
-			return fmt.Errorf("%w: %s: the inline bucket on page %d holds a nested bucket, which bbolt never writes", ErrCorrupt, where, b.page)
+			return pageErr(b.page, "%s: the inline bucket on page %d holds a nested bucket, which bbolt never writes", where, b.page)
 		}
 		if c.visit != nil {
 			c.visit(b.page, key, value)
@@ -439,7 +448,7 @@ func (c *checker) freelist() error {
 		return nil
 	}
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: freelist page %d: %s", ErrCorrupt, id, fmt.Sprintf(format, args...))
+		return pageErr(id, "freelist page %d: %s", id, fmt.Sprintf(format, args...))
 	}
 	if id < 2 || id >= c.meta.pgid {
 		return bad("outside the pages in use (2 to %d)", c.meta.pgid-1)

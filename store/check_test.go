@@ -280,8 +280,8 @@ func TestCheckFindsDamagedLeafPage(t *testing.T) {
 				t.Errorf("first problem %v (error %v), want one in the events bucket naming the file", first, err)
 			}
 			text := first.String()
-			if first.Page != leaf && !strings.Contains(text, fmt.Sprintf("page %d", leaf)) {
-				t.Errorf("problem %q does not name page %d", text, leaf)
+			if first.Page != leaf || !strings.Contains(text, fmt.Sprintf("page %d", leaf)) {
+				t.Errorf("problem %q (page %d) does not name page %d", text, first.Page, leaf)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(text, w) {

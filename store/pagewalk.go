@@ -93,24 +93,24 @@ func (c *treeChecker) bucket(root uint64, name string) error {
 // water mark.
 func (c *treeChecker) read(id uint64, where string) ([]byte, error) {
 	if id < 2 || id >= c.hwm {
-		return nil, fmt.Errorf("%w: %s: page %d is outside the pages in use (2 to %d)", ErrCorrupt, where, id, c.hwm-1)
+		return nil, pageErr(id, "%s: page %d is outside the pages in use (2 to %d)", where, id, c.hwm-1)
 	}
 	hdr := c.data[id*c.pageSize:]
 	le := binary.LittleEndian
 	if self := le.Uint64(hdr[0:]); self != id {
-		return nil, fmt.Errorf("%w: %s: page %d identifies itself as page %d", ErrCorrupt, where, id, self)
+		return nil, pageErr(id, "%s: page %d identifies itself as page %d", where, id, self)
 	}
 	flags := le.Uint16(hdr[8:])
 	if flags != branchPageFlag && flags != leafPageFlag {
-		return nil, fmt.Errorf("%w: %s: page %d has type flags %#x, want a branch or leaf page", ErrCorrupt, where, id, flags)
+		return nil, pageErr(id, "%s: page %d has type flags %#x, want a branch or leaf page", where, id, flags)
 	}
 	overflow := uint64(le.Uint32(hdr[12:]))
 	if id+overflow >= c.hwm {
-		return nil, fmt.Errorf("%w: %s: page %d runs %d pages past the pages in use", ErrCorrupt, where, id, id+overflow-c.hwm+1)
+		return nil, pageErr(id, "%s: page %d runs %d pages past the pages in use", where, id, id+overflow-c.hwm+1)
 	}
 	for i := id; i <= id+overflow; i++ {
 		if c.seen[i/64]&(1<<(i%64)) != 0 {
-			return nil, fmt.Errorf("%w: %s: page %d is referenced twice", ErrCorrupt, where, i)
+			return nil, pageErr(i, "%s: page %d is referenced twice", where, i)
 		}
 		c.seen[i/64] |= 1 << (i % 64)
 	}
@@ -130,7 +130,7 @@ func (c *treeChecker) page(id uint64, minClosed, maxOpen []byte, where string, c
 	isBranch := le.Uint16(p[8:]) == branchPageFlag
 	count := int(le.Uint16(p[10:]))
 	if pageHeaderSize+count*pageElemSize > len(p) {
-		return nil, fmt.Errorf("%w: %s: page %d claims %d elements, more than fit in it", ErrCorrupt, where, id, count)
+		return nil, pageErr(id, "%s: page %d claims %d elements, more than fit in it", where, id, count)
 	}
 	// slice returns n bytes at off from element i's address, or false
 	// when they do not lie inside the page.
@@ -158,17 +158,17 @@ func (c *treeChecker) page(id uint64, minClosed, maxOpen []byte, where string, c
 			}
 		}
 		if !ok {
-			return nil, fmt.Errorf("%w: %s: page %d: element %d lies outside the page", ErrCorrupt, where, id, i)
+			return nil, pageErr(id, "%s: page %d: element %d lies outside the page", where, id, i)
 		}
 		if err := checkKeyOrder(i, key, running, maxOpen); err != nil {
-			return nil, fmt.Errorf("%w: %s: page %d: %v", ErrCorrupt, where, id, err)
+			return nil, pageErr(id, "%s: page %d: %v", where, id, err)
 		}
 		if isBranch {
 			next := maxOpen
 			if i+1 < count {
 				n := p[pageHeaderSize+(i+1)*pageElemSize:]
 				if next, ok = slice(i+1, le.Uint32(n[0:]), uint64(le.Uint32(n[4:]))); !ok {
-					return nil, fmt.Errorf("%w: %s: page %d: element %d lies outside the page", ErrCorrupt, where, id, i+1)
+					return nil, pageErr(id, "%s: page %d: element %d lies outside the page", where, id, i+1)
 				}
 			}
 			maxInSubtree, err = c.page(le.Uint64(e[8:]), key, next, where, children)
@@ -186,7 +186,7 @@ func (c *treeChecker) page(id uint64, minClosed, maxOpen []byte, where string, c
 		maxInSubtree = key
 		if le.Uint32(e[0:])&bucketLeafFlag != 0 {
 			if len(value) < bucketHdrSize {
-				return nil, fmt.Errorf("%w: %s: page %d: bucket %q has a %d-byte header", ErrCorrupt, where, id, key, len(value))
+				return nil, pageErr(id, "%s: page %d: bucket %q has a %d-byte header", where, id, key, len(value))
 			}
 			ref := bucketRef{name: key, page: id, root: le.Uint64(value)}
 			if ref.root == 0 {
@@ -199,6 +199,23 @@ func (c *treeChecker) page(id uint64, minClosed, maxOpen []byte, where string, c
 	}
 	return maxInSubtree, nil
 }
+
+// pageError is damage found on one page. It matches ErrCorrupt; Check
+// reads the page from it.
+type pageError struct {
+	page uint64
+	msg  string
+}
+
+func pageErr(page uint64, format string, args ...any) error {
+	return &pageError{page: page, msg: fmt.Sprintf(format, args...)}
+}
+
+// Error implements error.
+func (e *pageError) Error() string { return ErrCorrupt.Error() + ": " + e.msg }
+
+// Unwrap returns ErrCorrupt.
+func (e *pageError) Unwrap() error { return ErrCorrupt }
 
 // checkKeyOrder applies bbolt's key-order rules to the key of element i: not
 // below the smallest key its parent allows (first element) or the previous
