@@ -61,4 +61,10 @@
 // of the freelist would meet it in a goroutine of its own and crash the
 // process; the error names the page. Inner pages of a cleanly closed file are
 // read only when used, and a damaged one is an ErrCorrupt of that read.
+//
+// Check verifies a whole file offline, without crashing on any damage: the
+// page tree of every bucket (and, once that is sound, bbolt's own Tx.Check),
+// every value decoded with the store's codecs, and the invariants between
+// buckets and the counts in meta. It reports each problem with its bucket,
+// page and key. Compact refuses a file that Check finds damaged.
 package store

@@ -130,10 +130,21 @@ func checkFile(path string, size int64, forWrite bool) error {
 // It holds the file's lock while it works, so it fails with ErrLocked (in an
 // *OpenError) when a process has the store open. It is an offline tool: do
 // not start a process on the same path while it runs.
+//
+// A damaged file is refused before anything is written, with Check's error
+// (matching ErrCorrupt): the copy would carry the damage over the original,
+// and bbolt's copy stops (panics) at a damaged page.
 func Compact(path string) error {
 	fail := func(err error) error { return &OpenError{Path: path, Err: err} }
 	info, err := os.Stat(path)
 	if err != nil {
+		return fail(err)
+	}
+	if _, err := Check(path, CheckOptions{}); err != nil {
+		var oe *OpenError
+		if errors.As(err, &oe) {
+			return err
+		}
 		return fail(err)
 	}
 	if err := checkFile(path, info.Size(), true); err != nil {

@@ -33,6 +33,23 @@ type treeChecker struct {
 	pageSize uint64
 	hwm      uint64   // pages below this id are in use
 	seen     []uint64 // bit set of the pages met
+
+	// visit, when set, is called with every key and value of the leaves
+	// walked that is not a nested bucket, and the page holding it (Check).
+	visit func(page uint64, key, value []byte)
+	// keepGoing, when set, is given the error of a damaged subtree under a
+	// branch page, and the walk goes on with the next one (Check); without
+	// it the first error ends the walk.
+	keepGoing func(error)
+}
+
+// bucketRef is a bucket met in a leaf: its name, the page that holds its
+// header, its root page (0 for an inline bucket) and, inline, its page bytes.
+type bucketRef struct {
+	name   []byte
+	page   uint64
+	root   uint64
+	inline []byte
 }
 
 // checkTree checks the page tree of meta in data, the file's bytes from its
@@ -59,12 +76,12 @@ func (c *treeChecker) bucket(root uint64, name string) error {
 	if root == 0 {
 		return nil
 	}
-	var children []uint64
+	var children []bucketRef
 	if _, err := c.page(root, nil, nil, name, &children); err != nil {
 		return err
 	}
 	for _, child := range children {
-		if err := c.bucket(child, name+" > nested bucket"); err != nil {
+		if err := c.bucket(child.root, name+" > nested bucket"); err != nil {
 			return err
 		}
 	}
@@ -76,24 +93,24 @@ func (c *treeChecker) bucket(root uint64, name string) error {
 // water mark.
 func (c *treeChecker) read(id uint64, where string) ([]byte, error) {
 	if id < 2 || id >= c.hwm {
-		return nil, fmt.Errorf("%w: %s: page %d is outside the pages in use (2 to %d)", ErrCorrupt, where, id, c.hwm-1)
+		return nil, pageErr(id, "%s: page %d is outside the pages in use (2 to %d)", where, id, c.hwm-1)
 	}
 	hdr := c.data[id*c.pageSize:]
 	le := binary.LittleEndian
 	if self := le.Uint64(hdr[0:]); self != id {
-		return nil, fmt.Errorf("%w: %s: page %d identifies itself as page %d", ErrCorrupt, where, id, self)
+		return nil, pageErr(id, "%s: page %d identifies itself as page %d", where, id, self)
 	}
 	flags := le.Uint16(hdr[8:])
 	if flags != branchPageFlag && flags != leafPageFlag {
-		return nil, fmt.Errorf("%w: %s: page %d has type flags %#x, want a branch or leaf page", ErrCorrupt, where, id, flags)
+		return nil, pageErr(id, "%s: page %d has type flags %#x, want a branch or leaf page", where, id, flags)
 	}
 	overflow := uint64(le.Uint32(hdr[12:]))
 	if id+overflow >= c.hwm {
-		return nil, fmt.Errorf("%w: %s: page %d runs %d pages past the pages in use", ErrCorrupt, where, id, id+overflow-c.hwm+1)
+		return nil, pageErr(id, "%s: page %d runs %d pages past the pages in use", where, id, id+overflow-c.hwm+1)
 	}
 	for i := id; i <= id+overflow; i++ {
 		if c.seen[i/64]&(1<<(i%64)) != 0 {
-			return nil, fmt.Errorf("%w: %s: page %d is referenced twice", ErrCorrupt, where, i)
+			return nil, pageErr(i, "%s: page %d is referenced twice", where, i)
 		}
 		c.seen[i/64] |= 1 << (i % 64)
 	}
@@ -102,9 +119,9 @@ func (c *treeChecker) read(id uint64, where string) ([]byte, error) {
 
 // page checks page id and the subtree under it; every key must be at least
 // minClosed (when not nil) and below maxOpen (when not nil). It returns the
-// largest key of the subtree and appends the root pages of buckets found in
-// its leaves to children.
-func (c *treeChecker) page(id uint64, minClosed, maxOpen []byte, where string, children *[]uint64) ([]byte, error) {
+// largest key of the subtree and appends the buckets found in its leaves to
+// children.
+func (c *treeChecker) page(id uint64, minClosed, maxOpen []byte, where string, children *[]bucketRef) ([]byte, error) {
 	p, err := c.read(id, where)
 	if err != nil {
 		return nil, err
@@ -113,7 +130,7 @@ func (c *treeChecker) page(id uint64, minClosed, maxOpen []byte, where string, c
 	isBranch := le.Uint16(p[8:]) == branchPageFlag
 	count := int(le.Uint16(p[10:]))
 	if pageHeaderSize+count*pageElemSize > len(p) {
-		return nil, fmt.Errorf("%w: %s: page %d claims %d elements, more than fit in it", ErrCorrupt, where, id, count)
+		return nil, pageErr(id, "%s: page %d claims %d elements, more than fit in it", where, id, count)
 	}
 	// slice returns n bytes at off from element i's address, or false
 	// when they do not lie inside the page.
@@ -141,22 +158,26 @@ func (c *treeChecker) page(id uint64, minClosed, maxOpen []byte, where string, c
 			}
 		}
 		if !ok {
-			return nil, fmt.Errorf("%w: %s: page %d: element %d lies outside the page", ErrCorrupt, where, id, i)
+			return nil, pageErr(id, "%s: page %d: element %d lies outside the page", where, id, i)
 		}
 		if err := checkKeyOrder(i, key, running, maxOpen); err != nil {
-			return nil, fmt.Errorf("%w: %s: page %d: %v", ErrCorrupt, where, id, err)
+			return nil, pageErr(id, "%s: page %d: %v", where, id, err)
 		}
 		if isBranch {
 			next := maxOpen
 			if i+1 < count {
 				n := p[pageHeaderSize+(i+1)*pageElemSize:]
 				if next, ok = slice(i+1, le.Uint32(n[0:]), uint64(le.Uint32(n[4:]))); !ok {
-					return nil, fmt.Errorf("%w: %s: page %d: element %d lies outside the page", ErrCorrupt, where, id, i+1)
+					return nil, pageErr(id, "%s: page %d: element %d lies outside the page", where, id, i+1)
 				}
 			}
 			maxInSubtree, err = c.page(le.Uint64(e[8:]), key, next, where, children)
 			if err != nil {
-				return nil, err
+				if c.keepGoing == nil {
+					return nil, err
+				}
+				c.keepGoing(err)
+				maxInSubtree = key
 			}
 			running = maxInSubtree
 			continue
@@ -165,13 +186,36 @@ func (c *treeChecker) page(id uint64, minClosed, maxOpen []byte, where string, c
 		maxInSubtree = key
 		if le.Uint32(e[0:])&bucketLeafFlag != 0 {
 			if len(value) < bucketHdrSize {
-				return nil, fmt.Errorf("%w: %s: page %d: bucket %q has a %d-byte header", ErrCorrupt, where, id, key, len(value))
+				return nil, pageErr(id, "%s: page %d: bucket %q has a %d-byte header", where, id, key, len(value))
 			}
-			*children = append(*children, le.Uint64(value))
+			ref := bucketRef{name: key, page: id, root: le.Uint64(value)}
+			if ref.root == 0 {
+				ref.inline = value[bucketHdrSize:]
+			}
+			*children = append(*children, ref)
+		} else if c.visit != nil {
+			c.visit(id, key, value)
 		}
 	}
 	return maxInSubtree, nil
 }
+
+// pageError is damage found on one page. It matches ErrCorrupt; Check
+// reads the page from it.
+type pageError struct {
+	page uint64
+	msg  string
+}
+
+func pageErr(page uint64, format string, args ...any) error {
+	return &pageError{page: page, msg: fmt.Sprintf(format, args...)}
+}
+
+// Error implements error.
+func (e *pageError) Error() string { return ErrCorrupt.Error() + ": " + e.msg }
+
+// Unwrap returns ErrCorrupt.
+func (e *pageError) Unwrap() error { return ErrCorrupt }
 
 // checkKeyOrder applies bbolt's key-order rules to the key of element i: not
 // below the smallest key its parent allows (first element) or the previous

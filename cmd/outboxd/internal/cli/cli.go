@@ -32,6 +32,9 @@ Usage:
   outboxd serve [flags]             run the HTTP API and deliver events (-h for the settings)
   outboxd inspect --db FILE [--id ID] [--state pending|dead] [--limit N] [--json]
                                     read-only view of a database file (server stopped)
+  outboxd check --db FILE [--json] [--max-problems N]
+                                    verify a database file: pages, every value, indexes
+                                    (server stopped; exit 0 healthy, 1 damaged)
   outboxd compact --db FILE         compact a database file (server stopped)
   outboxd listen [--addr ADDRESS] [--secret whsec_...] [--status CODE]
                                     a local receiver to try serve with: prints each
@@ -53,6 +56,8 @@ func Main(e Env) int {
 		return serve(e, args)
 	case "inspect":
 		return inspect(e, args)
+	case "check":
+		return check(e, args)
 	case "compact":
 		return compact(e, args)
 	case "restore":

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -40,8 +41,15 @@ func describeOpenError(path string, err error) string {
 		return fmt.Sprintf("%s is not an outboxd database", path)
 	case errors.Is(err, store.ErrSchemaTooNew):
 		return fmt.Sprintf("%s was written by a newer outboxd; use that version", path)
+	case errors.Is(err, store.ErrCorrupt):
+		return describeDamage(path, err)
 	}
 	return fmt.Sprintf("opening %s: %v", path, err)
+}
+
+// describeDamage explains a read of path that met damage, and what to run.
+func describeDamage(path string, err error) string {
+	return fmt.Sprintf("%s is damaged (%v). Run outboxd check --db %s for a report of every problem and what to do.", path, err, path)
 }
 
 func inspect(e Env, args []string) int {
@@ -75,13 +83,24 @@ func inspect(e Env, args []string) int {
 		return exitError
 	}
 	defer st.Close()
+	// The output is written only once everything read: a read that fails
+	// midway leaves no partial report behind.
+	var out bytes.Buffer
 	var err error
 	if *id != "" {
-		err = inspectEvent(e.Stdout, st, *id, *asJSON)
+		err = inspectEvent(&out, st, *id, *asJSON)
 	} else {
-		err = inspectSummary(e.Stdout, st, *state, *limit, *asJSON)
+		err = inspectSummary(&out, st, *state, *limit, *asJSON)
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, store.ErrCorrupt):
+		fmt.Fprintf(e.Stderr, "outboxd inspect: %s\n", describeDamage(*db, err))
+		return exitError
+	case err != nil:
+		fmt.Fprintf(e.Stderr, "outboxd inspect: %v\n", err)
+		return exitError
+	}
+	if _, err := out.WriteTo(e.Stdout); err != nil {
 		fmt.Fprintf(e.Stderr, "outboxd inspect: %v\n", err)
 		return exitError
 	}
