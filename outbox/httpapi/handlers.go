@@ -54,38 +54,6 @@ func toOut(ev *outbox.Event) eventOut {
 	return out
 }
 
-// readBody checks the Content-Type and reads the body within the size limit.
-// An empty body is allowed only when allowEmpty.
-func (h *handler) readBody(w http.ResponseWriter, r *http.Request, allowEmpty bool) ([]byte, error) {
-	if r.ContentLength > h.cfg.MaxBodyBytes {
-		return nil, errorf(http.StatusRequestEntityTooLarge,
-			fmt.Sprintf("request body of %d bytes is over the limit of %d bytes", r.ContentLength, h.cfg.MaxBodyBytes))
-	}
-	if r.ContentLength == 0 && allowEmpty {
-		return nil, nil
-	}
-	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
-		if ct == "" {
-			ct = "none"
-		}
-		return nil, errorf(http.StatusUnsupportedMediaType, "Content-Type must be application/json, got "+ct)
-	}
-	var buf bytes.Buffer
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
-	}
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, errorf(http.StatusRequestEntityTooLarge,
-				fmt.Sprintf("request body is over the limit of %d bytes", h.cfg.MaxBodyBytes))
-		}
-		return nil, errorf(http.StatusBadRequest, "reading the request body: "+err.Error())
-	}
-	return buf.Bytes(), nil
-}
-
 // isJSON reports whether a Content-Type is application/json (parameters such
 // as charset allowed) or a +json type.
 func isJSON(ct string) bool {
@@ -101,6 +69,9 @@ func isJSON(ct string) bool {
 // (logged; the answer does not repeat the error, which may name files).
 func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error, batch bool) {
 	if ae, ok := asAPIError(err); ok {
+		if ae.retryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(ae.retryAfter))
+		}
 		writeError(w, ae.status, ae.msg)
 		return
 	}
@@ -155,11 +126,13 @@ func isStorageFull(err error) bool {
 
 // enqueue serves POST /v1/events.
 func (h *handler) enqueue(w http.ResponseWriter, r *http.Request) {
-	body, err := h.readBody(w, r, false)
+	b, err := h.readBody(w, r, false)
 	if err != nil {
 		h.fail(w, r, err, false)
 		return
 	}
+	defer b.release()
+	body := b.b
 	evs, err := decodeEvents(body, limits{maxBatch: h.cfg.MaxBatch, maxPayload: h.cfg.MaxPayloadBytes, maxID: h.cfg.MaxIDBytes})
 	if err != nil {
 		h.fail(w, r, err, false)
@@ -283,11 +256,12 @@ type replayFilterIn struct {
 
 // replayDead serves POST /v1/dead/replay: the body (optional) is a filter.
 func (h *handler) replayDead(w http.ResponseWriter, r *http.Request) {
-	body, err := h.readBody(w, r, true)
+	b, err := h.readBody(w, r, true)
 	if err != nil {
 		h.fail(w, r, err, false)
 		return
 	}
+	body := b.b
 	var in replayFilterIn
 	if len(bytes.TrimSpace(body)) > 0 {
 		if bytes.TrimLeft(body, " \t\r\n")[0] != '{' {
@@ -295,10 +269,12 @@ func (h *handler) replayDead(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if err := decodeStrict(body, &in); err != nil {
+			b.release()
 			h.fail(w, r, decodeError(err, ""), false)
 			return
 		}
 	}
+	b.release() // decoded: the filter is all that is kept
 	f := outbox.ReplayFilter{Destination: in.Destination, Status: in.Status, KeyPrefix: in.KeyPrefix, Limit: in.Limit, Rate: in.Rate}
 	for _, t := range []struct {
 		name string
