@@ -82,3 +82,21 @@ func TestHeaderRules(t *testing.T) {
 		}
 	}
 }
+
+// ConflictingID tells a caller which ID an ErrConflict is about, without
+// importing the store.
+func TestConflictingID(t *testing.T) {
+	o, _ := open(t, testConfig(newWebSink()))
+	ctx := context.Background()
+	dest := "http://127.0.0.1:1/x"
+	if _, err := o.Enqueue(ctx, outbox.Event{ID: "taken", Destination: dest, Payload: []byte("a")}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := o.Enqueue(ctx, outbox.Event{ID: "free", Destination: dest}, outbox.Event{ID: "taken", Destination: dest, Payload: []byte("b")})
+	if id, ok := outbox.ConflictingID(err); !errors.Is(err, outbox.ErrConflict) || !ok || id != "taken" {
+		t.Fatalf("ConflictingID(%v) = %q, %v; want \"taken\"", err, id, ok)
+	}
+	if _, ok := outbox.ConflictingID(errors.New("other")); ok {
+		t.Error("ConflictingID of another error reports an ID")
+	}
+}
