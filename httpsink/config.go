@@ -38,9 +38,10 @@ type Endpoint struct {
 	// Headers are sent on every request to this endpoint. They take
 	// precedence over an event's headers of the same name (the operator's
 	// configuration wins over what producers send), and cannot set the
-	// headers the sink owns (Idempotency-Key, webhook-id, webhook-timestamp,
-	// webhook-signature) or framing headers (Host, Content-Length,
-	// Transfer-Encoding, Connection). Their values are never logged.
+	// headers outbox.ReservedHeader reserves: those the sink owns
+	// (Idempotency-Key, webhook-id, webhook-timestamp, webhook-signature),
+	// framing headers (Host, Content-Length, Transfer-Encoding, Trailer) and
+	// hop-by-hop ones (Connection, Upgrade...). Their values are never logged.
 	Headers map[string]string
 	// MaxInFlight caps the deliveries to this endpoint at once; callers
 	// beyond it wait (honouring their context). It also sizes the

@@ -24,9 +24,11 @@ type Event struct {
 	Key string
 	// Destination is an endpoint name known to the Sink or an absolute URL.
 	Destination string
-	// Method is the HTTP method; POST when empty.
+	// Method is the HTTP method, one ValidMethod accepts; POST when empty.
 	Method string
-	// Headers are sent verbatim with every attempt.
+	// Headers are sent verbatim with every attempt. Names are valid tokens,
+	// values have no control characters but tab, no name is one
+	// ReservedHeader reserves, and no two names differ only in case.
 	Headers map[string]string
 	// Payload is delivered verbatim.
 	Payload []byte
