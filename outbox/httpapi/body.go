@@ -11,9 +11,10 @@ import (
 	"time"
 )
 
-// firstChunk is the buffer a request body is read into first; it doubles
-// as bytes arrive, so what a body holds in memory is at most this or twice
-// what was received, never what its Content-Length announces.
+// firstChunk is the buffer a request body is read into first (or its
+// Content-Length when smaller); it doubles as bytes arrive, so what a body
+// holds in memory is at most this or twice what was received, never what
+// its Content-Length announces.
 const firstChunk = 4 << 10
 
 // busyRetryAfter is the Retry-After, in seconds, of a 503 answered because
@@ -127,41 +128,79 @@ var (
 )
 
 // readFrom reads r to its end into b.b, growing the buffer only as bytes
-// arrive and reserving every growth from the budget first. It reads at most
+// arrive and taking every growth from the budget first. It reads at most
 // limit bytes (errTooLarge beyond). declared is the Content-Length (-1 when
 // unknown); it only lets a small body get a buffer of its exact size.
 func (b *body) readFrom(r io.Reader, limit, declared int64) error {
 	for {
 		if len(b.b) == cap(b.b) {
-			if int64(len(b.b)) > limit {
-				return errTooLarge
+			full := int64(len(b.b))
+			if full >= limit || full == declared {
+				// The body should end here: look for its end without
+				// growing the buffer.
+				var one [1]byte
+				n, err := readSome(r, one[:])
+				if n == 0 {
+					if err == io.EOF {
+						return nil
+					}
+					return err
+				}
+				if full >= limit {
+					return errTooLarge
+				}
+				if err := b.grow(limit, -1); err != nil {
+					return err
+				}
+				b.b = append(b.b, one[0])
+				if err == io.EOF {
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				continue
 			}
-			// One byte beyond the limit tells a body over it from one
-			// exactly at it.
-			n := max(2*int64(cap(b.b)), firstChunk)
-			if cap(b.b) == 0 && declared >= 0 && declared < firstChunk {
-				n = declared + 1
+			if err := b.grow(limit, declared); err != nil {
+				return err
 			}
-			n = min(n, limit+1)
-			grow := n - int64(cap(b.b))
-			if !b.budget.take(grow) {
-				return errOverBudget
-			}
-			b.held += grow
-			nb := make([]byte, len(b.b), n)
-			copy(nb, b.b)
-			b.b = nb
 		}
-		m, err := r.Read(b.b[len(b.b):cap(b.b)])
-		b.b = b.b[:len(b.b)+m]
+		n, err := r.Read(b.b[len(b.b):cap(b.b)])
+		b.b = b.b[:len(b.b)+n]
 		if err == io.EOF {
-			if int64(len(b.b)) > limit {
-				return errTooLarge
-			}
 			return nil
 		}
 		if err != nil {
 			return err
+		}
+	}
+}
+
+// grow doubles the buffer (at least firstChunk, or exactly a declared
+// length below that; at most limit), taking the growth from the budget.
+func (b *body) grow(limit, declared int64) error {
+	n := max(2*int64(cap(b.b)), firstChunk)
+	if cap(b.b) == 0 && declared > 0 && declared < firstChunk {
+		n = declared
+	}
+	n = min(n, limit)
+	more := n - int64(cap(b.b))
+	if !b.budget.take(more) {
+		return errOverBudget
+	}
+	b.held += more
+	nb := make([]byte, len(b.b), n)
+	copy(nb, b.b)
+	b.b = nb
+	return nil
+}
+
+// readSome reads into p until it gets a byte or an error.
+func readSome(r io.Reader, p []byte) (int, error) {
+	for {
+		n, err := r.Read(p)
+		if n > 0 || err != nil {
+			return n, err
 		}
 	}
 }

@@ -82,9 +82,9 @@ func TestBodyMemoryBudget(t *testing.T) {
 	rc := newReceiver(t, func(*http.Request) int { return http.StatusServiceUnavailable })
 	e := newEnv(t, httpapi.Config{MaxBodyBytes: 4096, MaxBodyMemory: 4096}, map[string]string{"orders": rc.srv.URL})
 
-	// A body declaring 4,000 bytes gets a buffer of its size (plus one
-	// byte) before the server asks for it with 100 Continue: from then on
-	// only 95 bytes of the budget are left.
+	// A body declaring 4,000 bytes gets a buffer of its size before the
+	// server asks for it with 100 Continue: from then on only 96 bytes of
+	// the budget are left.
 	slow, first := startSlowPost(t, e.api.Listener.Addr().String(), 4000)
 	if !strings.HasPrefix(first, "HTTP/1.1 100") {
 		t.Fatalf("slow client got %q, want 100 Continue", first)
@@ -190,5 +190,34 @@ func TestCompressedBodyIs415(t *testing.T) {
 	}
 	if s := e.o.Stats(); s.Pending != 1 {
 		t.Errorf("pending %d, want 1: the compressed bodies stored nothing", s.Pending)
+	}
+}
+
+// TestBodyAtTheLimitFitsTheBudget: a body of exactly MaxBodyBytes is read
+// within a budget of the same size, whether its length is declared or not;
+// one byte more is a 413.
+func TestBodyAtTheLimitFitsTheBudget(t *testing.T) {
+	rc := newReceiver(t, func(*http.Request) int { return http.StatusServiceUnavailable })
+	e := newEnv(t, httpapi.Config{MaxBodyBytes: 8192, MaxBodyMemory: 8192, MaxPayloadBytes: 8192}, map[string]string{"orders": rc.srv.URL})
+	for _, c := range []struct {
+		size    int
+		chunked bool
+		want    int
+	}{{8192, false, http.StatusAccepted}, {8192, true, http.StatusAccepted}, {8193, true, http.StatusRequestEntityTooLarge}, {100, true, http.StatusAccepted}} {
+		var body io.Reader = strings.NewReader(eventOfSize(c.size))
+		if c.chunked {
+			body = io.MultiReader(body) // hides the length: sent chunked
+		}
+		req, _ := http.NewRequest(http.MethodPost, e.api.URL+"/v1/events", body)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := e.api.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := bodyOf(resp)
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("%d bytes (chunked %v): %d %s, want %d", c.size, c.chunked, resp.StatusCode, msg, c.want)
+		}
 	}
 }

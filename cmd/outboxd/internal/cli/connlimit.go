@@ -68,6 +68,16 @@ func (c *limitedConn) Close() error {
 	return err
 }
 
+// CloseWrite half-closes the connection when it can, as the HTTP server
+// does before closing one whose request body it did not read, so that the
+// client reads the answer instead of a reset.
+func (c *limitedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 // overConnKey marks, in a request's context, a connection accepted beyond
 // the limit.
 type overConnKey struct{}
