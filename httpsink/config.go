@@ -1,14 +1,18 @@
 package httpsink
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/outboxd/outbox/outbox"
 )
 
 // Endpoint is a named delivery target. Events name it in their Destination;
@@ -34,9 +38,10 @@ type Endpoint struct {
 	// Headers are sent on every request to this endpoint. They take
 	// precedence over an event's headers of the same name (the operator's
 	// configuration wins over what producers send), and cannot set the
-	// headers the sink owns (Idempotency-Key, webhook-id, webhook-timestamp,
-	// webhook-signature) or framing headers (Host, Content-Length,
-	// Transfer-Encoding, Connection). Their values are never logged.
+	// headers outbox.ReservedHeader reserves: those the sink owns
+	// (Idempotency-Key, webhook-id, webhook-timestamp, webhook-signature),
+	// framing headers (Host, Content-Length, Transfer-Encoding, Trailer) and
+	// hop-by-hop ones (Connection, Upgrade...). Their values are never logged.
 	Headers map[string]string
 	// MaxInFlight caps the deliveries to this endpoint at once; callers
 	// beyond it wait (honouring their context). It also sizes the
@@ -251,8 +256,8 @@ func (c *Config) validate() error {
 			if reason := checkHeaderName(k); reason != "" {
 				return &ConfigError{Field: hf, Reason: reason}
 			}
-			if reserved(http.CanonicalHeaderKey(k)) {
-				return &ConfigError{Field: hf, Reason: "set by the sink itself"}
+			if reason, ok := outbox.ReservedHeader(k); ok {
+				return &ConfigError{Field: hf, Reason: "cannot be configured: it " + reason}
 			}
 			if reason := checkHeaderValue(v); reason != "" {
 				return &ConfigError{Field: hf, Reason: reason}
@@ -279,11 +284,19 @@ func checkName(s string) string {
 	return ""
 }
 
+// errBadPort is the reason given for a URL whose port is not a number from
+// 1 to 65535: url.Parse lets numbers out of that range through, and no
+// connection can be made to them.
+var errBadPort = errors.New("the port must be a number from 1 to 65535")
+
 // parseHTTPURL parses an absolute http or https URL with a host. Errors never
 // quote the URL (it may hold credentials).
 func parseHTTPURL(s string) (*url.URL, error) {
 	u, err := url.Parse(s)
 	if err != nil {
+		if strings.Contains(err.Error(), "invalid port") {
+			return nil, errBadPort
+		}
 		return nil, fmt.Errorf("not a URL")
 	}
 	switch strings.ToLower(u.Scheme) {
@@ -296,28 +309,12 @@ func parseHTTPURL(s string) (*url.URL, error) {
 	if u.Opaque != "" || u.Host == "" || u.Hostname() == "" {
 		return nil, fmt.Errorf("no host")
 	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return nil, errBadPort
+		}
+	}
 	return u, nil
-}
-
-// reserved reports whether a canonical header name is set by the sink or by
-// the HTTP framing and so cannot be configured.
-func reserved(k string) bool {
-	switch k {
-	case "Idempotency-Key", "Webhook-Id", "Webhook-Timestamp", "Webhook-Signature",
-		"Host", "Content-Length", "Transfer-Encoding", "Connection", "Te", "Trailer", "Upgrade", "Keep-Alive":
-		return true
-	}
-	return false
-}
-
-// sinkOwned reports whether a canonical header name is one the sink sets on
-// every attempt, replacing whatever an event carried.
-func sinkOwned(k string) bool {
-	switch k {
-	case "Idempotency-Key", "Webhook-Id", "Webhook-Timestamp", "Webhook-Signature":
-		return true
-	}
-	return false
 }
 
 // checkHeaderName validates a header field name (an RFC 9110 token).
@@ -325,11 +322,8 @@ func checkHeaderName(s string) string {
 	if s == "" {
 		return "empty header name"
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return "header name has a character that is not allowed"
-		}
+	if !outbox.ValidHeaderName(s) {
+		return "header name has a character that is not allowed"
 	}
 	return ""
 }
@@ -337,10 +331,8 @@ func checkHeaderName(s string) string {
 // checkHeaderValue validates a header field value: no control characters
 // other than tab. The value itself is never quoted (it may be a secret).
 func checkHeaderValue(s string) string {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < ' ' && c != '\t' || c == 0x7f {
-			return "header value has a control character"
-		}
+	if !outbox.ValidHeaderValue(s) {
+		return "header value has a control character"
 	}
 	return ""
 }

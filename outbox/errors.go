@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/outboxd/outbox/store"
 )
 
 // Sentinel errors returned by the outbox. Test for them with errors.Is; the
@@ -89,4 +91,15 @@ type ConfigError struct {
 // Error implements error.
 func (e *ConfigError) Error() string {
 	return fmt.Sprintf("outbox: config: %s: %s", e.Field, e.Reason)
+}
+
+// ConflictingID returns the ID that made err (from Enqueue) an ErrConflict:
+// the event ID already pending or dead with other content, or given twice
+// in one call with different content.
+func ConflictingID(err error) (id string, ok bool) {
+	var ce *store.ConflictError
+	if errors.As(err, &ce) {
+		return ce.ID, true
+	}
+	return "", false
 }

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"maps"
+	"net/textproto"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -24,9 +25,11 @@ type Event struct {
 	Key string
 	// Destination is an endpoint name known to the Sink or an absolute URL.
 	Destination string
-	// Method is the HTTP method; POST when empty.
+	// Method is the HTTP method, one ValidMethod accepts; POST when empty.
 	Method string
-	// Headers are sent verbatim with every attempt.
+	// Headers are sent verbatim with every attempt. Names are valid tokens,
+	// values have no control characters but tab, no name is one
+	// ReservedHeader reserves, and no two names differ only in case.
 	Headers map[string]string
 	// Payload is delivered verbatim.
 	Payload []byte
@@ -191,18 +194,24 @@ func (o *Outbox) validateEvent(i int, ev *Event, resolve bool) (endpoint string,
 	}
 	if ev.Method == "" {
 		ev.Method = "POST"
-	} else if !isToken(ev.Method) {
-		return "", bad("method", "not a valid HTTP method token")
+	} else if !ValidMethod(ev.Method) {
+		return "", bad("method", quote(ev.Method)+" is not one of "+methodList+" (methods are case-sensitive)")
 	}
 	size := 0
 	for name, value := range ev.Headers {
-		if !isToken(name) {
+		if !ValidHeaderName(name) {
 			return "", bad("headers", "invalid header name "+quote(name))
 		}
-		if !validHeaderValue(value) {
+		if !ValidHeaderValue(value) {
 			return "", bad("headers", "invalid value for header "+quote(name))
 		}
+		if reason, ok := ReservedHeader(name); ok {
+			return "", bad("headers", "header "+quote(name)+" "+reason)
+		}
 		size += len(name) + len(value)
+	}
+	if a, b, ok := sameHeaderTwice(ev.Headers); ok {
+		return "", bad("headers", "headers "+quote(a)+" and "+quote(b)+" are the same header (names are case-insensitive); only one would be sent")
 	}
 	if size > c.MaxHeaderBytes {
 		return "", bad("headers", "larger than the limit of "+itoa(c.MaxHeaderBytes)+" bytes")
@@ -230,18 +239,100 @@ func ValidText(s string) bool {
 	return true
 }
 
-// isToken reports whether s is an RFC 9110 token (header field names and
-// methods).
-func isToken(s string) bool {
-	if s == "" {
+// methodList names the methods ValidMethod accepts, for messages.
+const methodList = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
+
+// ValidMethod reports whether m is a method an event may carry: GET, HEAD,
+// POST, PUT, PATCH, DELETE or OPTIONS, spelt in capitals (methods are
+// case-sensitive). CONNECT and TRACE are refused: neither is a request to a
+// webhook receiver, and neither carries a payload there. Enqueue refuses an
+// event with another method.
+func ValidMethod(m string) bool {
+	switch m {
+	case "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS":
+		return true
+	}
+	return false
+}
+
+// ValidHeaderName reports whether name is a valid header field name: an
+// RFC 9110 token (letters, digits and !#$%&'*+-.^_`|~).
+func ValidHeaderName(name string) bool {
+	if name == "" {
 		return false
 	}
-	for i := 0; i < len(s); i++ {
-		if !isTokenByte(s[i]) {
+	for i := 0; i < len(name); i++ {
+		if !isTokenByte(name[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+// ValidHeaderValue reports whether v is a valid header field value
+// (RFC 9110): no control characters other than tab, so no CR, LF or NUL
+// that could end the field or the header block.
+func ValidHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		b := v[i]
+		if (b < 0x20 && b != '\t') || b == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// ReservedHeader reports whether an event may not carry the header name
+// (compared case-insensitively) and why: the sink sets it on every attempt
+// (Idempotency-Key, webhook-id, webhook-timestamp, webhook-signature), or it
+// belongs to the HTTP framing of one connection and would be dropped or
+// misread (Host, Content-Length, Transfer-Encoding, Trailer and the
+// hop-by-hop Connection, Keep-Alive, Proxy-Connection, TE and Upgrade).
+// Enqueue refuses such an event, and httpsink refuses such an endpoint
+// header, so that no header is accepted and then silently dropped.
+func ReservedHeader(name string) (reason string, reserved bool) {
+	reason, reserved = reservedHeaders[textproto.CanonicalMIMEHeaderKey(name)]
+	return reason, reserved
+}
+
+const (
+	setBySink = "is set by the sink on every attempt"
+	setByHTTP = "is set by the HTTP transport for each request"
+	hopByHop  = "is a hop-by-hop header of one connection, not sent on to the receiver"
+)
+
+// reservedHeaders maps canonical header names to why events may not set them.
+var reservedHeaders = map[string]string{
+	"Idempotency-Key":   setBySink,
+	"Webhook-Id":        setBySink,
+	"Webhook-Timestamp": setBySink,
+	"Webhook-Signature": setBySink,
+	"Host":              setByHTTP,
+	"Content-Length":    setByHTTP,
+	"Transfer-Encoding": setByHTTP,
+	"Trailer":           setByHTTP,
+	"Connection":        hopByHop,
+	"Keep-Alive":        hopByHop,
+	"Proxy-Connection":  hopByHop,
+	"Te":                hopByHop,
+	"Upgrade":           hopByHop,
+}
+
+// sameHeaderTwice finds two names in h that differ only in case, returned
+// in sorted order: a sink sends one header for both.
+func sameHeaderTwice(h map[string]string) (a, b string, found bool) {
+	if len(h) < 2 {
+		return "", "", false
+	}
+	seen := make(map[string]string, len(h))
+	for name := range h {
+		c := textproto.CanonicalMIMEHeaderKey(name)
+		if prev, ok := seen[c]; ok {
+			return min(prev, name), max(prev, name), true
+		}
+		seen[c] = name
+	}
+	return "", "", false
 }
 
 func isTokenByte(b byte) bool {
@@ -254,18 +345,6 @@ func isTokenByte(b byte) bool {
 		return true
 	}
 	return false
-}
-
-// validHeaderValue reports whether v is a valid field value (RFC 9110:
-// visible characters, spaces and tabs; no CR, LF or NUL).
-func validHeaderValue(v string) bool {
-	for i := 0; i < len(v); i++ {
-		b := v[i]
-		if (b < 0x20 && b != '\t') || b == 0x7f {
-			return false
-		}
-	}
-	return true
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

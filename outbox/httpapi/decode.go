@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -50,6 +52,9 @@ func decodeEvents(body []byte, lim limits) ([]outbox.Event, error) {
 		if err := decodeStrict(trimmed, &in); err != nil {
 			return nil, decodeError(err, "")
 		}
+		if err := checkRaw(trimmed, 1, "payload", ""); err != nil {
+			return nil, err
+		}
 		ins = []eventIn{in}
 	case '[':
 		batch = true
@@ -58,6 +63,9 @@ func decodeEvents(body []byte, lim limits) ([]outbox.Event, error) {
 		}
 		if len(ins) == 0 {
 			return nil, errorf(http.StatusBadRequest, "empty batch: send at least one event")
+		}
+		if err := checkRaw(trimmed, 2, "payload", "events"); err != nil {
+			return nil, err
 		}
 		if len(ins) > lim.maxBatch {
 			return nil, errorf(http.StatusRequestEntityTooLarge,
@@ -142,6 +150,9 @@ func decodeError(err error, elem string) error {
 		if field == "headers" {
 			return errorf(http.StatusBadRequest, fmt.Sprintf("%s: must be an object of string values, got a %s value", name, typeErr.Value))
 		}
+		if msg, ok := numberError(typeErr); ok {
+			return errorf(http.StatusBadRequest, name+": "+msg)
+		}
 		return errorf(http.StatusBadRequest, fmt.Sprintf("%s: must be %s, got %s", name, describeType(typeErr.Type), typeErr.Value))
 	}
 	msg := strings.TrimPrefix(err.Error(), "json: ")
@@ -203,19 +214,12 @@ func (in *eventIn) toEvent(ev *outbox.Event, lim limits, prefix string) error {
 	if !utf8.ValidString(in.Key) {
 		return bad("key", "must be valid UTF-8")
 	}
+	// The method and headers are checked by Enqueue (outbox.ValidMethod,
+	// outbox.ValidHeaderName, ValidHeaderValue and ReservedHeader), whose
+	// *ValidationError fail answers naming the event and the field.
 	method := in.Method
 	if method == "" {
 		method = http.MethodPost
-	} else if !isToken(method) {
-		return bad("method", fmt.Sprintf("%q is not a valid HTTP method", method))
-	}
-	for name, value := range in.Headers {
-		if !isToken(name) {
-			return bad("headers", fmt.Sprintf("%q is not a valid header name", name))
-		}
-		if strings.ContainsAny(value, "\r\n\x00") {
-			return bad("headers."+name, "value must not contain CR, LF or NUL")
-		}
 	}
 	var payload []byte
 	switch {
@@ -249,19 +253,37 @@ func (in *eventIn) toEvent(ev *outbox.Event, lim limits, prefix string) error {
 	return nil
 }
 
-// isToken reports whether s is an RFC 9110 token (method and header names).
-func isToken(s string) bool {
-	if s == "" {
-		return false
+// numberError explains a JSON number that does not fit its field: out of
+// the range of the field's type, or not a whole number for a whole-number
+// field (encoding/json only says it cannot unmarshal it).
+func numberError(e *json.UnmarshalTypeError) (string, bool) {
+	lit, ok := strings.CutPrefix(e.Value, "number ")
+	if !ok || e.Type == nil {
+		return "", false
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
+	switch e.Type.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		f, err := strconv.ParseFloat(lit, 64)
 		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
+		case err == nil && f != math.Trunc(f):
+			return "must be a whole number, got " + lit, true
+		case err == nil && math.Abs(f) < float64(maxOf(e.Type)):
+			return "must be a whole number written without a fraction or exponent, got " + lit, true
 		}
+		return fmt.Sprintf("the number %s is out of range (at most %d)", lit, maxOf(e.Type)), true
+	case reflect.Float32, reflect.Float64:
+		return "the number " + lit + " is out of range", true
 	}
-	return true
+	return "", false
+}
+
+// maxOf is the largest value of an integer type.
+func maxOf(t reflect.Type) uint64 {
+	bits := uint(t.Bits())
+	switch t.Kind() {
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return 1<<bits - 1
+	}
+	return 1<<(bits-1) - 1
 }

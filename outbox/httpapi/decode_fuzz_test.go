@@ -1,13 +1,18 @@
 package httpapi
 
 import (
+	"bytes"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // FuzzDecodeEvents: whatever the body, decodeEvents never panics; it either
-// returns events that satisfy the limits or a 400/413 *apiError.
+// returns events that satisfy the limits, none of whose texts was rewritten
+// to U+FFFD, or a 400/413 *apiError. (Methods and headers are Enqueue's to
+// check.)
 func FuzzDecodeEvents(f *testing.F) {
 	for _, seed := range []string{
 		`{"destination":"orders"}`,
@@ -21,6 +26,11 @@ func FuzzDecodeEvents(f *testing.F) {
 		`{"destination":"a"} {}`,
 		`"x"`,
 		`{"destination":"\u0000"}`,
+		"{\"id\":\"k\xfe\",\"destination\":\"a\"}",
+		`{"id":"k\ud800","destination":"a","headers":{"X":"\ud83d\ude00"}}`,
+		`{"id":"a","ID":"b","destination":"a"}`,
+		`[{"destination":"a","headers":{"X-A":"1","x-a":"2"}}]`,
+		`{"destination":"a","payload":{"k":1,"k":2}}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -37,9 +47,19 @@ func FuzzDecodeEvents(f *testing.F) {
 		if len(evs) == 0 || len(evs) > lim.maxBatch {
 			t.Fatalf("%d events accepted, limit %d", len(evs), lim.maxBatch)
 		}
+		givenFFFD := bytes.Contains(body, []byte("\uFFFD")) || bytes.Contains(bytes.ToLower(body), []byte(`\ufffd`))
 		for _, ev := range evs {
-			if ev.Destination == "" || !isToken(ev.Method) || len(ev.Payload) > lim.maxPayload || len(ev.ID) > lim.maxID {
+			if ev.Destination == "" || ev.Method == "" || len(ev.Payload) > lim.maxPayload || len(ev.ID) > lim.maxID {
 				t.Fatalf("accepted an invalid event %+v", ev)
+			}
+			texts := []string{ev.ID, ev.Key, ev.Destination}
+			for k, v := range ev.Headers {
+				texts = append(texts, k, v)
+			}
+			for _, s := range texts {
+				if !utf8.ValidString(s) || (strings.ContainsRune(s, utf8.RuneError) && !givenFFFD) {
+					t.Fatalf("accepted %q, rewritten from invalid UTF-8", s)
+				}
 			}
 		}
 	})

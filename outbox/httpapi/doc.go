@@ -41,6 +41,22 @@
 // call, so it is accepted or rejected as a whole. Unknown routes answer 404
 // and known routes with another method 405, both in JSON.
 //
+// A body takes memory as its bytes arrive, not as its Content-Length
+// announces, from a budget shared by all requests (Config.MaxBodyMemory):
+// a request that would go over it answers 503 with "Retry-After: 1". A body
+// must arrive within Config.ReadBodyTimeout of when reading starts (408).
+// A Content-Encoding other than identity answers 415. The handler bounds
+// only what it reads; the http.Server it runs in should bound connections,
+// header sizes and header and idle times (outboxd serve does).
+//
+// What encoding/json accepts but would change is refused with a 400 naming
+// the field: invalid UTF-8 and lone surrogate escapes in strings (they would
+// become U+FFFD, so that distinct IDs collide) and keys given twice (the
+// last would win). Methods and headers are checked by Enqueue
+// (outbox.ValidMethod, outbox.ReservedHeader...), whose refusal is a 400
+// naming the event and field. An ID taken by an event with other content is
+// a 409 naming events[i].id.
+//
 // When the store's disk is full (ENOSPC or EDQUOT) a request answers 503
 // with "Retry-After: 5": the failed commit changed nothing, so the same
 // request can simply be sent again. Other server-side failures answer 500;

@@ -8,8 +8,9 @@ import (
 
 // apiError is a client-facing error with the HTTP status it is answered with.
 type apiError struct {
-	status int
-	msg    string
+	status     int
+	msg        string
+	retryAfter int // seconds; 0: no Retry-After header
 }
 
 func (e *apiError) Error() string { return e.msg }

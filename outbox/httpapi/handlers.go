@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -54,38 +56,6 @@ func toOut(ev *outbox.Event) eventOut {
 	return out
 }
 
-// readBody checks the Content-Type and reads the body within the size limit.
-// An empty body is allowed only when allowEmpty.
-func (h *handler) readBody(w http.ResponseWriter, r *http.Request, allowEmpty bool) ([]byte, error) {
-	if r.ContentLength > h.cfg.MaxBodyBytes {
-		return nil, errorf(http.StatusRequestEntityTooLarge,
-			fmt.Sprintf("request body of %d bytes is over the limit of %d bytes", r.ContentLength, h.cfg.MaxBodyBytes))
-	}
-	if r.ContentLength == 0 && allowEmpty {
-		return nil, nil
-	}
-	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
-		if ct == "" {
-			ct = "none"
-		}
-		return nil, errorf(http.StatusUnsupportedMediaType, "Content-Type must be application/json, got "+ct)
-	}
-	var buf bytes.Buffer
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
-	}
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, errorf(http.StatusRequestEntityTooLarge,
-				fmt.Sprintf("request body is over the limit of %d bytes", h.cfg.MaxBodyBytes))
-		}
-		return nil, errorf(http.StatusBadRequest, "reading the request body: "+err.Error())
-	}
-	return buf.Bytes(), nil
-}
-
 // isJSON reports whether a Content-Type is application/json (parameters such
 // as charset allowed) or a +json type.
 func isJSON(ct string) bool {
@@ -101,6 +71,9 @@ func isJSON(ct string) bool {
 // (logged; the answer does not repeat the error, which may name files).
 func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error, batch bool) {
 	if ae, ok := asAPIError(err); ok {
+		if ae.retryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(ae.retryAfter))
+		}
 		writeError(w, ae.status, ae.msg)
 		return
 	}
@@ -172,11 +145,13 @@ func isStorageFull(err error) bool {
 
 // enqueue serves POST /v1/events.
 func (h *handler) enqueue(w http.ResponseWriter, r *http.Request) {
-	body, err := h.readBody(w, r, false)
+	b, err := h.readBody(w, r, false)
 	if err != nil {
 		h.fail(w, r, err, false)
 		return
 	}
+	defer b.release()
+	body := b.b
 	evs, err := decodeEvents(body, limits{maxBatch: h.cfg.MaxBatch, maxPayload: h.cfg.MaxPayloadBytes, maxID: h.cfg.MaxIDBytes})
 	if err != nil {
 		h.fail(w, r, err, false)
@@ -184,12 +159,48 @@ func (h *handler) enqueue(w http.ResponseWriter, r *http.Request) {
 	}
 	ids, err := h.o.Enqueue(r.Context(), evs...)
 	if err != nil {
-		h.fail(w, r, err, isBatch(body))
+		batch := isBatch(body)
+		if errors.Is(err, outbox.ErrConflict) {
+			err = conflictError(err, evs, batch)
+		}
+		h.fail(w, r, err, batch)
 		return
 	}
 	writeJSON(w, http.StatusAccepted, struct {
 		IDs []string `json:"ids"`
 	}{ids})
+}
+
+// conflictError names the event of a refused Enqueue whose ID is taken:
+// "events[3].id: ..." once in a batch, "id: ..." for a single event,
+// without the wrapping of the outbox's and the store's messages.
+func conflictError(err error, evs []outbox.Event, batch bool) error {
+	id, ok := outbox.ConflictingID(err)
+	first := slices.IndexFunc(evs, func(ev outbox.Event) bool { return ev.ID == id })
+	if !ok || first < 0 {
+		return errorf(http.StatusConflict, "an event ID is already taken by an event with other content; nothing was stored")
+	}
+	field := func(i int) string {
+		if batch {
+			return fmt.Sprintf("events[%d].id", i)
+		}
+		return "id"
+	}
+	for j := first + 1; j < len(evs); j++ {
+		if evs[j].ID == id && !sameContent(&evs[first], &evs[j]) {
+			return errorf(http.StatusConflict, fmt.Sprintf("%s: %q is also the id of events[%d], with other content; nothing was stored",
+				field(j), id, first))
+		}
+	}
+	return errorf(http.StatusConflict, fmt.Sprintf("%s: event %q already exists with other content "+
+		"(key, destination, method, headers or payload); nothing was stored: send the same content again, or use another id",
+		field(first), id))
+}
+
+// sameContent reports whether a and b carry the same caller-owned content.
+func sameContent(a, b *outbox.Event) bool {
+	return a.Key == b.Key && a.Destination == b.Destination && a.Method == b.Method &&
+		maps.Equal(a.Headers, b.Headers) && bytes.Equal(a.Payload, b.Payload)
 }
 
 func isBatch(body []byte) bool {
@@ -220,9 +231,15 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 	}
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > MaxListLimit {
-			h.fail(w, r, errorf(http.StatusBadRequest,
-				fmt.Sprintf("limit: must be a whole number from 1 to %d, got %q", MaxListLimit, s)), false)
+		var msg string
+		switch {
+		case errors.Is(err, strconv.ErrRange), err == nil && (n < 1 || n > MaxListLimit):
+			msg = fmt.Sprintf("limit: %s is out of range: must be from 1 to %d", s, MaxListLimit)
+		case err != nil:
+			msg = fmt.Sprintf("limit: must be a whole number from 1 to %d, got %q", MaxListLimit, s)
+		}
+		if msg != "" {
+			h.fail(w, r, errorf(http.StatusBadRequest, msg), false)
 			return
 		}
 		opt.Limit = n
@@ -300,22 +317,31 @@ type replayFilterIn struct {
 
 // replayDead serves POST /v1/dead/replay: the body (optional) is a filter.
 func (h *handler) replayDead(w http.ResponseWriter, r *http.Request) {
-	body, err := h.readBody(w, r, true)
+	b, err := h.readBody(w, r, true)
 	if err != nil {
 		h.fail(w, r, err, false)
 		return
 	}
+	body := b.b
 	var in replayFilterIn
 	if len(bytes.TrimSpace(body)) > 0 {
 		if bytes.TrimLeft(body, " \t\r\n")[0] != '{' {
 			h.fail(w, r, errorf(http.StatusBadRequest, "body must be a filter object"), false)
 			return
 		}
-		if err := decodeStrict(body, &in); err != nil {
-			h.fail(w, r, decodeError(err, ""), false)
+		err := decodeStrict(body, &in)
+		if err != nil {
+			err = decodeError(err, "")
+		} else {
+			err = checkRaw(body, 0, "", "")
+		}
+		if err != nil {
+			b.release()
+			h.fail(w, r, err, false)
 			return
 		}
 	}
+	b.release() // decoded: the filter is all that is kept
 	f := outbox.ReplayFilter{Destination: in.Destination, Status: in.Status, KeyPrefix: in.KeyPrefix, Limit: in.Limit, Rate: in.Rate}
 	for _, t := range []struct {
 		name string
@@ -333,12 +359,12 @@ func (h *handler) replayDead(w http.ResponseWriter, r *http.Request) {
 		*t.dst = tm
 	}
 	switch {
-	case in.Status < 0 || in.Status > 999:
-		err = errorf(http.StatusBadRequest, "status: must be an HTTP status code")
+	case in.Status != 0 && (in.Status < 100 || in.Status > 999):
+		err = errorf(http.StatusBadRequest, fmt.Sprintf("status: %d is out of range: an HTTP status code is from 100 to 999 (0: any)", in.Status))
 	case in.Limit < 0:
-		err = errorf(http.StatusBadRequest, "limit: must not be negative")
+		err = errorf(http.StatusBadRequest, fmt.Sprintf("limit: %d is out of range: must not be negative", in.Limit))
 	case in.Rate < 0:
-		err = errorf(http.StatusBadRequest, "rate: must not be negative")
+		err = errorf(http.StatusBadRequest, fmt.Sprintf("rate: %g is out of range: must not be negative", in.Rate))
 	case !f.From.IsZero() && !f.To.IsZero() && f.To.Before(f.From):
 		err = errorf(http.StatusBadRequest, "to: must not be before from")
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/outboxd/outbox/outbox"
 )
@@ -24,6 +25,12 @@ const (
 	DefaultListLimit = 100
 	// MaxListLimit is the largest page size GET /v1/events accepts.
 	MaxListLimit = 1000
+	// DefaultMaxBodyMemory is the default budget of request bodies in
+	// memory at once: 64 MiB.
+	DefaultMaxBodyMemory = 64 << 20
+	// DefaultReadBodyTimeout is the default time a client has to send a
+	// request body: 30 seconds.
+	DefaultReadBodyTimeout = 30 * time.Second
 )
 
 // Config configures the handler. The zero value is usable: every field
@@ -44,6 +51,21 @@ type Config struct {
 	MaxBatch int
 	// MaxIDBytes bounds a caller-given event ID. Default DefaultMaxIDBytes (200).
 	MaxIDBytes int
+	// MaxBodyMemory bounds the bytes of request bodies held in memory at
+	// once, over all requests. A body takes memory as its bytes arrive (at
+	// most twice what it received, at least 4 KiB), not as its
+	// Content-Length announces, and holds it until its request is answered;
+	// a request whose body would go over the budget is answered 503 with
+	// "Retry-After: 1", storing nothing. Decoding and storing a body takes
+	// a few times its size again, so the process's memory for request
+	// bodies is a small multiple of this. Values below MaxBodyBytes are
+	// raised to it. Default DefaultMaxBodyMemory (64 MiB).
+	MaxBodyMemory int64
+	// ReadBodyTimeout bounds the time a client has to send a request body,
+	// from when the handler starts reading it: the deadline is fixed then,
+	// so a client trickling bytes cannot stretch it. A body not in by then
+	// is answered 408. Default DefaultReadBodyTimeout (30s).
+	ReadBodyTimeout time.Duration
 	// Logger receives server-side errors (5xx). Default: discard.
 	Logger *slog.Logger
 }
@@ -62,6 +84,13 @@ func (c Config) withDefaults() Config {
 	if c.MaxIDBytes <= 0 {
 		c.MaxIDBytes = DefaultMaxIDBytes
 	}
+	if c.MaxBodyMemory <= 0 {
+		c.MaxBodyMemory = DefaultMaxBodyMemory
+	}
+	c.MaxBodyMemory = max(c.MaxBodyMemory, c.MaxBodyBytes)
+	if c.ReadBodyTimeout <= 0 {
+		c.ReadBodyTimeout = DefaultReadBodyTimeout
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -74,6 +103,7 @@ type handler struct {
 	cfg      Config
 	tokenSum [sha256.Size]byte // sha256 of cfg.Token, compared in constant time
 	mux      *http.ServeMux
+	budget   bodyBudget // request bodies in memory, up to cfg.MaxBodyMemory
 }
 
 // New returns the API handler for o. Mount it at the root of a mux (its
@@ -81,6 +111,7 @@ type handler struct {
 // JSON 404, so mount it as the fallback ("/") or strip nothing in front of it.
 func New(o *outbox.Outbox, cfg Config) http.Handler {
 	h := &handler{o: o, cfg: cfg.withDefaults()}
+	h.budget.max = h.cfg.MaxBodyMemory
 	if h.cfg.Token != "" {
 		h.tokenSum = sha256.Sum256([]byte(h.cfg.Token))
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -138,5 +139,15 @@ func TestOutboxConfigCarriesTheChangelogSettings(t *testing.T) {
 	if oc.ChangelogRetention != 2*time.Hour || oc.ChangelogMaxEntries != -1 || oc.MaintenanceInterval != 10*time.Second {
 		t.Errorf("outbox config: retention %s, max entries %d, maintenance %s; want 2h, -1, 10s",
 			oc.ChangelogRetention, oc.ChangelogMaxEntries, oc.MaintenanceInterval)
+	}
+}
+
+// The warning about an open API without a token depends on this.
+func TestLoopback(t *testing.T) {
+	for addr, want := range map[string]bool{"127.0.0.1": true, "127.3.2.1": true, "::1": true,
+		"0.0.0.0": false, "::": false, "10.0.0.1": false, "192.168.1.2": false} {
+		if got := loopback(&net.TCPAddr{IP: net.ParseIP(addr), Port: 8080}); got != want {
+			t.Errorf("loopback(%s) = %v, want %v", addr, got, want)
+		}
 	}
 }

@@ -127,15 +127,26 @@ func (s *server) run(sigs <-chan os.Signal) int {
 		reg.MustRegister(r.Collectors()...)
 	}
 
+	lim := cfg.Limits
 	srv := &http.Server{
-		Handler:           s.routes(reg),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       time.Minute,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		Handler:           overLimit(lim.MaxConnections, s.routes(reg)),
+		ReadHeaderTimeout: lim.ReadHeaderTimeout,
+		// The API sets a body's deadline itself when it starts reading
+		// it; this one bounds every other request (a body nobody reads
+		// is still drained before the connection is reused).
+		ReadTimeout:    lim.ReadHeaderTimeout + lim.ReadBodyTimeout,
+		IdleTimeout:    lim.IdleTimeout,
+		MaxHeaderBytes: int(lim.MaxHeaderBytes),
+		ConnContext:    connContext,
+		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- srv.Serve(newConnLimiter(ln, lim.MaxConnections)) }()
+	if cfg.Token == "" && !loopback(ln.Addr()) {
+		s.log.Warn("the HTTP API listens beyond loopback WITHOUT A TOKEN: anyone who can reach "+ln.Addr().String()+
+			" can enqueue, list, replay and delete events; set a token (OUTBOXD_TOKEN, or token in the file) or listen on 127.0.0.1",
+			"addr", ln.Addr().String())
+	}
 	s.log.Info("listening", "addr", ln.Addr().String(), "db", cfg.DB,
 		"endpoints", len(cfg.Endpoints), "kafka", cfg.Kafka.Enabled())
 	if hint := noEndpointHint(cfg); hint != "" {
@@ -168,6 +179,13 @@ func (s *server) run(sigs <-chan os.Signal) int {
 	}
 	<-served
 	return code
+}
+
+// loopback reports whether addr is a loopback address (127.0.0.0/8 or
+// ::1): only processes on the same machine can reach it.
+func loopback(addr net.Addr) bool {
+	ta, ok := addr.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
 }
 
 // shutdown stops accepting requests, lets those under way finish, stops the

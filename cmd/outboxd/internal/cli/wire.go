@@ -129,6 +129,8 @@ func apiConfig(c *config.Config, logger *slog.Logger) httpapi.Config {
 		MaxPayloadBytes: int(c.Limits.MaxPayloadBytes),
 		MaxBatch:        c.Limits.MaxBatch,
 		MaxIDBytes:      c.Limits.MaxIDBytes,
+		MaxBodyMemory:   int64(c.Limits.MaxBodyMemory),
+		ReadBodyTimeout: c.Limits.ReadBodyTimeout,
 		Logger:          logger.With("component", "httpapi"),
 	}
 }

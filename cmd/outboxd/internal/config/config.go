@@ -60,6 +60,27 @@ type Limits struct {
 	MaxBatch int `yaml:"max_batch"`
 	// MaxIDBytes bounds an event ID. Default 200.
 	MaxIDBytes int `yaml:"max_id_bytes"`
+	// MaxBodyMemory bounds the request bodies held in memory at once, over
+	// all requests (a body takes memory as its bytes arrive); past it a
+	// request is answered 503 with Retry-After. At least max_body_bytes.
+	// Default 64 MiB.
+	MaxBodyMemory ByteSize `yaml:"max_body_memory"`
+	// MaxConnections bounds the open client connections served normally:
+	// a request on a connection opened beyond it is answered 503 with
+	// Retry-After and the connection closed; beyond twice it, new
+	// connections wait to be accepted. Default 1024.
+	MaxConnections int `yaml:"max_connections"`
+	// MaxHeaderBytes bounds a request's header block. Default 64 KiB.
+	MaxHeaderBytes ByteSize `yaml:"max_header_bytes"`
+	// ReadHeaderTimeout is the time a client has to send a request's
+	// headers. Default 10s.
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	// ReadBodyTimeout is the time a client has to send a request's body,
+	// fixed when the server starts reading it (a trickling client cannot
+	// stretch it); a late body is answered 408. Default 30s.
+	ReadBodyTimeout time.Duration `yaml:"read_body_timeout"`
+	// IdleTimeout closes a keep-alive connection idle this long. Default 2m.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
 }
 
 // Delivery configures delivery.
@@ -143,6 +164,14 @@ const (
 	DefaultDB            = "./outboxd.db"
 	DefaultListen        = "127.0.0.1:8080"
 	DefaultShutdownGrace = 15 * time.Second
+	// DefaultMaxConnections is the default of limits.max_connections.
+	DefaultMaxConnections = 1024
+	// DefaultMaxHeaderBytes is the default of limits.max_header_bytes.
+	DefaultMaxHeaderBytes = 64 << 10
+	// DefaultReadHeaderTimeout is the default of limits.read_header_timeout.
+	DefaultReadHeaderTimeout = 10 * time.Second
+	// DefaultIdleTimeout is the default of limits.idle_timeout.
+	DefaultIdleTimeout = 2 * time.Minute
 )
 
 // Default returns the configuration used when nothing is set.
@@ -153,10 +182,16 @@ func Default() Config {
 		ShutdownGrace: DefaultShutdownGrace,
 		Log:           Log{Level: "info", Format: "text"},
 		Limits: Limits{
-			MaxBodyBytes:    httpapi.DefaultMaxBodyBytes,
-			MaxPayloadBytes: httpapi.DefaultMaxPayloadBytes,
-			MaxBatch:        httpapi.DefaultMaxBatch,
-			MaxIDBytes:      httpapi.DefaultMaxIDBytes,
+			MaxBodyBytes:      httpapi.DefaultMaxBodyBytes,
+			MaxPayloadBytes:   httpapi.DefaultMaxPayloadBytes,
+			MaxBatch:          httpapi.DefaultMaxBatch,
+			MaxIDBytes:        httpapi.DefaultMaxIDBytes,
+			MaxBodyMemory:     httpapi.DefaultMaxBodyMemory,
+			MaxConnections:    DefaultMaxConnections,
+			MaxHeaderBytes:    DefaultMaxHeaderBytes,
+			ReadHeaderTimeout: DefaultReadHeaderTimeout,
+			ReadBodyTimeout:   httpapi.DefaultReadBodyTimeout,
+			IdleTimeout:       DefaultIdleTimeout,
 		},
 		Delivery: Delivery{
 			Interval:            outbox.DefaultInterval,

@@ -335,3 +335,45 @@ func TestHelpNamesTheKindOfEachValue(t *testing.T) {
 		t.Errorf("serve -h calls --max-per-endpoint a duration:\n%s", out.String())
 	}
 }
+
+func TestServerLimitSettings(t *testing.T) {
+	cfg, err := load(t, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Limits{MaxBodyBytes: 5 << 20, MaxPayloadBytes: 1 << 20, MaxBatch: 1000, MaxIDBytes: 200,
+		MaxBodyMemory: 64 << 20, MaxConnections: 1024, MaxHeaderBytes: 64 << 10,
+		ReadHeaderTimeout: 10 * time.Second, ReadBodyTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
+	if cfg.Limits != want {
+		t.Errorf("limits %+v, want the documented defaults %+v", cfg.Limits, want)
+	}
+	file := writeFile(t, "limits:\n  max_connections: 10\n  read_body_timeout: 5s\n")
+	cfg, err = load(t, []string{"--config", file, "--max-body-memory", "8MiB", "--idle-timeout", "1m"},
+		map[string]string{"OUTBOXD_READ_HEADER_TIMEOUT": "2s", "OUTBOXD_MAX_HEADER_BYTES": "16KiB"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := cfg.Limits
+	if l.MaxConnections != 10 || l.ReadBodyTimeout != 5*time.Second || l.MaxBodyMemory != 8<<20 ||
+		l.IdleTimeout != time.Minute || l.ReadHeaderTimeout != 2*time.Second || l.MaxHeaderBytes != 16<<10 {
+		t.Errorf("limits %+v, want the file's, the flags' and the environment's values", l)
+	}
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--max-body-memory", "1MiB"}, []string{"limits.max_body_memory (--max-body-memory, OUTBOXD_MAX_BODY_MEMORY)", "less than limits.max_body_bytes"}},
+		{[]string{"--max-connections", "0"}, []string{"limits.max_connections", "positive"}},
+		{[]string{"--max-header-bytes", "100B"}, []string{"limits.max_header_bytes", "at least 1KiB"}},
+		{[]string{"--read-header-timeout", "0s"}, []string{"limits.read_header_timeout", "positive"}},
+		{[]string{"--read-body-timeout", "-1s"}, []string{"limits.read_body_timeout", "positive"}},
+		{[]string{"--idle-timeout", "0s"}, []string{"limits.idle_timeout", "positive"}},
+	} {
+		_, err := load(t, c.args, nil)
+		for _, w := range c.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%v: error %v, want it to mention %q", c.args, err, w)
+			}
+		}
+	}
+}

@@ -95,6 +95,18 @@ func validateLimits(l *Limits) error {
 		return bad("limits.max_batch", "must be positive, got %d", l.MaxBatch)
 	case l.MaxIDBytes <= 0:
 		return bad("limits.max_id_bytes", "must be positive, got %d", l.MaxIDBytes)
+	case l.MaxBodyMemory < l.MaxBodyBytes:
+		return bad("limits.max_body_memory", "%s is less than limits.max_body_bytes (%s): a body of the largest size could never be read", l.MaxBodyMemory, l.MaxBodyBytes)
+	case l.MaxConnections <= 0:
+		return bad("limits.max_connections", "must be positive, got %d", l.MaxConnections)
+	case l.MaxHeaderBytes < 1<<10:
+		return bad("limits.max_header_bytes", "must be at least 1KiB, got %s", l.MaxHeaderBytes)
+	case l.ReadHeaderTimeout <= 0:
+		return bad("limits.read_header_timeout", "must be positive, got %s", l.ReadHeaderTimeout)
+	case l.ReadBodyTimeout <= 0:
+		return bad("limits.read_body_timeout", "must be positive, got %s", l.ReadBodyTimeout)
+	case l.IdleTimeout <= 0:
+		return bad("limits.idle_timeout", "must be positive, got %s", l.IdleTimeout)
 	}
 	return nil
 }
