@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/outbox"
 )
 
@@ -56,7 +57,7 @@ func TestDamagedRecordMakesOutboxUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	logs := &logBuffer{}
+	logs := &testkit.Buffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	done := make(chan struct{}, 1)
 	cfg.Hooks.OnPunctuation = func(time.Duration, int) {

@@ -14,63 +14,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/outbox"
 	"github.com/outboxd/outbox/store"
 )
-
-// logBuffer is a log destination the outbox and the test share.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// redirectFD points descriptor fd at the file name opened with flag, so that
-// the store's real writes fail the way a full disk makes them fail, until
-// the returned func (also run at cleanup) points it back.
-func redirectFD(t *testing.T, fd int, name string, flag int) (restore func()) {
-	t.Helper()
-	saved, err := syscall.Dup(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(name, flag, 0)
-	if err != nil {
-		syscall.Close(saved)
-		t.Skipf("cannot open %s here: %v", name, err)
-	}
-	defer f.Close()
-	if err := syscall.Dup3(int(f.Fd()), fd, syscall.O_CLOEXEC); err != nil {
-		syscall.Close(saved)
-		t.Fatal(err)
-	}
-	var once sync.Once
-	restore = func() {
-		once.Do(func() {
-			if err := syscall.Dup3(saved, fd, syscall.O_CLOEXEC); err != nil {
-				t.Errorf("restoring the database file: %v", err)
-			}
-			syscall.Close(saved)
-		})
-	}
-	t.Cleanup(restore)
-	return restore
-}
 
 // While the outcomes of deliveries cannot be committed (every write fails
 // with ENOSPC), no delivery is repeated and none starts: the delivered
@@ -104,7 +54,7 @@ func TestFullDiskDoesNotRepeatDeliveries(t *testing.T) {
 	var dbFile *os.File
 	sink := newWebSink()
 	t.Cleanup(sink.close)
-	logs := &logBuffer{}
+	logs := &testkit.Buffer{}
 	var punctuations atomic.Int64
 	cfg := testConfig(sink)
 	cfg.Concurrency = concurrency
@@ -140,7 +90,7 @@ func TestFullDiskDoesNotRepeatDeliveries(t *testing.T) {
 	waitFor(t, "the first deliveries to reach the receiver", settle, func() bool { return o.Stats().InFlight == concurrency })
 
 	// The disk fills while those deliveries are under way; they succeed.
-	restore := redirectFD(t, fd, "/dev/full", os.O_WRONLY)
+	restore := testkit.RedirectFD(t, fd, "/dev/full", os.O_WRONLY)
 	close(gate)
 	waitFor(t, "Health to report the failing commits", settle, func() bool { return o.Health() != nil })
 	err = o.Health()

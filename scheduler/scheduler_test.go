@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -14,6 +13,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/outboxd/outbox/internal/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -626,27 +627,10 @@ func TestCloseWithoutSchedule(t *testing.T) {
 	}
 }
 
-// lockedBuffer is an io.Writer for a slog handler written from several goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // Row "panic" of the table in doc.go.
 func TestPanicRecoveredAndReported(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var logs lockedBuffer
+		var logs testkit.Buffer
 		type report struct {
 			name string
 			v    any

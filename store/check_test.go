@@ -1,7 +1,6 @@
 package store
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/outboxd/outbox/internal/testkit"
 )
 
 // busyStore returns the path of a closed store that went through every kind
@@ -187,66 +188,13 @@ func keysRead(rep *CheckReport, name string) int {
 	return -1
 }
 
-// leavesOf returns the page size of the file at path and the leaf pages of
-// one of its buckets, in key order, read from bbolt's page layout.
-func leavesOf(t testing.TB, path string, bucket []byte) (pageSize int, leaves []uint64) {
-	t.Helper()
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var root uint64
-	_ = db.View(func(tx *bolt.Tx) error { root = uint64(tx.Bucket(bucket).Root()); return nil })
-	pageSize = db.Info().PageSize
-	db.Close()
-	img, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	le := binary.LittleEndian
-	var walk func(id uint64)
-	walk = func(id uint64) {
-		p := img[int(id)*pageSize:]
-		if le.Uint16(p[8:]) == leafPageFlag {
-			leaves = append(leaves, id)
-			return
-		}
-		for i := range int(le.Uint16(p[10:])) {
-			walk(le.Uint64(p[pageHeaderSize+i*pageElemSize+8:]))
-		}
-	}
-	walk(root)
-	return pageSize, leaves
-}
-
-// damage overwrites n bytes at off of page id of the file at path.
-func damage(t testing.TB, path string, pageSize int, id uint64, off int, b []byte) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteAt(b, int64(id)*int64(pageSize)+int64(off)); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func junk(n int) []byte {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(0xA5 + i)
-	}
-	return b
-}
-
 // 32 bytes overwritten in a live leaf of the events bucket, in its header,
 // its element table or its values (the first or the last): Check names the bucket and the page, and
 // for a damaged value the record's ID; the store's own reads meet the same
 // damage only when they reach that page.
 func TestCheckFindsDamagedLeafPage(t *testing.T) {
 	clean := filledStore(t, 3000)
-	ps, leaves := leavesOf(t, clean, bucketEvents)
+	ps, leaves := testkit.LeafPages(t, clean, string(bucketEvents))
 	if len(leaves) < 5 {
 		t.Fatalf("%d leaves; the test needs a middle one", len(leaves))
 	}
@@ -263,14 +211,14 @@ func TestCheckFindsDamagedLeafPage(t *testing.T) {
 		{"page header", 0, []string{"identifies itself as page"}},
 		{"element table", pageHeaderSize, []string{"outside the page"}},
 		{"values", ps / 2, []string{"checksum mismatch", `ID "`}},
-		{"last value", lastValueEnd(img, ps, leaf) - 32, []string{"checksum mismatch", `ID "`}},
+		{"last value", testkit.LastValueEnd(t, clean, ps, leaf) - 32, []string{"checksum mismatch", `ID "`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "damaged.db")
 			if err := os.WriteFile(path, img, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			damage(t, path, ps, leaf, tc.off, junk(32))
+			testkit.Overwrite(t, path, ps, leaf, tc.off, testkit.Junk(32))
 			rep, err := Check(path, CheckOptions{})
 			if !errors.Is(err, ErrCorrupt) || rep == nil || !rep.Damaged() {
 				t.Fatalf("Check: %v, report %+v; want ErrCorrupt", err, rep)
@@ -296,10 +244,10 @@ func TestCheckFindsDamagedLeafPage(t *testing.T) {
 // the pages around them are still read and checked.
 func TestCheckReadsAroundDamagedPages(t *testing.T) {
 	path := filledStore(t, 3000)
-	ps, leaves := leavesOf(t, path, bucketEvents)
+	ps, leaves := testkit.LeafPages(t, path, string(bucketEvents))
 	a, b := leaves[1], leaves[len(leaves)-2]
-	damage(t, path, ps, a, 0, junk(32))
-	damage(t, path, ps, b, ps/2, junk(32))
+	testkit.Overwrite(t, path, ps, a, 0, testkit.Junk(32))
+	testkit.Overwrite(t, path, ps, b, ps/2, testkit.Junk(32))
 	rep, err := Check(path, CheckOptions{})
 	if !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("Check: %v", err)
@@ -318,16 +266,6 @@ func TestCheckReadsAroundDamagedPages(t *testing.T) {
 	if len(rep.Skipped) == 0 {
 		t.Error("bbolt's check was run over damaged pages")
 	}
-}
-
-// lastValueEnd returns the offset in leaf page id of img where its last
-// value ends (after it the page is unused).
-func lastValueEnd(img []byte, pageSize int, id uint64) int {
-	le := binary.LittleEndian
-	p := img[int(id)*pageSize:]
-	n := int(le.Uint16(p[10:]))
-	e := p[pageHeaderSize+(n-1)*pageElemSize:]
-	return pageHeaderSize + (n-1)*pageElemSize + int(le.Uint32(e[4:])+le.Uint32(e[8:])+le.Uint32(e[12:]))
 }
 
 // Each cross-bucket invariant that Check verifies is reported when only it
@@ -498,8 +436,8 @@ func FuzzCheck(f *testing.F) {
 	f.Add(uint32(2*ps+9), []byte{0x20})
 	f.Add(uint32(3*ps+10), []byte{0xff, 0xff})
 	f.Add(uint32(4*ps+17), []byte{0, 0, 0, 0x40})
-	f.Add(uint32(5*ps+2000), junk(32))
-	f.Add(uint32(0), junk(8))
+	f.Add(uint32(5*ps+2000), testkit.Junk(32))
+	f.Add(uint32(0), testkit.Junk(8))
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, off uint32, data []byte) {
 		img := imgs[off&1]
@@ -550,9 +488,9 @@ func FuzzCheck(f *testing.F) {
 // of bbolt's copy).
 func TestCompactRefusesDamagedFile(t *testing.T) {
 	path := filledStore(t, 3000)
-	ps, leaves := leavesOf(t, path, bucketEvents)
+	ps, leaves := testkit.LeafPages(t, path, string(bucketEvents))
 	for _, off := range []int{0, ps / 2} {
-		damage(t, path, ps, leaves[len(leaves)/2], off, junk(32))
+		testkit.Overwrite(t, path, ps, leaves[len(leaves)/2], off, testkit.Junk(32))
 		before, _ := os.ReadFile(path)
 		err := Compact(path)
 		var oe *OpenError

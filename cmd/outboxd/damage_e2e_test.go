@@ -1,72 +1,16 @@
 package main
 
 import (
-	binenc "encoding/binary"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/outboxd/outbox/internal/testkit"
 )
-
-// eventLeaves returns the page size of the database file and the leaf
-// pages of its events bucket in key order, read from bbolt's page layout: a
-// 16-byte page header (id, flags, element count, overflow) and, on branch
-// pages, 16-byte elements that end with the child's page id.
-func eventLeaves(t *testing.T, path string) (pageSize int, leaves []uint64) {
-	t.Helper()
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var root uint64
-	_ = db.View(func(tx *bolt.Tx) error { root = uint64(tx.Bucket([]byte("events")).Root()); return nil })
-	pageSize = db.Info().PageSize
-	db.Close()
-	img, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	le := binenc.LittleEndian
-	var walk func(id uint64)
-	walk = func(id uint64) {
-		p := img[int(id)*pageSize:]
-		if le.Uint16(p[8:]) == 0x02 { // a leaf
-			leaves = append(leaves, id)
-			return
-		}
-		for i := range int(le.Uint16(p[10:])) {
-			walk(le.Uint64(p[16+i*16+8:]))
-		}
-	}
-	walk(root)
-	return pageSize, leaves
-}
-
-// middleValue returns the offset in leaf page id of the middle of the value
-// of its middle element (leaf elements: flags, position from the element,
-// key size, value size; 4 bytes each).
-func middleValue(t *testing.T, path string, pageSize int, id uint64) int {
-	t.Helper()
-	img, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	le := binenc.LittleEndian
-	p := img[int(id)*pageSize:]
-	i := int(le.Uint16(p[10:])) / 2
-	e := p[16+i*16:]
-	pos, ksize, vsize := int(le.Uint32(e[4:])), int(le.Uint32(e[8:])), int(le.Uint32(e[12:]))
-	if vsize < 64 {
-		t.Fatalf("page %d: element %d has a %d-byte value; want a record", id, i, vsize)
-	}
-	return 16 + i*16 + pos + ksize + vsize/2 - 16
-}
 
 // damageLines counts the lines of a server log that report damage.
 func damageLines(log string) int {
@@ -102,26 +46,12 @@ func TestDamagedPageStopsServeFromAcceptingEvents(t *testing.T) {
 	}
 
 	db := filepath.Join(dir, "outboxd.db")
-	ps, leaves := eventLeaves(t, db)
+	ps, leaves := testkit.LeafPages(t, db, "events")
 	if len(leaves) < 5 {
 		t.Fatalf("the events bucket has %d leaves; the test needs a middle one", len(leaves))
 	}
 	leaf := leaves[len(leaves)/2]
-	f, err := os.OpenFile(db, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	junk := make([]byte, 32)
-	for i := range junk {
-		junk[i] = byte(0xA5 + i)
-	}
-	_, err = f.WriteAt(junk, int64(leaf)*int64(ps)+int64(middleValue(t, db, ps, leaf)))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	testkit.Overwrite(t, db, ps, leaf, testkit.MiddleValueOffset(t, db, ps, leaf), testkit.Junk(32))
 
 	code, out := run(t, dir, "check", "--db", "outboxd.db")
 	if code != 1 || !strings.Contains(out, "DAMAGED") || !strings.Contains(out, fmt.Sprintf("events, page %d, ID \"evt-", leaf)) ||

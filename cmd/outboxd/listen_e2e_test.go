@@ -1,44 +1,25 @@
 package main
 
 import (
-	"bytes"
 	"encoding/base64"
 	"net/http"
 	"os/exec"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/outboxd/outbox/internal/testkit"
 )
 
 // listenProc is one running outboxd listen.
 type listenProc struct {
 	t    *testing.T
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *testkit.Buffer
 	done chan struct{}
 	addr string
-}
-
-// syncBuffer is a bytes.Buffer safe for the process's writes and the
-// test's reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 var listenBanner = regexp.MustCompile(`receiving deliveries at http://(\S+) `)
@@ -49,7 +30,7 @@ func startListen(t *testing.T, args ...string) *listenProc {
 	t.Helper()
 	cmd := exec.Command(binary, append([]string{"listen", "--addr", "127.0.0.1:0"}, args...)...)
 	cmd.Env = childEnv()
-	out := &syncBuffer{}
+	out := &testkit.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

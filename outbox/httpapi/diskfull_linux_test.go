@@ -12,33 +12,15 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/outboxd/outbox/httpsink"
+	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/outbox"
 	"github.com/outboxd/outbox/outbox/httpapi"
 	"github.com/outboxd/outbox/store"
 )
-
-// syncBuffer is a log destination the handler and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // faultyDisk is an outbox whose database file descriptor the test can point
 // at another file, so that the store's real writes fail the way a full or
@@ -46,7 +28,7 @@ func (s *syncBuffer) String() string {
 type faultyDisk struct {
 	*env
 	dir  string
-	logs *syncBuffer
+	logs *testkit.Buffer
 	fd   int // the database file's descriptor
 }
 
@@ -76,7 +58,7 @@ func newFaultyDisk(t *testing.T) *faultyDisk {
 	if err := o.Start(); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testkit.Buffer{}
 	cfg := httpapi.Config{Logger: slog.New(slog.NewTextHandler(logs, nil))}
 	api := httptest.NewServer(httpapi.New(o, cfg))
 	t.Cleanup(func() {
@@ -96,38 +78,6 @@ func newFaultyDisk(t *testing.T) *faultyDisk {
 	return &faultyDisk{env: &env{o: o, api: api, cfg: cfg}, dir: dir, logs: logs, fd: int(db.Fd())}
 }
 
-// redirect points the database's descriptor at the file name opened with
-// flag until the returned func (also run at cleanup, before the outbox
-// stops) restores it.
-func (d *faultyDisk) redirect(t *testing.T, name string, flag int) (restore func()) {
-	t.Helper()
-	saved, err := syscall.Dup(d.fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(name, flag, 0)
-	if err != nil {
-		syscall.Close(saved)
-		t.Skipf("cannot open %s here: %v", name, err)
-	}
-	defer f.Close()
-	if err := syscall.Dup3(int(f.Fd()), d.fd, syscall.O_CLOEXEC); err != nil {
-		syscall.Close(saved)
-		t.Fatal(err)
-	}
-	var once sync.Once
-	restore = func() {
-		once.Do(func() {
-			if err := syscall.Dup3(saved, d.fd, syscall.O_CLOEXEC); err != nil {
-				t.Errorf("restoring the database file: %v", err)
-			}
-			syscall.Close(saved)
-		})
-	}
-	t.Cleanup(restore)
-	return restore
-}
-
 // A full disk answers 503 with Retry-After, which clients and load balancers
 // retry, without the database path; nothing was stored, and once there is
 // space the same request succeeds.
@@ -138,7 +88,7 @@ func TestFullDiskAnswers503WithRetryAfter(t *testing.T) {
 	}
 
 	// Writes to /dev/full fail with ENOSPC, as on a full filesystem.
-	restore := d.redirect(t, "/dev/full", os.O_WRONLY)
+	restore := testkit.RedirectFD(t, d.fd, "/dev/full", os.O_WRONLY)
 	req, err := http.NewRequest(http.MethodPost, d.api.URL+"/v1/events",
 		strings.NewReader(`{"id": "during", "destination": "orders", "payload": {"n": 1}}`))
 	if err != nil {
@@ -186,7 +136,7 @@ func TestStorageFailureAnswers500WithoutPaths(t *testing.T) {
 	d := newFaultyDisk(t)
 	// Writes through a read-only descriptor fail with EBADF, an I/O error
 	// that names the database file.
-	restore := d.redirect(t, filepath.Join(d.dir, "outbox.db"), os.O_RDONLY)
+	restore := testkit.RedirectFD(t, d.fd, filepath.Join(d.dir, "outbox.db"), os.O_RDONLY)
 	code, m := d.post(t, "/v1/events", map[string]any{"id": "x", "destination": "orders"})
 	restore()
 	if code != http.StatusInternalServerError {

@@ -3,17 +3,14 @@ package cli
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
+	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/store"
 )
 
@@ -48,57 +45,6 @@ func storeWith(t *testing.T, n int) string {
 	return path
 }
 
-// eventLeaves returns the page size of the file and the leaf pages of its
-// events bucket in key order, read from bbolt's page layout (a 16-byte page
-// header: id, flags, count, overflow; branch elements of 16 bytes ending in
-// the child's page id).
-func eventLeaves(t *testing.T, path string) (pageSize int, leaves []uint64) {
-	t.Helper()
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var root uint64
-	_ = db.View(func(tx *bolt.Tx) error { root = uint64(tx.Bucket([]byte("events")).Root()); return nil })
-	pageSize = db.Info().PageSize
-	db.Close()
-	img, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	le := binary.LittleEndian
-	var walk func(id uint64)
-	walk = func(id uint64) {
-		p := img[int(id)*pageSize:]
-		if le.Uint16(p[8:]) == 0x02 {
-			leaves = append(leaves, id)
-			return
-		}
-		for i := range int(le.Uint16(p[10:])) {
-			walk(le.Uint64(p[16+i*16+8:]))
-		}
-	}
-	walk(root)
-	return pageSize, leaves
-}
-
-// overwrite32 writes 32 bytes of junk at off in page id of the file.
-func overwrite32(t *testing.T, path string, pageSize int, id uint64, off int) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	junk := make([]byte, 32)
-	for i := range junk {
-		junk[i] = byte(0xA5 + i)
-	}
-	if _, err := f.WriteAt(junk, int64(id)*int64(pageSize)+int64(off)); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestCheckHealthyFileExitsZero(t *testing.T) {
 	path := storeWith(t, 500)
 	code, out, errOut := runCLI("check", "--db", path)
@@ -120,9 +66,9 @@ func TestCheckHealthyFileExitsZero(t *testing.T) {
 // exits 1 and says what is damaged, where, and what to do.
 func TestCheckDamagedFileSaysWhatAndWhere(t *testing.T) {
 	path := storeWith(t, 3000)
-	ps, leaves := eventLeaves(t, path)
+	ps, leaves := testkit.LeafPages(t, path, "events")
 	leaf := leaves[len(leaves)/2]
-	overwrite32(t, path, ps, leaf, ps/2)
+	testkit.Overwrite(t, path, ps, leaf, ps/2, testkit.Junk(32))
 
 	code, out, errOut := runCLI("check", "--db", path)
 	for _, want := range []string{"DAMAGED", fmt.Sprintf("events, page %d, ID \"evt-", leaf), "checksum mismatch",
@@ -191,11 +137,11 @@ func TestInspectSaysWhenTheFileIsDamaged(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := storeWith(t, 3000)
-			ps, leaves := eventLeaves(t, path)
+			ps, leaves := testkit.LeafPages(t, path, "events")
 			if code, out, errOut := runCLI(append([]string{"inspect", "--db", path, "--limit", "3000"}, tc.args...)...); code != exitOK {
 				t.Fatalf("inspect before the damage: %d\n%s%s", code, out, errOut)
 			}
-			overwrite32(t, path, ps, leaves[0], tc.off(ps))
+			testkit.Overwrite(t, path, ps, leaves[0], tc.off(ps), testkit.Junk(32))
 			code, out, errOut := runCLI(append([]string{"inspect", "--db", path, "--limit", "3000"}, tc.args...)...)
 			if code != exitError || !strings.Contains(errOut, path+" is damaged") ||
 				!strings.Contains(errOut, "outboxd check --db "+path) || out != "" {

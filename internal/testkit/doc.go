@@ -1,0 +1,17 @@
+// Package testkit holds the helpers that tests in several packages of this
+// module share, so that each fault they inject is written once:
+//
+//   - damaging a database file in place, at a page found from bbolt's own
+//     page layout ([LeafPages], [MiddleValueOffset], [LastValueEnd],
+//     [Overwrite], [Junk]);
+//   - a log or output destination that goroutines and processes write while
+//     the test reads it ([Buffer]);
+//   - on Linux, pointing an open file descriptor at another file, so that a
+//     store's real writes fail the way a full or broken disk makes them fail
+//     ([RedirectFD]).
+//
+// It is a normal package so that any test can import it, but it is meant
+// for tests only: its functions report through a [testing.TB] and stop the
+// test on an error. It imports no package of this module, so that the tests
+// of every package, the store's own included, can use it.
+package testkit
