@@ -3,46 +3,26 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/outboxd/outbox/internal/testkit"
 )
 
-// slowConn is a client that sent the headers of a POST declaring a 5 MiB
-// body and then one byte of it.
-type slowConn struct {
-	conn   net.Conn
-	status int // the server's first answer: 100 (reading the body) or final
-	retry  string
-}
-
-// openSlow sends the headers with "Expect: 100-continue" and reads the
-// server's first answer, so that when it returns the server is either
-// reading the body (100 Continue, then one byte is sent) or has refused it.
-func openSlow(t *testing.T, addr string) *slowConn {
+// openSlow sends the headers of a POST declaring a 5 MiB body, with
+// "Expect: 100-continue", and reads the server's first answer, so that when
+// it returns the server is either reading the body (100 Continue, then one
+// byte is sent) or has refused it.
+func openSlow(t *testing.T, addr string) *testkit.SlowPost {
 	t.Helper()
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	fmt.Fprintf(conn, "POST /v1/events HTTP/1.1\r\nHost: outboxd\r\nContent-Type: application/json\r\n"+
-		"Content-Length: %d\r\nExpect: 100-continue\r\n\r\n", 5<<20)
-	_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatalf("no answer to the headers: %v", err)
-	}
-	resp.Body.Close()
-	sc := &slowConn{conn: conn, status: resp.StatusCode, retry: resp.Header.Get("Retry-After")}
-	if sc.status == http.StatusContinue {
-		if _, err := conn.Write([]byte("[")); err != nil {
+	sc := testkit.StartSlowPost(t, addr, "/v1/events", 5<<20, 20*time.Second)
+	if sc.First.StatusCode == http.StatusContinue {
+		if _, err := sc.Conn.Write([]byte("[")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -98,14 +78,14 @@ func TestSlowClientsCannotExhaustMemory(t *testing.T) {
 		readAll(t, resp)
 		return resp
 	}
-	hold := func(t *testing.T, p *proc) (conns []*slowConn, statuses map[int]int) {
+	hold := func(t *testing.T, p *proc) (conns []*testkit.SlowPost, statuses map[int]int) {
 		t.Helper()
 		statuses = map[int]int{}
 		for range slowClients {
 			sc := openSlow(t, p.addr)
 			conns = append(conns, sc)
-			statuses[sc.status]++
-			if sc.status == http.StatusServiceUnavailable && sc.retry == "" {
+			statuses[sc.First.StatusCode]++
+			if sc.First.StatusCode == http.StatusServiceUnavailable && sc.First.Header.Get("Retry-After") == "" {
 				t.Errorf("503 without Retry-After")
 			}
 		}
@@ -116,10 +96,10 @@ func TestSlowClientsCannotExhaustMemory(t *testing.T) {
 		}
 		return conns, statuses
 	}
-	release := func(t *testing.T, p *proc, conns []*slowConn) {
+	release := func(t *testing.T, p *proc, conns []*testkit.SlowPost) {
 		t.Helper()
 		for _, sc := range conns {
-			sc.conn.Close()
+			sc.Conn.Close()
 		}
 		waitFor(t, 20*time.Second, "requests to be served once the slow clients are gone", func() bool {
 			return post(t, p).StatusCode == http.StatusAccepted

@@ -6,6 +6,8 @@
 //     [Overwrite], [Junk]);
 //   - a log or output destination that goroutines and processes write while
 //     the test reads it ([Buffer]);
+//   - a client that sends a request's headers and then its body at the
+//     test's pace, or never ([StartSlowPost]);
 //   - on Linux, pointing an open file descriptor at another file, so that a
 //     store's real writes fail the way a full or broken disk makes them fail
 //     ([RedirectFD]).

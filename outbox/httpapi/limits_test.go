@@ -1,67 +1,16 @@
 package httpapi_test
 
 import (
-	"bufio"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/outbox/httpapi"
 )
-
-// slowClient is a raw connection sending one POST /v1/events whose body it
-// writes when told to.
-type slowClient struct {
-	t    *testing.T
-	conn net.Conn
-	br   *bufio.Reader
-}
-
-// startSlowPost sends the headers of a POST declaring length body bytes,
-// with "Expect: 100-continue", and waits for the server's interim answer,
-// which Go's server sends once the handler starts reading the body. It
-// returns the status line the server sent first.
-func startSlowPost(t *testing.T, addr string, length int) (*slowClient, string) {
-	t.Helper()
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	fmt.Fprintf(conn, "POST /v1/events HTTP/1.1\r\nHost: outboxd\r\nContent-Type: application/json\r\n"+
-		"Content-Length: %d\r\nExpect: 100-continue\r\n\r\n", length)
-	c := &slowClient{t: t, conn: conn, br: bufio.NewReader(conn)}
-	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	line, err := c.br.ReadString('\n')
-	if err != nil {
-		t.Fatalf("no answer to the headers: %v", err)
-	}
-	if strings.HasPrefix(line, "HTTP/1.1 100") {
-		if _, err := c.br.ReadString('\n'); err != nil { // the blank line ending the interim answer
-			t.Fatal(err)
-		}
-	}
-	return c, strings.TrimSpace(line)
-}
-
-// response reads the final answer.
-func (c *slowClient) response() *http.Response {
-	c.t.Helper()
-	_ = c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	resp, err := http.ReadResponse(c.br, nil)
-	if err != nil {
-		c.t.Fatalf("reading the answer: %v", err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	resp.Body = io.NopCloser(strings.NewReader(string(b)))
-	return resp
-}
 
 func bodyOf(resp *http.Response) string {
 	b, _ := io.ReadAll(resp.Body)
@@ -85,9 +34,9 @@ func TestBodyMemoryBudget(t *testing.T) {
 	// A body declaring 4,000 bytes gets a buffer of its size before the
 	// server asks for it with 100 Continue: from then on only 96 bytes of
 	// the budget are left.
-	slow, first := startSlowPost(t, e.api.Listener.Addr().String(), 4000)
-	if !strings.HasPrefix(first, "HTTP/1.1 100") {
-		t.Fatalf("slow client got %q, want 100 Continue", first)
+	slow := testkit.StartSlowPost(t, e.api.Listener.Addr().String(), "/v1/events", 4000, 10*time.Second)
+	if first := slow.First; first.StatusCode != http.StatusContinue || first.Proto != "HTTP/1.1" {
+		t.Fatalf("slow client got %q, want 100 Continue", first.Proto+" "+first.Status)
 	}
 	probe := []byte(eventOfSize(200))
 	req, _ := http.NewRequest(http.MethodPost, e.api.URL+"/v1/events", strings.NewReader(string(probe)))
@@ -103,10 +52,10 @@ func TestBodyMemoryBudget(t *testing.T) {
 			resp.StatusCode, resp.Header.Get("Retry-After"), msg)
 	}
 	// The slow body completes within what it holds.
-	if _, err := io.WriteString(slow.conn, eventOfSize(4000)); err != nil {
+	if _, err := io.WriteString(slow.Conn, eventOfSize(4000)); err != nil {
 		t.Fatal(err)
 	}
-	if resp := slow.response(); resp.StatusCode != http.StatusAccepted {
+	if resp := slow.Response(); resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("the slow body: %d %s, want 202", resp.StatusCode, bodyOf(resp))
 	}
 	// Its memory is given back once it is answered.
@@ -127,9 +76,9 @@ func TestTricklingClientCannotStretchTheBodyDeadline(t *testing.T) {
 	const timeout = 300 * time.Millisecond
 	e := newEnv(t, httpapi.Config{ReadBodyTimeout: timeout}, map[string]string{"orders": rc.srv.URL})
 	began := time.Now()
-	slow, first := startSlowPost(t, e.api.Listener.Addr().String(), 1000)
-	if !strings.HasPrefix(first, "HTTP/1.1 100") {
-		t.Fatalf("got %q, want 100 Continue", first)
+	slow := testkit.StartSlowPost(t, e.api.Listener.Addr().String(), "/v1/events", 1000, 10*time.Second)
+	if first := slow.First; first.StatusCode != http.StatusContinue || first.Proto != "HTTP/1.1" {
+		t.Fatalf("got %q, want 100 Continue", first.Proto+" "+first.Status)
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -143,13 +92,13 @@ func TestTricklingClientCannotStretchTheBodyDeadline(t *testing.T) {
 			case <-stop:
 				return
 			case <-tick.C:
-				if _, err := slow.conn.Write([]byte(" ")); err != nil {
+				if _, err := slow.Conn.Write([]byte(" ")); err != nil {
 					return
 				}
 			}
 		}
 	}()
-	resp := slow.response()
+	resp := slow.Response()
 	took := time.Since(began)
 	close(stop)
 	wg.Wait()
