@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -98,9 +99,9 @@ func TestMainDispatch(t *testing.T) {
 	}
 }
 
-// commit_interval 0 means "commit at once", which the outbox spells as a
-// negative CommitInterval (its zero is the default); other values and
-// max_uncommitted go through as they are.
+// commit_interval means what the outbox's CommitInterval means: zero is the
+// default, negative commits at once; it and max_uncommitted go through as
+// they are.
 func TestOutboxConfigCarriesTheCommitSettings(t *testing.T) {
 	c := config.Default()
 	oc := outboxConfig(&c, nil, newLogger(c.Log, io.Discard))
@@ -108,12 +109,29 @@ func TestOutboxConfigCarriesTheCommitSettings(t *testing.T) {
 		t.Errorf("defaults: commit interval %s, max uncommitted %d; want %s, %d",
 			oc.CommitInterval, oc.MaxUncommitted, outbox.DefaultCommitInterval, outbox.DefaultMaxUncommitted)
 	}
-	c.Delivery.CommitInterval = 0
+	c.Delivery.CommitInterval = -time.Millisecond
 	c.Delivery.MaxUncommitted = 16
 	oc = outboxConfig(&c, nil, newLogger(c.Log, io.Discard))
 	if oc.CommitInterval >= 0 || oc.MaxUncommitted != 16 {
-		t.Errorf("commit_interval 0, max_uncommitted 16: outbox got %s, %d; want a negative interval (never wait), 16",
+		t.Errorf("commit_interval -1ms, max_uncommitted 16: outbox got %s, %d; want a negative interval (never wait), 16",
 			oc.CommitInterval, oc.MaxUncommitted)
+	}
+	c.Delivery.CommitInterval = 0
+	sink, err := httpsink.New(httpsink.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	if oc = outboxConfig(&c, sink, newLogger(c.Log, io.Discard)); oc.CommitInterval != 0 {
+		t.Errorf("commit_interval 0: outbox got %s, want 0 (the outbox's default)", oc.CommitInterval)
+	}
+	o, err := outbox.Open(t.TempDir()+"/o.db", oc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Stop(context.Background())
+	if got := o.Config().CommitInterval; got != outbox.DefaultCommitInterval {
+		t.Errorf("commit_interval 0 opens an outbox with %s, want the default %s", got, outbox.DefaultCommitInterval)
 	}
 }
 

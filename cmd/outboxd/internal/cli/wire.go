@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"regexp"
 	"strings"
-	"time"
 
 	"github.com/outboxd/outbox/cmd/outboxd/internal/config"
 	"github.com/outboxd/outbox/httpsink"
@@ -82,7 +81,7 @@ func outboxConfig(c *config.Config, sink outbox.Sink, logger *slog.Logger) outbo
 		ParkInterval:        d.ParkInterval,
 		MaxThrottle:         d.MaxRetryAfter,
 		Ordered:             d.Ordered,
-		CommitInterval:      commitInterval(d.CommitInterval),
+		CommitInterval:      d.CommitInterval,
 		MaxUncommitted:      d.MaxUncommitted,
 		TombstoneRetention:  d.TombstoneRetention,
 		ChangelogRetention:  d.ChangelogRetention,
@@ -99,15 +98,6 @@ func outboxConfig(c *config.Config, sink outbox.Sink, logger *slog.Logger) outbo
 			NoKeyIndex: !d.Ordered,
 		},
 	}
-}
-
-// commitInterval maps the setting, where 0 means "do not wait", to the
-// outbox's, where 0 means the default and a negative value "do not wait".
-func commitInterval(d time.Duration) time.Duration {
-	if d == 0 {
-		return -1
-	}
-	return d
 }
 
 // groupCommitRecords is how many records concurrent enqueues may share in

@@ -109,8 +109,8 @@ type Delivery struct {
 	// Ordered turns on per-key FIFO delivery. Default false.
 	Ordered bool `yaml:"ordered"`
 	// CommitInterval is how long delivery outcomes may wait to share a
-	// commit while other deliveries are under way; 0 commits without
-	// waiting. Default 25ms.
+	// commit while other deliveries are under way. Zero means the default,
+	// 25ms; negative commits without waiting (as outbox.Config.CommitInterval).
 	CommitInterval time.Duration `yaml:"commit_interval"`
 	// MaxUncommitted caps the delivered events whose outcome awaits its
 	// commit: a crash delivers at most concurrency + max_uncommitted events

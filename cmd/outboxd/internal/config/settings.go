@@ -139,7 +139,7 @@ func settings() []setting {
 			set: dur(func(c *Config) *time.Duration { return &c.Delivery.BackoffMax })},
 		{path: "delivery.park_interval", flag: "park-interval", env: "OUTBOXD_PARK_INTERVAL", usage: "wait after a \"not yet\" answer (404 by default)",
 			set: dur(func(c *Config) *time.Duration { return &c.Delivery.ParkInterval })},
-		{path: "delivery.commit_interval", flag: "commit-interval", env: "OUTBOXD_COMMIT_INTERVAL", usage: "longest wait of a delivery outcome to share a commit (0: none)",
+		{path: "delivery.commit_interval", flag: "commit-interval", env: "OUTBOXD_COMMIT_INTERVAL", usage: "longest wait of a delivery outcome to share a commit (negative: none)",
 			set: dur(func(c *Config) *time.Duration { return &c.Delivery.CommitInterval })},
 		{path: "delivery.max_uncommitted", flag: "max-uncommitted", env: "OUTBOXD_MAX_UNCOMMITTED", usage: "most delivered events awaiting the commit of their outcome",
 			set: integer(func(c *Config) *int { return &c.Delivery.MaxUncommitted })},

@@ -151,9 +151,6 @@ func validateDelivery(d *Delivery) error {
 	if d.ChangelogMaxEntries == 0 {
 		return bad("delivery.changelog_max_entries", "must not be zero: a positive number, or negative (e.g. -1) for no count limit")
 	}
-	if d.CommitInterval < 0 {
-		return bad("delivery.commit_interval", "must not be negative (0 commits without waiting), got %s", d.CommitInterval)
-	}
 	if d.MaxPerEndpoint < 0 || d.MaxPerEndpoint > d.Concurrency {
 		return bad("delivery.max_per_endpoint", "must be from 0 (meaning delivery.concurrency) to delivery.concurrency (%d), got %d", d.Concurrency, d.MaxPerEndpoint)
 	}
