@@ -260,9 +260,7 @@ func (o *Outbox) Endpoints(ctx context.Context) ([]EndpointState, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	o.eng.epMu.Lock()
-	eps, err := o.st.Endpoints()
-	o.eng.epMu.Unlock()
+	eps, err := o.eng.holds.list()
 	if err != nil {
 		return nil, mapErr("endpoints", "", err)
 	}
@@ -299,42 +297,12 @@ func (o *Outbox) EnableEndpoint(ctx context.Context, name string) error {
 		return err
 	}
 	defer o.ops.Done()
-	o.eng.holdMu.Lock()
-	defer o.eng.holdMu.Unlock()
 	now := o.clock.Now().UTC()
-	if err := o.enableStored(ctx, name, now); err != nil {
-		return err
-	}
-	if err := o.bringForward(ctx, name, now); err != nil {
+	err := o.eng.holds.enable(ctx, name, now, func() error { return o.bringForward(ctx, name, now) })
+	if err != nil {
 		return err
 	}
 	o.wake()
-	return nil
-}
-
-// enableStored clears the endpoint's disable and throttle in the store and
-// the engine's cache.
-func (o *Outbox) enableStored(ctx context.Context, name string, now time.Time) error {
-	o.eng.epMu.Lock()
-	defer o.eng.epMu.Unlock()
-	ep, ok, err := o.st.Endpoint(name)
-	if err != nil {
-		return mapErr("enable endpoint", name, err)
-	}
-	if !ok {
-		return fmt.Errorf("outbox: enable endpoint %q: %w", name, ErrNotFound)
-	}
-	ep.Disabled = false
-	ep.DisabledReason = ""
-	ep.DisabledAt = time.Time{}
-	ep.NotBefore = time.Time{}
-	ep.FailureStreak = 0
-	ep.Throttles, ep.ThrottledAt = 0, time.Time{}
-	ep.UpdatedAt = now
-	if err := o.st.PutEndpoint(ctx, ep); err != nil {
-		return mapErr("enable endpoint", name, err)
-	}
-	o.eng.setEndpoint(ep)
 	return nil
 }
 
@@ -359,16 +327,7 @@ func (o *Outbox) bringForward(ctx context.Context, endpoint string, now time.Tim
 			if o.eng.isInFlight(r.ID) {
 				continue
 			}
-			outs = append(outs, store.Outcome{
-				Kind:          store.OutcomeReschedule,
-				ID:            r.ID,
-				Version:       r.Version,
-				Attempts:      r.Attempts,
-				Deliveries:    r.Deliveries,
-				NextAttemptAt: now,
-				LastStatus:    r.LastStatus,
-				LastError:     r.LastError,
-			})
+			outs = append(outs, rescheduleAt(r, now))
 		}
 		if len(outs) > 0 {
 			if _, err := o.st.Apply(ctx, outs, nil); err != nil {

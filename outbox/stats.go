@@ -43,7 +43,7 @@ func (o *Outbox) Stats() Stats {
 		EnqueuedTotal:   o.enqueuedTotal.Load(),
 		DuplicatesTotal: o.duplicatesTotal.Load(),
 	}
-	s.EndpointsThrottled, s.EndpointsDisabled = o.eng.endpointHolds(now)
+	s.EndpointsThrottled, s.EndpointsDisabled = o.eng.holds.count(now)
 	if o.enter() != nil {
 		return s
 	}

@@ -1,0 +1,211 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/outboxd/outbox/store"
+)
+
+// commitLoop gathers finished deliveries and commits their outcomes, one
+// transaction per batch: whatever finished meanwhile, and while deliveries
+// are under way whatever finishes within CommitInterval of the first. The
+// wait sleeps on a timer, not on each outcome: workers signal commitNow when
+// the batch is full or nothing else is under way.
+func (e *engine) commitLoop() {
+	defer close(e.committerDone)
+	c := &e.o.cfg
+	batch := make([]*job, 0, e.commitLimit)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for j := range e.results {
+		batch = append(batch[:0], j)
+		if c.CommitInterval > 0 && e.mayWait(j) {
+			// A signal left over from an earlier batch only ends this
+			// wait early; a signal for this one may have come before j.
+			timer.Reset(c.CommitInterval)
+			select {
+			case <-timer.C:
+			case <-e.commitNow:
+			}
+			timer.Stop()
+		}
+	gather:
+		for len(batch) < e.commitLimit {
+			select {
+			case j, ok := <-e.results:
+				if !ok {
+					break gather
+				}
+				batch = append(batch, j)
+			default:
+				break gather
+			}
+		}
+		e.commit(batch)
+	}
+}
+
+// mayWait reports whether the commit that will include j's outcome may wait
+// for more outcomes: some delivery is under way, and j is not a keyed event
+// of an Ordered outbox (whose successor waits for this commit).
+func (e *engine) mayWait(j *job) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.mayWaitLocked(j) && e.uncommitted < e.commitLimit
+}
+
+func (e *engine) mayWaitLocked(j *job) bool {
+	if e.o.cfg.Ordered && j.rec.Key != "" {
+		return false
+	}
+	return e.running && e.delivering > 0
+}
+
+// commit applies the outcomes of a batch of finished deliveries. When the
+// store refuses the write (a full disk, say), the outcomes stay in memory
+// and their events in flight: no delivery starts meanwhile (see health), and
+// the write is retried until it succeeds, so a failing disk repeats no
+// delivery; only Stop's deadline gives them up (see stop).
+func (e *engine) commit(batch []*job) {
+	o := e.o
+	stopping := e.deliverCtx.Err() != nil
+	outs, touched, infos := e.outcomes(batch, o.clock.Now().UTC(), stopping)
+	if len(outs) > 0 || len(touched) > 0 {
+		if !e.apply(outs, touched) {
+			e.release(batch)
+			return
+		}
+	}
+	e.release(batch)
+	for _, info := range infos {
+		switch {
+		case info.Action == ActionSuccess:
+			o.deliveredTotal.Add(1)
+		default:
+			o.failedTotal.Add(1)
+		}
+		if info.Dead {
+			o.deadTotal.Add(1)
+		}
+		o.hookDelivery(info)
+	}
+	// Committed events left the in-flight set: refill the ready queue if it
+	// runs low, and look again at once after failures (a retry may already
+	// be due).
+	failed := slices.ContainsFunc(outs, func(out store.Outcome) bool { return out.Kind != store.OutcomeDelete })
+	if !stopping && (failed || e.readyLow()) {
+		o.wake()
+	}
+}
+
+// outcomes were given up: the store is closed or the file damaged (nothing
+// more can be written), or Stop's deadline passed.
+//
+// The holds' lock is held by each try (from reading the cache to the store having it),
+// not across the waits, so that admin calls are not held up by a failing
+// disk; a try after a wait writes the endpoints as the cache has them then,
+// which includes what EnableEndpoint did meanwhile.
+func (e *engine) outcomes(batch []*job, now time.Time, stopping bool) ([]store.Outcome, []string, []DeliveryInfo) {
+	o := e.o
+	outs := make([]store.Outcome, 0, len(batch))
+	infos := make([]DeliveryInfo, 0, len(batch))
+	var touched, answered []string
+	changed := make(map[string]store.EndpointState)
+	h := e.holds
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, j := range batch {
+		r, res := j.rec, j.res
+		if res.Action == actionNone || (stopping && res.Action == ActionRetry) {
+			// Not attempted, or interrupted by Stop: no attempt spent, the
+			// event stays due.
+			continue
+		}
+		ep, ok := changed[r.Endpoint]
+		if !ok {
+			if ep, ok = h.state(r.Endpoint); !ok {
+				ep = store.EndpointState{Name: r.Endpoint}
+			}
+		}
+		out, newEP, dead := o.outcome(r, res, ep, j.begun, now)
+		if newEP != ep {
+			newEP.UpdatedAt = now
+			if !slices.Contains(touched, r.Endpoint) {
+				touched = append(touched, r.Endpoint)
+			}
+			changed[r.Endpoint] = newEP
+		}
+		if res.Action == ActionThrottle || res.Action == ActionDisable {
+			answered = append(answered, r.Endpoint) // in the cache below
+		}
+		if out != nil {
+			outs = append(outs, *out)
+		}
+		infos = append(infos, DeliveryInfo{
+			ID:           r.ID,
+			Endpoint:     r.Endpoint,
+			Action:       res.Action,
+			Dead:         dead,
+			Status:       res.Status,
+			Attempt:      r.Deliveries + 1,
+			Duration:     j.duration,
+			SinceEnqueue: j.ended.Sub(r.CreatedAt), // the attempt's end, not its commit's
+		})
+	}
+	h.setLocked(changed, answered)
+	return outs, touched, infos
+}
+
+// Waits between two tries to commit outcomes that the store refused.
+const (
+	commitRetryMin = 50 * time.Millisecond
+	commitRetryMax = 2 * time.Second
+)
+
+// apply writes outcomes and the current cached state of the touched
+// endpoints, retrying while the store refuses. It reports false when the
+func (e *engine) apply(outs []store.Outcome, touched []string) bool {
+	o := e.o
+	wait := commitRetryMin
+	var timer *time.Timer
+	for first := true; ; first = false {
+		if !first {
+			if timer == nil {
+				timer = time.NewTimer(wait)
+				defer timer.Stop()
+			} else {
+				timer.Reset(wait)
+			}
+			select {
+			case <-timer.C:
+			case <-e.abandon:
+				e.gaveUp += len(outs)
+				return false
+			}
+			wait = min(2*wait, commitRetryMax)
+		}
+		e.holds.mu.Lock()
+		eps := e.holds.statesLocked(touched)
+		results, err := o.st.Apply(context.Background(), outs, eps)
+		e.holds.mu.Unlock()
+		switch {
+		case err == nil:
+			for i, res := range results {
+				if res == store.Stale {
+					o.log.Debug("outbox: outcome for a changed event not applied", "id", outs[i].ID, "version", outs[i].Version)
+				}
+			}
+			e.commitRecovered()
+			return true
+		case errors.Is(err, store.ErrClosed), errors.Is(err, store.ErrInvalid):
+			o.logStoreErr("commit outcomes", err)
+			return false
+		case o.noteStoreErr(err):
+			return false
+		}
+		e.commitFailed(err)
+	}
+}

@@ -1,0 +1,369 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/outboxd/outbox/store"
+)
+
+func (e *engine) work() {
+	defer e.workers.Done()
+	for j := range e.jobs {
+		r := j.rec
+		if e.held(r.Endpoint) {
+			// Throttled or disabled while this event waited.
+			j.res = Result{Action: actionNone}
+		} else {
+			d := &Delivery{
+				ID:          r.ID,
+				Key:         r.Key,
+				Destination: r.Destination,
+				Endpoint:    r.Endpoint,
+				Method:      r.Method,
+				Headers:     maps.Clone(r.Headers),
+				Payload:     r.Payload,
+				Attempt:     r.Deliveries + 1,
+				CreatedAt:   r.CreatedAt,
+			}
+			j.begun = e.o.clock.Now()
+			j.start = time.Now()
+			j.res = e.deliver(d)
+			j.duration = time.Since(j.start)
+			j.ended = e.o.clock.Now()
+		}
+		refill, commitNow := e.finished(j)
+		e.results <- j
+		if commitNow {
+			select {
+			case e.commitNow <- struct{}{}:
+			default: // one is pending already
+			}
+		}
+		if refill {
+			e.o.wake()
+		}
+	}
+}
+
+// deliver calls the Sink, turning a panic into a retry.
+func (e *engine) deliver(d *Delivery) (res Result) {
+	defer func() {
+		if v := recover(); v != nil {
+			e.o.log.Error("outbox: sink panicked", "id", d.ID, "endpoint", d.Endpoint, "panic", fmt.Sprint(v))
+			res = Result{Action: ActionRetry, Err: fmt.Errorf("sink panicked: %v", v)}
+		}
+	}()
+	return e.o.sink.Deliver(e.deliverCtx, d)
+}
+
+// finished frees the delivery slot of a job whose Sink call returned (its
+// event stays in flight until the outcome is committed), hands ready events
+// to the free slots, and reports whether the ready queue runs low and
+// whether the committer should stop waiting for more outcomes (see
+// mayWait). A throttle or disable holds the endpoint at once, before the
+// commit.
+func (e *engine) finished(j *job) (refill, commitNow bool) {
+	r := j.rec
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.delivering--
+	e.uncommitted++
+	decr(e.perEndpoint, r.Endpoint)
+	decr(e.queued, r.Endpoint)
+	if a := j.res.Action; a == ActionThrottle || a == ActionDisable {
+		e.holds.holdSoon(r.Endpoint)
+	}
+	e.dispatchLocked()
+	commitNow = !e.mayWaitLocked(j) || e.uncommitted >= e.commitLimit
+	return e.running && len(e.ready) <= e.lowWater, commitNow
+}
+
+// dispatchLocked hands ready events to free worker slots, in queue order,
+// skipping events whose endpoint is at its limit.
+func (e *engine) dispatchLocked() int {
+	if !e.running || e.health.faulty() {
+		// While the file is damaged or outcomes cannot be committed, a
+		// delivery started now could not have its outcome recorded.
+		return 0
+	}
+	c := &e.o.cfg
+	n, kept := 0, 0
+	for i, r := range e.ready {
+		if e.delivering >= c.Concurrency || e.uncommitted >= c.MaxUncommitted {
+			kept += copy(e.ready[kept:], e.ready[i:])
+			break
+		}
+		if e.perEndpoint[r.Endpoint] >= c.MaxPerEndpoint {
+			e.ready[kept] = r
+			kept++
+			continue
+		}
+		e.delivering++
+		e.perEndpoint[r.Endpoint]++
+		e.jobs <- &job{rec: r}
+		n++
+	}
+	clear(e.ready[kept:])
+	e.ready = e.ready[:kept]
+	return n
+}
+
+// forgetLocked drops an event from the in-flight state without an outcome.
+func (e *engine) forgetLocked(r *store.Record) {
+	delete(e.inflight, r.ID)
+	decr(e.queued, r.Endpoint)
+	if e.o.cfg.Ordered && r.Key != "" {
+		decr(e.perKey, r.Key)
+	}
+}
+
+func decr(m map[string]int, k string) {
+	if n := m[k] - 1; n > 0 {
+		m[k] = n
+	} else {
+		delete(m, k)
+	}
+}
+
+// punctuate is the delivery punctuation: take a snapshot of due events that
+// are not in flight and whose endpoint and key may go into the ready queue,
+// and hand what it can to free workers. It returns without waiting for the
+// deliveries.
+func (e *engine) punctuate(ctx context.Context, _ time.Time) {
+	o := e.o
+	t0 := time.Now()
+	started := 0
+	defer func() { o.hookPunctuation(time.Since(t0), started) }()
+
+	now := o.clock.Now()
+	room := e.room(now)
+	if room == 0 {
+		return
+	}
+	sc := e.newScan(now)
+	recs, err := o.st.Due(store.DueQuery{
+		Now:           now,
+		Limit:         room,
+		SkipID:        sc.skipID,
+		Skip:          sc.skip,
+		HeadOfKeyOnly: o.cfg.Ordered,
+		// In flight events are skipped before decoding; beyond them, a
+		// bounded number of decoded records may be refused (held endpoint,
+		// endpoint at its limit, busy key).
+		MaxScan: sc.inflight + 2*room + 64,
+	})
+	e.endScan()
+	if err != nil {
+		o.logStoreErr("due", err)
+		return
+	}
+	started = e.take(recs)
+	if len(sc.deferred) > 0 {
+		e.deferHeld(ctx, sc.deferred, sc.deferredEP)
+	}
+}
+
+// room returns how many events a punctuation at now may take into the
+// ready queue: 0 when the engine is stopping or faulty, the queue is full,
+// or nothing is due.
+func (e *engine) room(now time.Time) int {
+	e.mu.Lock()
+	if !e.running || e.health.faulty() {
+		e.mu.Unlock()
+		return 0
+	}
+	room := e.readyCap - len(e.ready)
+	e.mu.Unlock()
+	if room <= 0 {
+		return 0
+	}
+	next, ok, err := e.o.st.NextDue()
+	if err != nil {
+		e.o.logStoreErr("next due", err)
+		return 0
+	}
+	if !ok || next.After(now) {
+		return 0
+	}
+	return room
+}
+
+// scan is one punctuation's pass over the due events: the limits it fills
+// the ready queue within, and the events of held endpoints it pushes back.
+type scan struct {
+	e        *engine
+	now      time.Time
+	inflight int // events in flight when it began
+	holds    map[string]store.EndpointState
+	queued   map[string]int // ready plus delivering, by endpoint, with what it took
+	perKey   map[string]int // in flight, by key, with what it took (Ordered)
+
+	deferred   []store.Outcome // push-backs of held endpoints' events
+	deferredEP []string        // the endpoint of each
+}
+
+// newScan marks the scan before the snapshot's read transaction starts: an
+// event released after this point may have had its outcome committed after
+// the snapshot began, which may then still show its old version; the scan
+// skips it as in flight (releasedInScan). An event released before had its
+// outcome committed before, and the snapshot shows it. The in-flight set is
+// looked up live, not copied: it holds up to Concurrency + MaxUncommitted
+// IDs, and a punctuation may take a few.
+func (e *engine) newScan(now time.Time) *scan {
+	sc := &scan{e: e, now: now, holds: e.holds.heldNow(now)}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.scanning = true
+	sc.inflight = len(e.inflight)
+	sc.queued = maps.Clone(e.queued)
+	sc.perKey = maps.Clone(e.perKey)
+	return sc
+}
+
+// endScan ends what newScan began.
+func (e *engine) endScan() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.scanning = false
+	clear(e.releasedInScan)
+}
+
+// skipID skips events in flight, and those released during the scan.
+func (sc *scan) skipID(id []byte) bool {
+	e := sc.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, busy := e.inflight[string(id)]; busy {
+		return true
+	}
+	_, busy := e.releasedInScan[string(id)]
+	return busy
+}
+
+// skip refuses events of held endpoints (pushing them back to the end of
+// the hold, a bounded number per punctuation), of endpoints whose share of
+// the ready queue is full, and of keys with an event in flight (Ordered).
+func (sc *scan) skip(r *store.Record) bool {
+	e, c := sc.e, &sc.e.o.cfg
+	if ep, held := sc.holds[r.Endpoint]; held {
+		until := ep.NotBefore
+		if ep.Disabled {
+			until = sc.now.Add(disabledDefer)
+		}
+		if until.After(r.NextAttemptAt) && len(sc.deferred) < c.BatchSize {
+			sc.deferred = append(sc.deferred, rescheduleAt(r, until))
+			sc.deferredEP = append(sc.deferredEP, r.Endpoint)
+		}
+		return true
+	}
+	if sc.queued[r.Endpoint] >= e.readyPerEndpoint {
+		return true
+	}
+	if c.Ordered && r.Key != "" {
+		if sc.perKey[r.Key] > 0 {
+			return true
+		}
+		sc.perKey[r.Key]++
+	}
+	sc.queued[r.Endpoint]++
+	return false
+}
+
+// rescheduleAt is the outcome that moves r's next attempt to t and changes
+// nothing else.
+func rescheduleAt(r *store.Record, t time.Time) store.Outcome {
+	return store.Outcome{
+		Kind:          store.OutcomeReschedule,
+		ID:            r.ID,
+		Version:       r.Version,
+		Attempts:      r.Attempts,
+		Deliveries:    r.Deliveries,
+		NextAttemptAt: t,
+		LastStatus:    r.LastStatus,
+		LastError:     r.LastError,
+	}
+}
+
+// take puts the events a scan found in flight and in the ready queue, and
+// hands what it can to free workers; it returns how many it handed.
+func (e *engine) take(recs []*store.Record) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.running {
+		return 0
+	}
+	for _, r := range recs {
+		if _, busy := e.inflight[r.ID]; busy {
+			continue
+		}
+		e.inflight[r.ID] = struct{}{}
+		e.queued[r.Endpoint]++
+		if e.o.cfg.Ordered && r.Key != "" {
+			e.perKey[r.Key]++
+		}
+		e.ready = append(e.ready, r)
+	}
+	return e.dispatchLocked()
+}
+
+// deferHeld commits the push-back of events whose endpoint was held when the
+// punctuation looked (see holds.pushBack).
+func (e *engine) deferHeld(ctx context.Context, deferred []store.Outcome, endpoints []string) {
+	if err := e.holds.pushBack(ctx, deferred, endpoints, e.o.clock.Now()); err != nil {
+		e.o.logStoreErr("defer held events", err)
+	}
+}
+
+// release forgets the jobs' events as in flight, once their outcomes are
+// committed.
+func (e *engine) release(batch []*job) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, j := range batch {
+		r := j.rec
+		delete(e.inflight, r.ID)
+		if e.scanning {
+			e.releasedInScan[r.ID] = struct{}{}
+		}
+		e.uncommitted--
+		if e.o.cfg.Ordered && r.Key != "" {
+			decr(e.perKey, r.Key)
+		}
+	}
+	e.dispatchLocked()
+}
+
+// readyLow reports whether the ready queue should be refilled.
+func (e *engine) readyLow() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.running && len(e.ready) <= e.lowWater
+}
+
+// held reports whether the endpoint is disabled or throttled now, or the
+// outbox is stopping (jobs not started yet are left pending).
+func (e *engine) held(endpoint string) bool {
+	e.mu.Lock()
+	running := e.running
+	e.mu.Unlock()
+	return !running || e.holds.held(endpoint, e.o.clock.Now())
+}
+
+// inFlight returns the number of deliveries under way (queued for or in a
+// worker).
+func (e *engine) inFlight() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.delivering
+}
+
+// isInFlight reports whether the event is being delivered.
+func (e *engine) isInFlight(id string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_, ok := e.inflight[id]
+	return ok
+}

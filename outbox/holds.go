@@ -1,0 +1,184 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/outboxd/outbox/store"
+)
+
+// holds owns the delivery states of the endpoints (disabled, throttled
+// until, failure streak, throttle episode): the cache of their durable
+// states that every delivery reads, the holds that answers not committed
+// yet put on them, and the one lock that orders every write of them.
+//
+// The lock is held by whatever changes an endpoint, from its change of the
+// cache until the store has it: a commit of delivery outcomes, the
+// push-back of a held endpoint's events, and EnableEndpoint. So what the
+// cache shows is never overwritten by an older write, and a punctuation
+// that saw an endpoint held cannot push its events back after it was
+// enabled. Readers do not take it: the cache is a map replaced whole.
+type holds struct {
+	st *store.Store
+
+	mu    sync.Mutex
+	cache atomic.Pointer[map[string]store.EndpointState]
+	// soon holds the endpoints a throttle or disable answer holds before
+	// its commit put the new state in the cache.
+	soon sync.Map // endpoint name → struct{}
+}
+
+func newHolds(st *store.Store) (*holds, error) {
+	eps, err := st.Endpoints()
+	if err != nil {
+		return nil, fmt.Errorf("read endpoints: %w", err)
+	}
+	m := make(map[string]store.EndpointState, len(eps))
+	for _, ep := range eps {
+		m[ep.Name] = ep
+	}
+	h := &holds{st: st}
+	h.cache.Store(&m)
+	return h, nil
+}
+
+// state returns the cached state of an endpoint.
+func (h *holds) state(name string) (store.EndpointState, bool) {
+	ep, ok := (*h.cache.Load())[name]
+	return ep, ok
+}
+
+// held reports whether the endpoint is disabled, throttled at now, or held
+// by an answer not committed yet.
+func (h *holds) held(name string, now time.Time) bool {
+	if _, soon := h.soon.Load(name); soon {
+		return true
+	}
+	ep, ok := h.state(name)
+	return ok && heldAt(ep, now)
+}
+
+func heldAt(ep store.EndpointState, now time.Time) bool {
+	return ep.Disabled || ep.NotBefore.After(now)
+}
+
+// heldNow returns the endpoints held at now, for a punctuation: the cached
+// state of those disabled or throttled, and a state with only the name for
+// those held by an answer not committed yet (skipped, not pushed back).
+func (h *holds) heldNow(now time.Time) map[string]store.EndpointState {
+	out := make(map[string]store.EndpointState)
+	for name, ep := range *h.cache.Load() {
+		if heldAt(ep, now) {
+			out[name] = ep
+		}
+	}
+	h.soon.Range(func(k, _ any) bool {
+		name := k.(string)
+		if _, ok := out[name]; !ok {
+			out[name] = store.EndpointState{Name: name}
+		}
+		return true
+	})
+	return out
+}
+
+// count counts the endpoints throttled at now and the disabled ones.
+func (h *holds) count(now time.Time) (throttled, disabled int) {
+	for _, ep := range *h.cache.Load() {
+		switch {
+		case ep.Disabled:
+			disabled++
+		case ep.NotBefore.After(now):
+			throttled++
+		}
+	}
+	return throttled, disabled
+}
+
+// holdSoon holds an endpoint at once, before the commit of the answer that
+// throttled or disabled it.
+func (h *holds) holdSoon(name string) { h.soon.Store(name, struct{}{}) }
+
+// setLocked replaces cached states, and lifts the early holds of those
+// endpoints whose answer is now in the cache. h.mu must be held.
+func (h *holds) setLocked(eps map[string]store.EndpointState, committed []string) {
+	if len(eps) > 0 {
+		m := maps.Clone(*h.cache.Load())
+		maps.Copy(m, eps)
+		h.cache.Store(&m)
+	}
+	for _, name := range committed {
+		h.soon.Delete(name)
+	}
+}
+
+// statesLocked returns the cached states of the named endpoints, to be
+// written to the store. h.mu must be held.
+func (h *holds) statesLocked(names []string) []store.EndpointState {
+	m := *h.cache.Load()
+	eps := make([]store.EndpointState, 0, len(names))
+	for _, name := range names {
+		eps = append(eps, m[name])
+	}
+	return eps
+}
+
+// list returns the stored states of every endpoint that has one: what the
+// cache (and Stats) shows, with no change of one half-written.
+func (h *holds) list() ([]store.EndpointState, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.st.Endpoints()
+}
+
+// enable clears the endpoint's disable, throttle and streak in the store
+// and the cache, then runs after (bringing its events forward) under the
+// same lock. ErrNotFound when the endpoint has no state.
+func (h *holds) enable(ctx context.Context, name string, now time.Time, after func() error) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ep, ok, err := h.st.Endpoint(name)
+	if err != nil {
+		return mapErr("enable endpoint", name, err)
+	}
+	if !ok {
+		return fmt.Errorf("outbox: enable endpoint %q: %w", name, ErrNotFound)
+	}
+	ep.Disabled = false
+	ep.DisabledReason = ""
+	ep.DisabledAt = time.Time{}
+	ep.NotBefore = time.Time{}
+	ep.FailureStreak = 0
+	ep.Throttles, ep.ThrottledAt = 0, time.Time{}
+	ep.UpdatedAt = now
+	if err := h.st.PutEndpoint(ctx, ep); err != nil {
+		return mapErr("enable endpoint", name, err)
+	}
+	h.setLocked(map[string]store.EndpointState{name: ep}, nil)
+	return after()
+}
+
+// pushBack commits the push-back of events whose endpoint was held when a
+// punctuation looked, keeping only those whose endpoint is still held: an
+// endpoint enabled in between has had its events brought forward already,
+// and must not lose them for another hour. endpoints[i] is the endpoint
+// of outs[i].
+func (h *holds) pushBack(ctx context.Context, outs []store.Outcome, endpoints []string, now time.Time) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	kept := outs[:0]
+	for i, out := range outs {
+		if ep, ok := h.state(endpoints[i]); ok && heldAt(ep, now) {
+			kept = append(kept, out)
+		}
+	}
+	if len(kept) == 0 {
+		return nil
+	}
+	_, err := h.st.Apply(ctx, kept, nil)
+	return err
+}
