@@ -49,17 +49,25 @@ func TestServeOnDefaultsDeliversSignedEvent(t *testing.T) {
 	if code != http.StatusOK {
 		t.Errorf("healthz: %d", code)
 	}
-	resp, err := client.Get(p.url("/metrics"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var metrics strings.Builder
-	_, _ = fmt.Fprint(&metrics, readAll(t, resp))
-	for _, name := range []string{"outbox_enqueued_total 1", "outbox_deliveries_total", "outbox_pending", "outbox_enqueue_to_delivery_seconds", "go_goroutines"} {
-		if !strings.Contains(metrics.String(), name) {
-			t.Errorf("/metrics lacks %s", name)
+	// The delivery hooks run once the outcome is committed, which a GET
+	// may see first: wait for the metrics to catch up.
+	names := []string{"outbox_enqueued_total 1", "outbox_deliveries_total", "outbox_pending", "outbox_enqueue_to_delivery_seconds", "go_goroutines"}
+	var metrics string
+	missing := func() []string {
+		resp, err := client.Get(p.url("/metrics"))
+		if err != nil {
+			t.Fatal(err)
 		}
+		metrics = readAll(t, resp)
+		var lack []string
+		for _, name := range names {
+			if !strings.Contains(metrics, name) {
+				lack = append(lack, name)
+			}
+		}
+		return lack
 	}
+	waitFor(t, 10*time.Second, "the delivery in /metrics", func() bool { return len(missing()) == 0 })
 	if d := p.signal(syscall.SIGTERM, 10*time.Second); p.exitCode() != 0 {
 		t.Errorf("exit code %d after SIGTERM (%s)", p.exitCode(), d)
 	}
