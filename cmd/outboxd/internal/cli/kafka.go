@@ -5,8 +5,6 @@ import (
 	"io"
 	"log/slog"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/outboxd/outbox/kafka"
 	"github.com/outboxd/outbox/outbox"
 )
@@ -15,7 +13,7 @@ import (
 type kafkaRunner interface {
 	Ready() bool
 	Close(ctx context.Context) error
-	Collectors() []prometheus.Collector
+	Metrics() kafka.Metrics
 }
 
 // startKafka validates the Kafka settings and starts ingest and/or

@@ -21,6 +21,7 @@ import (
 	"github.com/outboxd/outbox/cmd/outboxd/internal/config"
 	"github.com/outboxd/outbox/httpsink"
 	"github.com/outboxd/outbox/kafka"
+	"github.com/outboxd/outbox/kafka/kafkaprom"
 	"github.com/outboxd/outbox/outbox"
 	"github.com/outboxd/outbox/outbox/httpapi"
 	"github.com/outboxd/outbox/outbox/outboxprom"
@@ -124,7 +125,7 @@ func (s *server) run(sigs <-chan os.Signal) int {
 			return s.fail(exitError, "starting Kafka: %v", err)
 		}
 		s.kafka = r
-		reg.MustRegister(r.Collectors()...)
+		reg.MustRegister(kafkaprom.New(r))
 	}
 
 	lim := cfg.Limits
