@@ -1,7 +1,6 @@
 package kafka
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -121,15 +120,18 @@ func TestShipAndRestore(t *testing.T) {
 	}
 	c.Compact()
 
-	var progress bytes.Buffer
+	var reports []RestoreProgress
 	restored := dbPath(t, "restored")
-	stats, err := Restore(ctx, cfg, restored, &progress)
+	stats, err := Restore(ctx, cfg, restored, func(p RestoreProgress) { reports = append(reports, p) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("restore: %+v; progress output:\n%s", stats, progress.String())
-	if !strings.Contains(progress.String(), "restore: done") {
-		t.Errorf("no final progress line: %q", progress.String())
+	t.Logf("restore: %+v; %d progress reports", stats, len(reports))
+	if len(reports) == 0 {
+		t.Fatal("no progress reported")
+	}
+	if last := reports[len(reports)-1]; last.Topic != cfg.ChangelogTopic || last.Total == 0 || last.Done != last.Total {
+		t.Errorf("last progress report %+v, want all of %s read", last, cfg.ChangelogTopic)
 	}
 	if stats.Pending != 61 || stats.Dead != 30 {
 		t.Errorf("restored %d pending and %d dead, want 61 and 30", stats.Pending, stats.Dead)

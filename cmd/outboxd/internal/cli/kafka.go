@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"io"
 	"log/slog"
 
 	"github.com/outboxd/outbox/kafka"
@@ -30,6 +29,6 @@ func startKafka(ctx context.Context, o *outbox.Outbox, k kafka.Config, logger *s
 }
 
 // restoreFromKafka rebuilds the database at dbPath from the changelog topic.
-func restoreFromKafka(ctx context.Context, k kafka.Config, dbPath string, progress io.Writer) (kafka.RestoreStats, error) {
+func restoreFromKafka(ctx context.Context, k kafka.Config, dbPath string, progress func(kafka.RestoreProgress)) (kafka.RestoreStats, error) {
 	return kafka.Restore(ctx, k, dbPath, progress)
 }
