@@ -14,6 +14,7 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/sasl"
 	"github.com/segmentio/kafka-go/sasl/plain"
+	"github.com/segmentio/kafka-go/sasl/scram"
 
 	"github.com/outboxd/outbox/outbox"
 )
@@ -61,8 +62,11 @@ type SASLConfig struct {
 	// Mechanism is "" (no SASL, the default), "plain", "scram-sha-256" or
 	// "scram-sha-512". PLAIN sends the password in the clear: use it with TLS.
 	Mechanism string `yaml:"mechanism"`
-	// Username is required with a mechanism. SCRAM uses it as given (no
-	// SASLprep normalisation), which is what brokers expect for ASCII names.
+	// Username is required with a mechanism. SCRAM normalises it and the
+	// password with SASLprep (RFC 4013), as kafka-go's client does; Kafka
+	// brokers do not, so a non-ASCII name or password that SASLprep changes
+	// (a no-break space, a compatibility character) does not authenticate
+	// with SCRAM. ASCII credentials are unaffected.
 	Username string `yaml:"username"`
 	// Password is required with a mechanism.
 	Password string `yaml:"password"`
@@ -287,6 +291,9 @@ func (c Config) Validate() error {
 	if _, err := c.tlsConfig(); err != nil {
 		return err
 	}
+	if _, err := c.mechanism(); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -360,9 +367,9 @@ func (c Config) mechanism() (sasl.Mechanism, error) {
 	case "plain":
 		return plain.Mechanism{Username: s.Username, Password: s.Password}, nil
 	case "scram-sha-256":
-		return newSCRAM(scramSHA256, s.Username, s.Password), nil
+		return newSCRAM(scram.SHA256, s.Username, s.Password)
 	case "scram-sha-512":
-		return newSCRAM(scramSHA512, s.Username, s.Password), nil
+		return newSCRAM(scram.SHA512, s.Username, s.Password)
 	}
 	return nil, &ConfigError{Setting: "kafka.sasl.mechanism", Reason: fmt.Sprintf("%q is not one of plain, scram-sha-256, scram-sha-512", s.Mechanism)}
 }

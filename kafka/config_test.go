@@ -19,6 +19,7 @@ import (
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/sasl/scram"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
@@ -138,25 +139,47 @@ func TestSASL(t *testing.T) {
 	}
 }
 
+// The SCRAM client refuses a server that does not follow the protocol: a
+// nonce not its own or not extended, too few iterations, a malformed salt, an
+// error.
 func TestSCRAMRefusesBadServers(t *testing.T) {
-	m := newSCRAM(scramSHA256, "user,=x", "pw")
-	sm, first, err := m.Start(context.Background())
+	m, err := newSCRAM(scram.SHA256, "user,=x", "pw")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(string(first), "n,,n=user=2C=3Dx,r=") {
-		t.Fatalf("client-first %q", first)
-	}
-	for name, challenge := range map[string]string{
-		"foreign nonce":   "r=abc,s=c2FsdA==,i=4096",
-		"few iterations":  "r=" + strings.TrimPrefix(string(first), "n,,n=user=2C=3Dx,r=") + "x,s=c2FsdA==,i=1",
-		"server error":    "e=unknown-user",
-		"malformed salt":  "r=" + strings.TrimPrefix(string(first), "n,,n=user=2C=3Dx,r=") + "x,s=!!,i=4096",
-		"nonce not grown": "r=" + strings.TrimPrefix(string(first), "n,,n=user=2C=3Dx,r=") + ",s=c2FsdA==,i=4096",
+	const prefix = "n,,n=user=2C=3Dx,r="
+	for name, challenge := range map[string]func(nonce string) string{
+		"foreign nonce":   func(string) string { return "r=abc,s=c2FsdA==,i=4096" },
+		"few iterations":  func(n string) string { return "r=" + n + "x,s=c2FsdA==,i=1" },
+		"server error":    func(string) string { return "e=unknown-user" },
+		"malformed salt":  func(n string) string { return "r=" + n + "x,s=!!,i=4096" },
+		"nonce not grown": func(n string) string { return "r=" + n + ",s=c2FsdA==,i=4096" },
 	} {
-		if _, _, err := sm.Next(context.Background(), []byte(challenge)); err == nil {
+		sm, first, err := m.Start(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(string(first), prefix) {
+			t.Fatalf("client-first %q", first)
+		}
+		if _, _, err := sm.Next(context.Background(), []byte(challenge(strings.TrimPrefix(string(first), prefix)))); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// A SCRAM credential that SASLprep refuses is a configuration error found by
+// Validate, and the error does not quote the password.
+func TestSCRAMCredentialRefusedBySASLprep(t *testing.T) {
+	cfg := Config{Brokers: []string{"b:1"}, Topic: "in",
+		SASL: SASLConfig{Mechanism: "scram-sha-256", Username: "svc", Password: "pw\u0007secret"}}
+	err := cfg.Validate()
+	if !errors.Is(err, ErrInvalidConfig) || strings.Contains(err.Error(), "secret") {
+		t.Fatalf("Validate: %v", err)
+	}
+	cfg.SASL.Password = "pw secret"
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("Validate of an ASCII password: %v", err)
 	}
 }
 
