@@ -51,7 +51,7 @@ func Restore(ctx context.Context, cfg Config, dbPath string, progress func(Resto
 	begin := time.Now()
 	var stats RestoreStats
 	if cfg.ChangelogTopic == "" {
-		return stats, &ConfigError{Setting: "kafka.changelog_topic", Reason: "required for a restore"}
+		return stats, &ConfigError{Field: "ChangelogTopic", Reason: "required for a restore"}
 	}
 	if err := cfg.Validate(); err != nil {
 		return stats, err

@@ -64,7 +64,7 @@ func start(ctx context.Context, o enqueuer, st changelogStore, cfg Config, logge
 	}
 	cfg = cfg.WithDefaults()
 	if cfg.Topic == "" && cfg.ChangelogTopic == "" {
-		return nil, &ConfigError{Setting: "kafka.topic", Reason: "neither kafka.topic nor kafka.changelog_topic is set: nothing to run"}
+		return nil, &ConfigError{Field: "Topic", Reason: "neither Topic nor ChangelogTopic is set: nothing to run"}
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)

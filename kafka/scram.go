@@ -15,7 +15,7 @@ import (
 func newSCRAM(algo scram.Algorithm, user, password string) (sasl.Mechanism, error) {
 	m, err := scram.Mechanism(algo, user, password)
 	if err != nil {
-		return nil, &ConfigError{Setting: "kafka.sasl.password",
+		return nil, &ConfigError{Field: "SASL.Password",
 			Reason: "the username or password is refused by SASLprep (RFC 4013), which SCRAM applies"}
 	}
 	return strictSCRAM{m}, nil
