@@ -14,6 +14,7 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/sasl"
 	"github.com/segmentio/kafka-go/sasl/plain"
+	"github.com/segmentio/kafka-go/sasl/scram"
 
 	"github.com/outboxd/outbox/outbox"
 )
@@ -61,16 +62,19 @@ type SASLConfig struct {
 	// Mechanism is "" (no SASL, the default), "plain", "scram-sha-256" or
 	// "scram-sha-512". PLAIN sends the password in the clear: use it with TLS.
 	Mechanism string `yaml:"mechanism"`
-	// Username is required with a mechanism. SCRAM uses it as given (no
-	// SASLprep normalisation), which is what brokers expect for ASCII names.
+	// Username is required with a mechanism. SCRAM normalises it and the
+	// password with SASLprep (RFC 4013), as kafka-go's client does; Kafka
+	// brokers do not, so a non-ASCII name or password that SASLprep changes
+	// (a no-break space, a compatibility character) does not authenticate
+	// with SCRAM. ASCII credentials are unaffected.
 	Username string `yaml:"username"`
 	// Password is required with a mechanism.
 	Password string `yaml:"password"`
 }
 
-// Config configures Kafka ingest, changelog shipping and restore. It maps one
-// to one onto outboxd's "kafka" YAML section; the zero value of every field
-// means its documented default.
+// Config configures Kafka ingest, changelog shipping and restore. The zero
+// value of every field means its documented default. (The yaml tags are the
+// names of outboxd's "kafka" section, which maps one to one onto Config.)
 type Config struct {
 	// Brokers are the bootstrap brokers, host:port. Required.
 	Brokers []string `yaml:"brokers"`
@@ -190,101 +194,105 @@ func (c Config) WithDefaults() Config {
 }
 
 // Validate checks the configuration (with defaults applied) and returns a
-// *ConfigError naming the first bad setting as "kafka.<yaml name>". It also
+// *ConfigError naming the first bad field, such as "Brokers" or
+// "SASL.Mechanism". It also
 // loads the TLS files, so that a missing or bad file is reported here rather
 // than at the first connection.
 func (c Config) Validate() error {
 	c = c.WithDefaults()
-	bad := func(setting, format string, args ...any) error {
-		return &ConfigError{Setting: "kafka." + setting, Reason: fmt.Sprintf(format, args...)}
+	bad := func(field, format string, args ...any) error {
+		return &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)}
 	}
 	if len(c.Brokers) == 0 {
-		return bad("brokers", "at least one broker (host:port) is required")
+		return bad("Brokers", "at least one broker (host:port) is required")
 	}
 	for _, b := range c.Brokers {
 		host, port, err := net.SplitHostPort(strings.TrimSpace(b))
 		if err != nil || host == "" {
-			return bad("brokers", "%q is not host:port", b)
+			return bad("Brokers", "%q is not host:port", b)
 		}
 		if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
-			return bad("brokers", "%q has no valid port", b)
+			return bad("Brokers", "%q has no valid port", b)
 		}
 	}
 	if c.Topic != "" {
 		if err := checkTopic(c.Topic); err != nil {
-			return bad("topic", "%v", err)
+			return bad("Topic", "%v", err)
 		}
 	}
 	if c.ChangelogTopic != "" {
 		if err := checkTopic(c.ChangelogTopic); err != nil {
-			return bad("changelog_topic", "%v", err)
+			return bad("ChangelogTopic", "%v", err)
 		}
 		if c.ChangelogTopic == c.Topic {
-			return bad("changelog_topic", "must differ from kafka.topic %q", c.Topic)
+			return bad("ChangelogTopic", "must differ from Topic %q", c.Topic)
 		}
 	}
 	if c.StartOffset != "earliest" && c.StartOffset != "latest" {
-		return bad("start_offset", "%q is neither \"earliest\" nor \"latest\"", c.StartOffset)
+		return bad("StartOffset", "%q is neither \"earliest\" nor \"latest\"", c.StartOffset)
 	}
 	if !validHeaderName(c.DestinationHeader) {
-		return bad("destination_header", "%q is not a valid header name", c.DestinationHeader)
+		return bad("DestinationHeader", "%q is not a valid header name", c.DestinationHeader)
 	}
 	if !validHeaderName(c.IDHeader) {
-		return bad("id_header", "%q is not a valid header name", c.IDHeader)
+		return bad("IDHeader", "%q is not a valid header name", c.IDHeader)
 	}
 	if c.IDHeader == c.DestinationHeader {
-		return bad("id_header", "must differ from kafka.destination_header")
+		return bad("IDHeader", "must differ from DestinationHeader")
 	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
 	}{
-		{"commit_interval", c.CommitInterval}, {"session_timeout", c.SessionTimeout},
-		{"heartbeat_interval", c.HeartbeatInterval}, {"rebalance_timeout", c.RebalanceTimeout},
-		{"ship_interval", c.ShipInterval}, {"retry_backoff", c.RetryBackoff},
-		{"retry_backoff_max", c.RetryBackoffMax}, {"dial_timeout", c.DialTimeout},
+		{"CommitInterval", c.CommitInterval}, {"SessionTimeout", c.SessionTimeout},
+		{"HeartbeatInterval", c.HeartbeatInterval}, {"RebalanceTimeout", c.RebalanceTimeout},
+		{"ShipInterval", c.ShipInterval}, {"RetryBackoff", c.RetryBackoff},
+		{"RetryBackoffMax", c.RetryBackoffMax}, {"DialTimeout", c.DialTimeout},
 	} {
 		if d.v < 0 {
 			return bad(d.name, "must not be negative (got %s)", d.v)
 		}
 	}
 	if c.HeartbeatInterval >= c.SessionTimeout {
-		return bad("heartbeat_interval", "%s must be shorter than kafka.session_timeout (%s)", c.HeartbeatInterval, c.SessionTimeout)
+		return bad("HeartbeatInterval", "%s must be shorter than SessionTimeout (%s)", c.HeartbeatInterval, c.SessionTimeout)
 	}
 	if c.RetryBackoffMax < c.RetryBackoff {
-		return bad("retry_backoff_max", "%s is shorter than kafka.retry_backoff (%s)", c.RetryBackoffMax, c.RetryBackoff)
+		return bad("RetryBackoffMax", "%s is shorter than RetryBackoff (%s)", c.RetryBackoffMax, c.RetryBackoff)
 	}
 	if c.BatchSize < 0 || c.BatchSize > 100000 {
-		return bad("batch_size", "%d is out of range 1..100000", c.BatchSize)
+		return bad("BatchSize", "%d is out of range 1..100000", c.BatchSize)
 	}
 	if c.ShipBatch < 0 || c.ShipBatch > 100000 {
-		return bad("ship_batch", "%d is out of range 1..100000", c.ShipBatch)
+		return bad("ShipBatch", "%d is out of range 1..100000", c.ShipBatch)
 	}
 	if c.ChangelogPartitions < 1 {
-		return bad("changelog_partitions", "%d must be at least 1", c.ChangelogPartitions)
+		return bad("ChangelogPartitions", "%d must be at least 1", c.ChangelogPartitions)
 	}
 	if c.ChangelogReplication < -1 || c.ChangelogReplication == 0 {
-		return bad("changelog_replication", "%d must be positive (or unset for the broker default)", c.ChangelogReplication)
+		return bad("ChangelogReplication", "%d must be positive (or unset for the broker default)", c.ChangelogReplication)
 	}
 	if strings.TrimSpace(c.ClientID) == "" {
-		return bad("client_id", "must not be blank")
+		return bad("ClientID", "must not be blank")
 	}
 	switch strings.ToLower(c.SASL.Mechanism) {
 	case "":
 		if c.SASL.Username != "" || c.SASL.Password != "" {
-			return bad("sasl.mechanism", "required when kafka.sasl.username or password is set (plain, scram-sha-256 or scram-sha-512)")
+			return bad("SASL.Mechanism", "required when SASL.Username or SASL.Password is set (plain, scram-sha-256 or scram-sha-512)")
 		}
 	case "plain", "scram-sha-256", "scram-sha-512":
 		if c.SASL.Username == "" {
-			return bad("sasl.username", "required with kafka.sasl.mechanism %q", c.SASL.Mechanism)
+			return bad("SASL.Username", "required with SASL.Mechanism %q", c.SASL.Mechanism)
 		}
 		if c.SASL.Password == "" {
-			return bad("sasl.password", "required with kafka.sasl.mechanism %q", c.SASL.Mechanism)
+			return bad("SASL.Password", "required with SASL.Mechanism %q", c.SASL.Mechanism)
 		}
 	default:
-		return bad("sasl.mechanism", "%q is not one of plain, scram-sha-256, scram-sha-512", c.SASL.Mechanism)
+		return bad("SASL.Mechanism", "%q is not one of plain, scram-sha-256, scram-sha-512", c.SASL.Mechanism)
 	}
 	if _, err := c.tlsConfig(); err != nil {
+		return err
+	}
+	if _, err := c.mechanism(); err != nil {
 		return err
 	}
 	return nil
@@ -330,21 +338,21 @@ func (c Config) tlsConfig() (*tls.Config, error) {
 	if t.CAFile != "" {
 		pem, err := os.ReadFile(t.CAFile)
 		if err != nil {
-			return nil, &ConfigError{Setting: "kafka.tls.ca_file", Reason: err.Error()}
+			return nil, &ConfigError{Field: "TLS.CAFile", Reason: err.Error()}
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, &ConfigError{Setting: "kafka.tls.ca_file", Reason: fmt.Sprintf("no PEM certificate in %s", t.CAFile)}
+			return nil, &ConfigError{Field: "TLS.CAFile", Reason: fmt.Sprintf("no PEM certificate in %s", t.CAFile)}
 		}
 		cfg.RootCAs = pool
 	}
 	if (t.CertFile == "") != (t.KeyFile == "") {
-		return nil, &ConfigError{Setting: "kafka.tls.cert_file", Reason: "kafka.tls.cert_file and kafka.tls.key_file go together"}
+		return nil, &ConfigError{Field: "TLS.CertFile", Reason: "TLS.CertFile and TLS.KeyFile go together"}
 	}
 	if t.CertFile != "" {
 		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
 		if err != nil {
-			return nil, &ConfigError{Setting: "kafka.tls.cert_file", Reason: err.Error()}
+			return nil, &ConfigError{Field: "TLS.CertFile", Reason: err.Error()}
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}
@@ -360,11 +368,11 @@ func (c Config) mechanism() (sasl.Mechanism, error) {
 	case "plain":
 		return plain.Mechanism{Username: s.Username, Password: s.Password}, nil
 	case "scram-sha-256":
-		return newSCRAM(scramSHA256, s.Username, s.Password), nil
+		return newSCRAM(scram.SHA256, s.Username, s.Password)
 	case "scram-sha-512":
-		return newSCRAM(scramSHA512, s.Username, s.Password), nil
+		return newSCRAM(scram.SHA512, s.Username, s.Password)
 	}
-	return nil, &ConfigError{Setting: "kafka.sasl.mechanism", Reason: fmt.Sprintf("%q is not one of plain, scram-sha-256, scram-sha-512", s.Mechanism)}
+	return nil, &ConfigError{Field: "SASL.Mechanism", Reason: fmt.Sprintf("%q is not one of plain, scram-sha-256, scram-sha-512", s.Mechanism)}
 }
 
 // conns holds what every kafka-go client of one Runner or Restore uses to

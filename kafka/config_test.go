@@ -19,10 +19,11 @@ import (
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/sasl/scram"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
-func TestValidateNamesTheSetting(t *testing.T) {
+func TestValidateNamesTheField(t *testing.T) {
 	dir := t.TempDir()
 	notPEM := filepath.Join(dir, "ca.pem")
 	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o600); err != nil {
@@ -33,31 +34,31 @@ func TestValidateNamesTheSetting(t *testing.T) {
 		t.Fatalf("valid config refused: %v", err)
 	}
 	for _, tc := range []struct {
-		name    string
-		edit    func(*Config)
-		setting string
+		name  string
+		edit  func(*Config)
+		field string
 	}{
-		{"no brokers", func(c *Config) { c.Brokers = nil }, "kafka.brokers"},
-		{"no port", func(c *Config) { c.Brokers = []string{"localhost"} }, "kafka.brokers"},
-		{"bad port", func(c *Config) { c.Brokers = []string{"localhost:99999"} }, "kafka.brokers"},
-		{"bad topic", func(c *Config) { c.Topic = "a topic" }, "kafka.topic"},
-		{"bad changelog topic", func(c *Config) { c.ChangelogTopic = "x/y" }, "kafka.changelog_topic"},
-		{"changelog is the topic", func(c *Config) { c.ChangelogTopic = "events" }, "kafka.changelog_topic"},
-		{"start offset", func(c *Config) { c.StartOffset = "middle" }, "kafka.start_offset"},
-		{"dest header", func(c *Config) { c.DestinationHeader = "a b" }, "kafka.destination_header"},
-		{"same headers", func(c *Config) { c.IDHeader = "h"; c.DestinationHeader = "h" }, "kafka.id_header"},
-		{"heartbeat", func(c *Config) { c.HeartbeatInterval = time.Minute }, "kafka.heartbeat_interval"},
-		{"negative", func(c *Config) { c.CommitInterval = -time.Second }, "kafka.commit_interval"},
-		{"backoff", func(c *Config) { c.RetryBackoff = time.Minute }, "kafka.retry_backoff_max"},
-		{"batch", func(c *Config) { c.BatchSize = -1 }, "kafka.batch_size"},
-		{"replication", func(c *Config) { c.ChangelogReplication = -3 }, "kafka.changelog_replication"},
-		{"mechanism", func(c *Config) { c.SASL.Mechanism = "kerberos" }, "kafka.sasl.mechanism"},
-		{"user without mechanism", func(c *Config) { c.SASL.Username = "u" }, "kafka.sasl.mechanism"},
-		{"no user", func(c *Config) { c.SASL.Mechanism = "scram-sha-512"; c.SASL.Password = "p" }, "kafka.sasl.username"},
-		{"no password", func(c *Config) { c.SASL.Mechanism = "plain"; c.SASL.Username = "u" }, "kafka.sasl.password"},
-		{"missing CA", func(c *Config) { c.TLS = TLSConfig{Enabled: true, CAFile: filepath.Join(dir, "missing.pem")} }, "kafka.tls.ca_file"},
-		{"CA not PEM", func(c *Config) { c.TLS = TLSConfig{Enabled: true, CAFile: notPEM} }, "kafka.tls.ca_file"},
-		{"cert without key", func(c *Config) { c.TLS = TLSConfig{Enabled: true, CertFile: notPEM} }, "kafka.tls.cert_file"},
+		{"no brokers", func(c *Config) { c.Brokers = nil }, "Brokers"},
+		{"no port", func(c *Config) { c.Brokers = []string{"localhost"} }, "Brokers"},
+		{"bad port", func(c *Config) { c.Brokers = []string{"localhost:99999"} }, "Brokers"},
+		{"bad topic", func(c *Config) { c.Topic = "a topic" }, "Topic"},
+		{"bad changelog topic", func(c *Config) { c.ChangelogTopic = "x/y" }, "ChangelogTopic"},
+		{"changelog is the topic", func(c *Config) { c.ChangelogTopic = "events" }, "ChangelogTopic"},
+		{"start offset", func(c *Config) { c.StartOffset = "middle" }, "StartOffset"},
+		{"dest header", func(c *Config) { c.DestinationHeader = "a b" }, "DestinationHeader"},
+		{"same headers", func(c *Config) { c.IDHeader = "h"; c.DestinationHeader = "h" }, "IDHeader"},
+		{"heartbeat", func(c *Config) { c.HeartbeatInterval = time.Minute }, "HeartbeatInterval"},
+		{"negative", func(c *Config) { c.CommitInterval = -time.Second }, "CommitInterval"},
+		{"backoff", func(c *Config) { c.RetryBackoff = time.Minute }, "RetryBackoffMax"},
+		{"batch", func(c *Config) { c.BatchSize = -1 }, "BatchSize"},
+		{"replication", func(c *Config) { c.ChangelogReplication = -3 }, "ChangelogReplication"},
+		{"mechanism", func(c *Config) { c.SASL.Mechanism = "kerberos" }, "SASL.Mechanism"},
+		{"user without mechanism", func(c *Config) { c.SASL.Username = "u" }, "SASL.Mechanism"},
+		{"no user", func(c *Config) { c.SASL.Mechanism = "scram-sha-512"; c.SASL.Password = "p" }, "SASL.Username"},
+		{"no password", func(c *Config) { c.SASL.Mechanism = "plain"; c.SASL.Username = "u" }, "SASL.Password"},
+		{"missing CA", func(c *Config) { c.TLS = TLSConfig{Enabled: true, CAFile: filepath.Join(dir, "missing.pem")} }, "TLS.CAFile"},
+		{"CA not PEM", func(c *Config) { c.TLS = TLSConfig{Enabled: true, CAFile: notPEM} }, "TLS.CAFile"},
+		{"cert without key", func(c *Config) { c.TLS = TLSConfig{Enabled: true, CertFile: notPEM} }, "TLS.CertFile"},
 	} {
 		c := ok
 		tc.edit(&c)
@@ -67,8 +68,8 @@ func TestValidateNamesTheSetting(t *testing.T) {
 			t.Errorf("%s: %v, want a *ConfigError", tc.name, err)
 			continue
 		}
-		if ce.Setting != tc.setting || !strings.HasPrefix(err.Error(), tc.setting+": ") {
-			t.Errorf("%s: %q names %s, want %s", tc.name, err, ce.Setting, tc.setting)
+		if ce.Field != tc.field || !strings.HasPrefix(err.Error(), "kafka: config: "+tc.field+": ") {
+			t.Errorf("%s: %q names %s, want %s", tc.name, err, ce.Field, tc.field)
 		}
 	}
 	// TLS off: its files are not looked at.
@@ -138,29 +139,51 @@ func TestSASL(t *testing.T) {
 	}
 }
 
+// The SCRAM client refuses a server that does not follow the protocol: a
+// nonce not its own or not extended, too few iterations, a malformed salt, an
+// error.
 func TestSCRAMRefusesBadServers(t *testing.T) {
-	m := newSCRAM(scramSHA256, "user,=x", "pw")
-	sm, first, err := m.Start(context.Background())
+	m, err := newSCRAM(scram.SHA256, "user,=x", "pw")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(string(first), "n,,n=user=2C=3Dx,r=") {
-		t.Fatalf("client-first %q", first)
-	}
-	for name, challenge := range map[string]string{
-		"foreign nonce":   "r=abc,s=c2FsdA==,i=4096",
-		"few iterations":  "r=" + strings.TrimPrefix(string(first), "n,,n=user=2C=3Dx,r=") + "x,s=c2FsdA==,i=1",
-		"server error":    "e=unknown-user",
-		"malformed salt":  "r=" + strings.TrimPrefix(string(first), "n,,n=user=2C=3Dx,r=") + "x,s=!!,i=4096",
-		"nonce not grown": "r=" + strings.TrimPrefix(string(first), "n,,n=user=2C=3Dx,r=") + ",s=c2FsdA==,i=4096",
+	const prefix = "n,,n=user=2C=3Dx,r="
+	for name, challenge := range map[string]func(nonce string) string{
+		"foreign nonce":   func(string) string { return "r=abc,s=c2FsdA==,i=4096" },
+		"few iterations":  func(n string) string { return "r=" + n + "x,s=c2FsdA==,i=1" },
+		"server error":    func(string) string { return "e=unknown-user" },
+		"malformed salt":  func(n string) string { return "r=" + n + "x,s=!!,i=4096" },
+		"nonce not grown": func(n string) string { return "r=" + n + ",s=c2FsdA==,i=4096" },
 	} {
-		if _, _, err := sm.Next(context.Background(), []byte(challenge)); err == nil {
+		sm, first, err := m.Start(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(string(first), prefix) {
+			t.Fatalf("client-first %q", first)
+		}
+		if _, _, err := sm.Next(context.Background(), []byte(challenge(strings.TrimPrefix(string(first), prefix)))); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
 }
 
-// The brokers' certificate is verified against kafka.tls.ca_file.
+// A SCRAM credential that SASLprep refuses is a configuration error found by
+// Validate, and the error does not quote the password.
+func TestSCRAMCredentialRefusedBySASLprep(t *testing.T) {
+	cfg := Config{Brokers: []string{"b:1"}, Topic: "in",
+		SASL: SASLConfig{Mechanism: "scram-sha-256", Username: "svc", Password: "pw\u0007secret"}}
+	err := cfg.Validate()
+	if !errors.Is(err, ErrInvalidConfig) || strings.Contains(err.Error(), "secret") {
+		t.Fatalf("Validate: %v", err)
+	}
+	cfg.SASL.Password = "pw secret"
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("Validate of an ASCII password: %v", err)
+	}
+}
+
+// The brokers' certificate is verified against TLS.CAFile.
 func TestTLS(t *testing.T) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

@@ -37,4 +37,23 @@
 // delivered event never comes back.
 //
 // Give each instance its own changelog topic: a topic restores one store.
+// Restore reports its progress through a callback (RestoreProgress); drawing
+// it is the caller's business (outboxd restore draws a progress bar).
+//
+// # Authentication
+//
+// TLS and SASL are kafka-go's: PLAIN from sasl/plain, SCRAM-SHA-256 and
+// SCRAM-SHA-512 from sasl/scram (github.com/xdg-go/scram), which checks the
+// server's signature and refuses fewer than 4096 iterations. One check is
+// added around it: a server-first message whose nonce does not extend the
+// client's is refused (RFC 5802 section 5.1), where xdg-go only checks that
+// it starts with the client's. That client applies SASLprep to the username
+// and password; Kafka brokers do not, so a non-ASCII credential SASLprep
+// changes does not authenticate with SCRAM (see SASLConfig.Username).
+//
+// # Metrics
+//
+// Runner.Metrics returns the counters and gauges of ingest and shipping; the
+// sub-package kafkaprom exports them to Prometheus, so that this package
+// does not depend on it.
 package kafka

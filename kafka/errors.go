@@ -1,6 +1,9 @@
 package kafka
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors of the package. Test for them with errors.Is; returned
 // errors wrap them with the details.
@@ -16,17 +19,20 @@ var (
 	ErrBadChangelogRecord = errors.New("kafka: bad changelog record")
 )
 
-// ConfigError reports a bad setting. Setting is the dotted YAML name, such as
-// "kafka.brokers" or "kafka.sasl.mechanism".
+// ConfigError reports a bad Config field. Reason names the other fields it
+// involves by their Go names too.
 type ConfigError struct {
-	// Setting names the setting, e.g. "kafka.tls.ca_file".
-	Setting string
+	// Field is the path of the Config field, e.g. "Brokers" or
+	// "TLS.CAFile".
+	Field string
 	// Reason says what is wrong with it.
 	Reason string
 }
 
 // Error implements error.
-func (e *ConfigError) Error() string { return e.Setting + ": " + e.Reason }
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("kafka: config: %s: %s", e.Field, e.Reason)
+}
 
 // Unwrap returns ErrInvalidConfig.
 func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }

@@ -2,11 +2,10 @@ package kafka
 
 import (
 	"sync/atomic"
-
-	"github.com/prometheus/client_golang/prometheus"
+	"time"
 )
 
-// metrics are the Runner's counters, read by its collector.
+// metrics are the Runner's counters, read by Metrics.
 type metrics struct {
 	records       atomic.Uint64 // consumed
 	enqueued      atomic.Uint64 // stored pending
@@ -22,83 +21,88 @@ type metrics struct {
 	shipErrors    atomic.Uint64
 }
 
-// collector exposes a Runner's metrics to Prometheus.
-type collector struct {
-	r *Runner
-
-	records, enqueued, dead, unstorable, enqueueErrors, fetchErrors  *prometheus.Desc
-	commits, commitErrors, generations, groupErrors, ready, assigned *prometheus.Desc
-	shipped, shipErrors, shippedLSN, lagLSNs, lagSeconds             *prometheus.Desc
+// Metrics is a snapshot of a Runner's counters and gauges, for an exporter
+// such as kafka/kafkaprom. Counters count from Start.
+type Metrics struct {
+	// Ready is Runner.Ready at the time of the snapshot.
+	Ready bool
+	// Ingest holds the ingest figures; nil when ingest is off.
+	Ingest *IngestMetrics
+	// Shipping holds the changelog shipping figures; nil when shipping is
+	// off.
+	Shipping *ShippingMetrics
 }
 
-func newCollector(r *Runner) *collector {
-	d := func(name, help string) *prometheus.Desc {
-		return prometheus.NewDesc("outboxd_kafka_"+name, help, nil, nil)
-	}
-	return &collector{
-		r:             r,
-		records:       d("ingest_records_total", "Records consumed from the ingest topic."),
-		enqueued:      d("ingest_enqueued_total", "Ingested records stored as pending events (duplicates included)."),
-		dead:          d("ingest_dead_total", "Ingested records stored as dead letters because they could not be mapped or were refused."),
-		unstorable:    d("ingest_unstorable_total", "Ingested records the outbox refused even as bare dead letters (logged, passed over)."),
-		enqueueErrors: d("ingest_enqueue_errors_total", "Failed enqueues of ingested batches (each is retried; commits wait for it)."),
-		fetchErrors:   d("ingest_fetch_errors_total", "Errors fetching from the ingest topic."),
-		commits:       d("ingest_commits_total", "Successful offset commits."),
-		commitErrors:  d("ingest_commit_errors_total", "Failed offset commits."),
-		generations:   d("ingest_generations_total", "Consumer group generations joined (rebalances)."),
-		groupErrors:   d("ingest_group_errors_total", "Failures to join the consumer group."),
-		ready:         d("ingest_ready", "1 when ingest is connected to its consumer group (or off), 0 otherwise."),
-		assigned:      d("ingest_assigned_partitions", "Partitions of the ingest topic assigned to this instance."),
-		shipped:       d("changelog_shipped_total", "Changelog entries produced to the changelog topic and acknowledged."),
-		shipErrors:    d("changelog_ship_errors_total", "Failed attempts to ship changelog entries."),
-		shippedLSN:    d("changelog_shipped_lsn", "Last changelog LSN acknowledged by the changelog topic."),
-		lagLSNs:       d("changelog_lag_lsns", "Changelog entries written but not yet shipped."),
-		lagSeconds:    d("changelog_lag_seconds", "Age of the oldest changelog entry not yet shipped, in seconds."),
-	}
+// IngestMetrics are the figures of ingest from the ingest topic.
+type IngestMetrics struct {
+	// Records is the number of records consumed.
+	Records uint64
+	// Enqueued is the number of records stored as pending events
+	// (duplicates included).
+	Enqueued uint64
+	// Dead is the number of records stored as dead letters because they
+	// could not be mapped or were refused.
+	Dead uint64
+	// Unstorable is the number of records the outbox refused even as bare
+	// dead letters (logged, passed over).
+	Unstorable uint64
+	// EnqueueErrors is the number of failed enqueues of batches (each is
+	// retried; commits wait for it).
+	EnqueueErrors uint64
+	// FetchErrors is the number of errors fetching from the topic.
+	FetchErrors uint64
+	// Commits and CommitErrors count offset commits that succeeded and
+	// failed.
+	Commits, CommitErrors uint64
+	// Generations is the number of consumer group generations joined
+	// (rebalances); GroupErrors the failures to join the group.
+	Generations, GroupErrors uint64
+	// AssignedPartitions is the number of partitions assigned to this
+	// instance now.
+	AssignedPartitions int
 }
 
-// Describe implements prometheus.Collector.
-func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.records, c.enqueued, c.dead, c.unstorable, c.enqueueErrors,
-		c.fetchErrors, c.commits, c.commitErrors, c.generations, c.groupErrors, c.ready, c.assigned,
-		c.shipped, c.shipErrors, c.shippedLSN, c.lagLSNs, c.lagSeconds} {
-		ch <- d
-	}
+// ShippingMetrics are the figures of changelog shipping.
+type ShippingMetrics struct {
+	// Shipped is the number of changelog entries produced and
+	// acknowledged; ShipErrors the failed attempts to ship.
+	Shipped, ShipErrors uint64
+	// ShippedLSN is the last LSN acknowledged by the changelog topic.
+	ShippedLSN uint64
+	// LagEntries is the number of changelog entries written but not yet
+	// shipped; LagAge the age of the oldest of them (zero when caught up).
+	LagEntries uint64
+	LagAge     time.Duration
 }
 
-// Collect implements prometheus.Collector.
-func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	m := c.r.met
-	counter := func(d *prometheus.Desc, v uint64) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
+// Metrics returns a snapshot of the Runner's figures.
+func (r *Runner) Metrics() Metrics {
+	m := r.met
+	out := Metrics{Ready: r.Ready()}
+	if r.in != nil {
+		out.Ingest = &IngestMetrics{
+			Records:            m.records.Load(),
+			Enqueued:           m.enqueued.Load(),
+			Dead:               m.dead.Load(),
+			Unstorable:         m.unstorable.Load(),
+			EnqueueErrors:      m.enqueueErrors.Load(),
+			FetchErrors:        m.fetchErrors.Load(),
+			Commits:            m.commits.Load(),
+			CommitErrors:       m.commitErrors.Load(),
+			Generations:        m.generations.Load(),
+			GroupErrors:        m.groupErrors.Load(),
+			AssignedPartitions: int(r.in.assigned.Load()),
+		}
 	}
-	gauge := func(d *prometheus.Desc, v float64) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
+	if r.sh != nil {
+		lsns, secs := r.sh.lag()
+		out.Shipping = &ShippingMetrics{
+			Shipped:    m.shipped.Load(),
+			ShipErrors: m.shipErrors.Load(),
+			ShippedLSN: r.sh.shipped.Load(),
+			LagEntries: lsns,
+			LagAge:     time.Duration(secs * float64(time.Second)),
+		}
 	}
-	if c.r.in != nil {
-		counter(c.records, m.records.Load())
-		counter(c.enqueued, m.enqueued.Load())
-		counter(c.dead, m.dead.Load())
-		counter(c.unstorable, m.unstorable.Load())
-		counter(c.enqueueErrors, m.enqueueErrors.Load())
-		counter(c.fetchErrors, m.fetchErrors.Load())
-		counter(c.commits, m.commits.Load())
-		counter(c.commitErrors, m.commitErrors.Load())
-		counter(c.generations, m.generations.Load())
-		counter(c.groupErrors, m.groupErrors.Load())
-		gauge(c.assigned, float64(c.r.in.assigned.Load()))
-	}
-	ready := 0.0
-	if c.r.Ready() {
-		ready = 1
-	}
-	gauge(c.ready, ready)
-	if c.r.sh != nil {
-		counter(c.shipped, m.shipped.Load())
-		counter(c.shipErrors, m.shipErrors.Load())
-		gauge(c.shippedLSN, float64(c.r.sh.shipped.Load()))
-		lsns, secs := c.r.sh.lag()
-		gauge(c.lagLSNs, float64(lsns))
-		gauge(c.lagSeconds, secs)
-	}
+	return out
 }

@@ -4,16 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	kafkago "github.com/segmentio/kafka-go"
-	"golang.org/x/term"
 
 	"github.com/outboxd/outbox/store"
 )
@@ -46,14 +43,15 @@ const restoreIdle = time.Second
 // holds data (ErrNotEmpty) and stops at the first record it cannot decode
 // (ErrBadChangelogRecord).
 //
-// Progress goes to progress (nil: none): a progress bar with records/s and
-// the records left when progress is a terminal, a plain line every two
-// seconds otherwise.
-func Restore(ctx context.Context, cfg Config, dbPath string, progress io.Writer) (RestoreStats, error) {
+// progress, when not nil, is called with how far the restore has come every
+// 100ms while it reads, and once more when the reading ends (with Done ==
+// Total when it read everything). The calls come from one goroutine at a
+// time, and none after Restore has returned.
+func Restore(ctx context.Context, cfg Config, dbPath string, progress func(RestoreProgress)) (RestoreStats, error) {
 	begin := time.Now()
 	var stats RestoreStats
 	if cfg.ChangelogTopic == "" {
-		return stats, &ConfigError{Setting: "kafka.changelog_topic", Reason: "required for a restore"}
+		return stats, &ConfigError{Field: "ChangelogTopic", Reason: "required for a restore"}
 	}
 	if err := cfg.Validate(); err != nil {
 		return stats, err
@@ -90,10 +88,10 @@ func Restore(ctx context.Context, cfg Config, dbPath string, progress io.Writer)
 	for _, p := range parts {
 		total += p.last - p.first
 	}
-	pr := newRestoreProgress(progress, cfg.ChangelogTopic, total)
+	pr := startProgress(progress, cfg.ChangelogTopic, total)
 	n, rerr := restoreFrom(ctx, cfg, cn, st, parts, pr)
 	stats.Records = n
-	pr.finish(rerr == nil)
+	pr.stop()
 	s, serr := st.Stats()
 	cerr := st.Close()
 	stats.Pending, stats.Dead, stats.Tombstones = s.Pending, s.Dead, s.Tombstones
@@ -101,9 +99,6 @@ func Restore(ctx context.Context, cfg Config, dbPath string, progress io.Writer)
 	if err := errors.Join(rerr, serr, cerr); err != nil {
 		return stats, err
 	}
-	pr.printf("restore: done: %d records from %d partitions of %s: %d pending, %d dead, %d tombstones in %s\n",
-		stats.Records, stats.Partitions, cfg.ChangelogTopic, stats.Pending, stats.Dead, stats.Tombstones,
-		stats.Duration.Round(time.Millisecond))
 	return stats, nil
 }
 
@@ -308,109 +303,67 @@ func readPartition(ctx context.Context, cfg Config, cn *conns, p partRange, out 
 	}
 }
 
-// restoreProgress reports a restore's progress: a bar on a terminal, plain
-// lines otherwise, nothing for a nil writer.
-type restoreProgress struct {
-	w     io.Writer
-	topic string
-	total int64
-	start time.Time
-	done  atomic.Int64
-
-	bar    *progressbar.ProgressBar
-	stop   chan struct{}
-	ticker sync.WaitGroup
-	mu     sync.Mutex // serialises writes to w
+// RestoreProgress is how far a restore has read its changelog topic. It
+// counts offsets, not records, so that Done reaches Total exactly however
+// many records compaction removed.
+type RestoreProgress struct {
+	// Topic is the changelog topic.
+	Topic string
+	// Done is the number of offsets read so far, of Total: the offsets
+	// between the first and the end offset of every partition when the
+	// restore started.
+	Done, Total int64
+	// Elapsed is the time since the reading started.
+	Elapsed time.Duration
 }
 
-func newRestoreProgress(w io.Writer, topic string, total int64) *restoreProgress {
-	p := &restoreProgress{w: w, topic: topic, total: total, start: time.Now(), stop: make(chan struct{})}
-	if w == nil {
+// progressEvery is how often Restore reports its progress.
+const progressEvery = 100 * time.Millisecond
+
+// restoreProgress counts the offsets read and reports them to a callback
+// from its own goroutine.
+type restoreProgress struct {
+	report func(RestoreProgress)
+	topic  string
+	total  int64
+	start  time.Time
+	done   atomic.Int64
+
+	stopc chan struct{}
+	wg    sync.WaitGroup
+}
+
+func startProgress(report func(RestoreProgress), topic string, total int64) *restoreProgress {
+	p := &restoreProgress{report: report, topic: topic, total: total, start: time.Now(), stopc: make(chan struct{})}
+	if report == nil {
 		return p
 	}
-	if isTerminal(w) {
-		p.bar = progressbar.NewOptions64(total,
-			progressbar.OptionSetWriter(w),
-			progressbar.OptionSetDescription("restoring "+topic),
-			progressbar.OptionShowCount(),
-			progressbar.OptionShowIts(),
-			progressbar.OptionSetItsString("records"),
-			progressbar.OptionThrottle(100*time.Millisecond),
-			progressbar.OptionSetPredictTime(true),
-			progressbar.OptionShowElapsedTimeOnFinish(),
-			progressbar.OptionFullWidth(),
-		)
-		return p
-	}
-	p.ticker.Add(1)
+	p.wg.Add(1)
 	go func() {
-		defer p.ticker.Done()
-		t := time.NewTicker(2 * time.Second)
+		defer p.wg.Done()
+		t := time.NewTicker(progressEvery)
 		defer t.Stop()
 		for {
 			select {
-			case <-p.stop:
+			case <-p.stopc:
+				p.send()
 				return
 			case <-t.C:
-				p.line()
+				p.send()
 			}
 		}
 	}()
 	return p
 }
 
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(interface{ Fd() uintptr })
-	return ok && term.IsTerminal(int(f.Fd()))
+func (p *restoreProgress) add(n int64) { p.done.Add(n) }
+
+func (p *restoreProgress) send() {
+	p.report(RestoreProgress{Topic: p.topic, Done: p.done.Load(), Total: p.total, Elapsed: time.Since(p.start)})
 }
 
-func (p *restoreProgress) add(n int64) {
-	done := p.done.Add(n)
-	if p.bar != nil {
-		p.mu.Lock()
-		p.bar.Describe(fmt.Sprintf("restoring %s, lag %d", p.topic, max(p.total-done, 0)))
-		_ = p.bar.Add64(n)
-		p.mu.Unlock()
-	}
-}
-
-func (p *restoreProgress) line() {
-	done := p.done.Load()
-	secs := time.Since(p.start).Seconds()
-	rate := 0.0
-	if secs > 0 {
-		rate = float64(done) / secs
-	}
-	pct := 100.0
-	if p.total > 0 {
-		pct = 100 * float64(done) / float64(p.total)
-	}
-	p.printf("restore: %d/%d offsets (%.1f%%), %.0f records/s, lag %d\n", done, p.total, pct, rate, max(p.total-done, 0))
-}
-
-func (p *restoreProgress) printf(format string, args ...any) {
-	if p.w == nil {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	fmt.Fprintf(p.w, format, args...)
-}
-
-func (p *restoreProgress) finish(ok bool) {
-	close(p.stop)
-	p.ticker.Wait()
-	if p.w == nil {
-		return
-	}
-	if p.bar != nil {
-		p.mu.Lock()
-		if ok {
-			_ = p.bar.Finish()
-		}
-		fmt.Fprintln(p.w)
-		p.mu.Unlock()
-		return
-	}
-	p.line()
+// stop sends the last report and joins the reporting goroutine.
+func (p *restoreProgress) stop() {
+	close(p.stopc)
+	p.wg.Wait()
 }

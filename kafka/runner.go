@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/outboxd/outbox/outbox"
 	"github.com/outboxd/outbox/store"
 )
@@ -32,7 +30,6 @@ type Runner struct {
 	closeOnce sync.Once
 	closed    chan struct{}
 	closeErr  error
-	coll      *collector
 }
 
 // Start validates cfg and starts, in the background, ingest from cfg.Topic
@@ -67,7 +64,7 @@ func start(ctx context.Context, o enqueuer, st changelogStore, cfg Config, logge
 	}
 	cfg = cfg.WithDefaults()
 	if cfg.Topic == "" && cfg.ChangelogTopic == "" {
-		return nil, &ConfigError{Setting: "kafka.topic", Reason: "neither kafka.topic nor kafka.changelog_topic is set: nothing to run"}
+		return nil, &ConfigError{Field: "Topic", Reason: "neither Topic nor ChangelogTopic is set: nothing to run"}
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -77,7 +74,6 @@ func start(ctx context.Context, o enqueuer, st changelogStore, cfg Config, logge
 		return nil, err
 	}
 	r := &Runner{cfg: cfg, log: logger, conns: cn, met: &metrics{}, closed: make(chan struct{})}
-	r.coll = newCollector(r)
 	work, abort := context.WithCancel(context.Background())
 	r.abort = abort
 	if cfg.ChangelogTopic != "" {
@@ -193,14 +189,6 @@ func (r *Runner) Close(ctx context.Context) error {
 	})
 	<-r.closed
 	return r.closeErr
-}
-
-// Collectors returns the Prometheus collectors of this Runner: ingest
-// counters (records, enqueued, dead letters, errors, commits, rebalances,
-// readiness, assigned partitions) and shipping (entries shipped, errors,
-// shipped LSN, lag in LSNs and in seconds).
-func (r *Runner) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{r.coll}
 }
 
 var _ changelogStore = (*store.Store)(nil)

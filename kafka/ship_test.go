@@ -1,7 +1,6 @@
 package kafka
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/outboxd/outbox/outbox"
@@ -112,25 +110,28 @@ func TestShipAndRestore(t *testing.T) {
 		t.Fatalf("shipped LSN %d (%v), last LSN %d", shipped, err, st.LastLSN())
 	}
 	assertCompacted(t, brokers, cfg.ChangelogTopic)
-	metrics := gather(t, r)
-	if metrics["outboxd_kafka_changelog_lag_lsns"] != 0 || metrics["outboxd_kafka_changelog_shipped_total"] < 100 ||
-		metrics["outboxd_kafka_changelog_shipped_lsn"] != float64(shipped) || metrics["outboxd_kafka_ingest_ready"] != 1 {
-		t.Errorf("metrics after shipping: %v", metrics)
+	metrics := r.Metrics()
+	if sh := metrics.Shipping; sh == nil || sh.LagEntries != 0 || sh.Shipped < 100 ||
+		sh.ShippedLSN != shipped || !metrics.Ready {
+		t.Errorf("metrics after shipping: %+v %+v", metrics, metrics.Shipping)
 	}
-	if _, ok := metrics["outboxd_kafka_ingest_records_total"]; ok {
+	if metrics.Ingest != nil {
 		t.Error("ingest metrics from a runner without ingest")
 	}
 	c.Compact()
 
-	var progress bytes.Buffer
+	var reports []RestoreProgress
 	restored := dbPath(t, "restored")
-	stats, err := Restore(ctx, cfg, restored, &progress)
+	stats, err := Restore(ctx, cfg, restored, func(p RestoreProgress) { reports = append(reports, p) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("restore: %+v; progress output:\n%s", stats, progress.String())
-	if !strings.Contains(progress.String(), "restore: done") {
-		t.Errorf("no final progress line: %q", progress.String())
+	t.Logf("restore: %+v; %d progress reports", stats, len(reports))
+	if len(reports) == 0 {
+		t.Fatal("no progress reported")
+	}
+	if last := reports[len(reports)-1]; last.Topic != cfg.ChangelogTopic || last.Total == 0 || last.Done != last.Total {
+		t.Errorf("last progress report %+v, want all of %s read", last, cfg.ChangelogTopic)
 	}
 	if stats.Pending != 61 || stats.Dead != 30 {
 		t.Errorf("restored %d pending and %d dead, want 61 and 30", stats.Pending, stats.Dead)
@@ -276,27 +277,4 @@ func sameRecord(a, b *store.Record) error {
 		return fmt.Errorf("bookkeeping differs:\n%+v\n%+v", a, b)
 	}
 	return nil
-}
-
-// gather registers the runner's collectors and returns every sample by name.
-func gather(t *testing.T, r *Runner) map[string]float64 {
-	t.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(r.Collectors()...)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			switch {
-			case m.GetCounter() != nil:
-				out[mf.GetName()] = m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				out[mf.GetName()] = m.GetGauge().GetValue()
-			}
-		}
-	}
-	return out
 }

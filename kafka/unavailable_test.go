@@ -62,8 +62,8 @@ func TestBrokerUnavailableAtStartAndMidRun(t *testing.T) {
 	// Down mid-run.
 	c.Close()
 	waitFor(t, 20*time.Second, "not ready after the broker went away", func() bool { return !r.Ready() })
-	if m := gather(t, r); m["outboxd_kafka_ingest_ready"] != 0 || m["outboxd_kafka_ingest_records_total"] != 20 {
-		t.Errorf("metrics with the broker down: %v", m)
+	if m := r.Metrics(); m.Ready || m.Ingest == nil || m.Ingest.Records != 20 {
+		t.Errorf("metrics with the broker down: %+v %+v", m, m.Ingest)
 	}
 	if _, err := o.Enqueue(ctx, outbox.Event{ID: "api-2", Destination: "dest"}); err != nil {
 		t.Fatal(err)

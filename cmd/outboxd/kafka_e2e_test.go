@@ -120,6 +120,9 @@ func TestKafkaIngestShippingAndRestore(t *testing.T) {
 		t.Fatalf("restore: exit %d\n%s", code, out)
 	}
 	t.Logf("restore: %s", out)
+	if !strings.Contains(out, "restore: done: ") || !strings.Contains(out, "offsets (100.0%)") {
+		t.Errorf("restore output lacks its progress and final line: %q", out)
+	}
 	code, out = run(t, dir, "restore", "--from-kafka", "--kafka-brokers", brokers,
 		"--changelog-topic", "outboxd-changelog", "--db", "restored.db")
 	if code == 0 || !strings.Contains(out, "restored.db already exists") {

@@ -2,10 +2,7 @@ package cli
 
 import (
 	"context"
-	"io"
 	"log/slog"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/outboxd/outbox/kafka"
 	"github.com/outboxd/outbox/outbox"
@@ -15,7 +12,7 @@ import (
 type kafkaRunner interface {
 	Ready() bool
 	Close(ctx context.Context) error
-	Collectors() []prometheus.Collector
+	Metrics() kafka.Metrics
 }
 
 // startKafka validates the Kafka settings and starts ingest and/or
@@ -32,6 +29,6 @@ func startKafka(ctx context.Context, o *outbox.Outbox, k kafka.Config, logger *s
 }
 
 // restoreFromKafka rebuilds the database at dbPath from the changelog topic.
-func restoreFromKafka(ctx context.Context, k kafka.Config, dbPath string, progress io.Writer) (kafka.RestoreStats, error) {
+func restoreFromKafka(ctx context.Context, k kafka.Config, dbPath string, progress func(kafka.RestoreProgress)) (kafka.RestoreStats, error) {
 	return kafka.Restore(ctx, k, dbPath, progress)
 }

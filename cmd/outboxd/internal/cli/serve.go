@@ -20,7 +20,7 @@ import (
 
 	"github.com/outboxd/outbox/cmd/outboxd/internal/config"
 	"github.com/outboxd/outbox/httpsink"
-	"github.com/outboxd/outbox/kafka"
+	"github.com/outboxd/outbox/kafka/kafkaprom"
 	"github.com/outboxd/outbox/outbox"
 	"github.com/outboxd/outbox/outbox/httpapi"
 	"github.com/outboxd/outbox/outbox/outboxprom"
@@ -117,14 +117,14 @@ func (s *server) run(sigs <-chan os.Signal) int {
 		if err != nil {
 			ln.Close()
 			_ = stopOutbox(context.Background())
-			var ce *kafka.ConfigError
-			if errors.As(err, &ce) {
-				return s.fail(exitUsage, "%v", &config.SettingError{Setting: ce.Setting, Reason: ce.Reason})
+			var se *config.SettingError
+			if errors.As(config.KafkaSettingError(err), &se) {
+				return s.fail(exitUsage, "%v", se)
 			}
 			return s.fail(exitError, "starting Kafka: %v", err)
 		}
 		s.kafka = r
-		reg.MustRegister(r.Collectors()...)
+		reg.MustRegister(kafkaprom.New(r))
 	}
 
 	lim := cfg.Limits

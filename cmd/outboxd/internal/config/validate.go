@@ -194,8 +194,8 @@ func validateEndpoints(eps []Endpoint) error {
 	return nil
 }
 
-// validateKafka checks the Kafka settings when any is set; package kafka
-// names the bad setting by its YAML path.
+// validateKafka checks the Kafka settings when any is set; the field names of
+// package kafka's errors are translated to the settings' YAML paths.
 func validateKafka(k *kafka.Config) error {
 	if len(k.Brokers) == 0 && (k.Topic != "" || k.ChangelogTopic != "") {
 		return bad("kafka.brokers", "required when kafka.topic or kafka.changelog_topic is set")
@@ -207,9 +207,9 @@ func validateKafka(k *kafka.Config) error {
 		return bad("kafka.topic", "kafka.brokers is set but neither kafka.topic nor kafka.changelog_topic is")
 	}
 	if err := k.Validate(); err != nil {
-		var ce *kafka.ConfigError
-		if errors.As(err, &ce) {
-			return &SettingError{Setting: ce.Setting, Reason: ce.Reason}
+		var se *SettingError
+		if errors.As(KafkaSettingError(err), &se) {
+			return se
 		}
 		return bad("kafka", "%v", err)
 	}

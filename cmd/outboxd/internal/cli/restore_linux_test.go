@@ -1,6 +1,6 @@
 //go:build linux
 
-package kafka
+package cli
 
 import (
 	"bytes"
@@ -10,8 +10,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/outboxd/outbox/kafka"
 )
 
 // openPTY returns both ends of a new pseudo-terminal.
@@ -52,11 +55,11 @@ func TestRestoreProgressBarOnTerminal(t *testing.T) {
 	if !isTerminal(slave) {
 		t.Fatal("the pty is not seen as a terminal")
 	}
-	p := newRestoreProgress(slave, "cl", 300)
-	p.add(100)
-	p.add(200)
-	p.finish(true)
-	p.printf("restore: done\n")
+	v := newRestoreView(slave)
+	v.report(kafka.RestoreProgress{Topic: "cl", Done: 100, Total: 300, Elapsed: time.Second})
+	v.report(kafka.RestoreProgress{Topic: "cl", Done: 300, Total: 300, Elapsed: 2 * time.Second})
+	v.finish(true)
+	_, _ = io.WriteString(slave, "restore: done\n")
 	_ = slave.Close()
 	wg.Wait()
 	_ = master.Close()
@@ -66,10 +69,26 @@ func TestRestoreProgressBarOnTerminal(t *testing.T) {
 	}
 
 	var plain bytes.Buffer
-	p = newRestoreProgress(&plain, "cl", 300)
-	p.add(300)
-	p.finish(true)
+	v = newRestoreView(&plain)
+	v.report(kafka.RestoreProgress{Topic: "cl", Done: 300, Total: 300, Elapsed: time.Second})
+	v.finish(true)
 	if got := plain.String(); !strings.Contains(got, "restore: 300/300 offsets (100.0%)") || strings.Contains(got, "\r") {
 		t.Errorf("plain output %q", got)
+	}
+}
+
+// Off a terminal a plain line is written every two seconds of the restore,
+// not at every report.
+func TestRestoreProgressPlainLinesEveryTwoSeconds(t *testing.T) {
+	var plain bytes.Buffer
+	v := newRestoreView(&plain)
+	for i := int64(1); i <= 50; i++ { // 100ms apart, as kafka.Restore reports
+		v.report(kafka.RestoreProgress{Topic: "cl", Done: i * 10, Total: 500, Elapsed: time.Duration(i) * 100 * time.Millisecond})
+	}
+	v.finish(true)
+	lines := strings.Split(strings.TrimSpace(plain.String()), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "restore: 200/500 offsets (40.0%), 100 records/s, lag 300") ||
+		!strings.HasPrefix(lines[2], "restore: 500/500 offsets (100.0%)") {
+		t.Errorf("plain output %q", plain.String())
 	}
 }
