@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/outboxd/outbox/outbox"
-	"github.com/outboxd/outbox/store"
 )
 
 // Runner runs Kafka ingest and/or changelog shipping for one outbox. Create
@@ -49,11 +48,7 @@ func Start(ctx context.Context, o *outbox.Outbox, cfg Config, logger *slog.Logge
 	}
 	var st changelogStore
 	if cfg.ChangelogTopic != "" {
-		s := o.Store()
-		if s == nil {
-			return nil, errors.New("kafka: Start: the outbox has no store")
-		}
-		st = s
+		st = o.Changelog()
 	}
 	return start(ctx, o, st, cfg, logger)
 }
@@ -203,4 +198,4 @@ func (r *Runner) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{r.coll}
 }
 
-var _ changelogStore = (*store.Store)(nil)
+var _ changelogStore = (*outbox.Changelog)(nil)
