@@ -221,7 +221,6 @@ func (s *shipper) snapshotIfTrimmed(ctx context.Context) error {
 			if len(entries) > 0 {
 				msgs := make([]kafkago.Message, len(entries))
 				for i, e := range entries {
-					e.Time = s.now().UTC()
 					msgs[i] = entryMessage(e)
 				}
 				if err := s.w.WriteMessages(ctx, msgs...); err != nil {
