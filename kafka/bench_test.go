@@ -191,8 +191,8 @@ func layoutFloor(b *testing.B, path string, parts, n int, payload []byte) {
 // the key index, as outboxd runs unless delivery is ordered. BENCH_KEY_INDEX=1
 // keeps the index, as an ordered outboxd does.
 func benchOutboxConfig() outbox.Config {
-	return outbox.Config{Sink: nopSink{}, StoreOptions: store.Options{MaxBatch: 8000,
-		NoKeyIndex: os.Getenv("BENCH_KEY_INDEX") != "1"}}
+	return outbox.Config{Sink: nopSink{}, MaxCommitBatch: 8000,
+		NoKeyIndex: os.Getenv("BENCH_KEY_INDEX") != "1"}
 }
 
 // BenchmarkShipCapacity measures how fast a backlog of changelog entries is
@@ -222,8 +222,8 @@ func BenchmarkShipCapacity(b *testing.B) {
 				evs = evs[:0]
 			}
 		}
-		st := o.Store()
-		all, err := st.Changelog(1, n)
+		st := o.Changelog()
+		all, err := st.Entries(1, n)
 		if err != nil || len(all) != n {
 			b.Fatalf("%d entries, %v", len(all), err)
 		}
@@ -284,8 +284,7 @@ func BenchmarkShipKeepsUp(b *testing.B) {
 	brokers := c.ListenAddrs()
 	payload := bytes.Repeat([]byte("x"), 200)
 	for i := range b.N {
-		o, err := outbox.Open(dbPath(b, fmt.Sprintf("keep-%d", i)), outbox.Config{Sink: nopSink{}, Interval: 10 * time.Millisecond,
-			StoreOptions: store.Options{}})
+		o, err := outbox.Open(dbPath(b, fmt.Sprintf("keep-%d", i)), outbox.Config{Sink: nopSink{}, Interval: 10 * time.Millisecond})
 		if err != nil {
 			b.Fatal(err)
 		}

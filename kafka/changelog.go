@@ -7,11 +7,11 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 
-	"github.com/outboxd/outbox/store"
+	"github.com/outboxd/outbox/outbox"
 )
 
 // The changelog topic's record format. Key: the event ID. Value:
-// store.EncodeEntry of the changelog entry (which carries the record as it is
+// outbox.ChangelogEntry.MarshalBinary of the changelog entry (which carries the record as it is
 // after the change), or null for a deleting op (delivered, dropped,
 // superseded), so that compaction keeps only the latest state of each event
 // and finally forgets delivered ones. Every record also carries the op and
@@ -24,7 +24,7 @@ const (
 )
 
 // entryMessage turns a changelog entry into its changelog topic record.
-func entryMessage(e *store.Entry) kafkago.Message {
+func entryMessage(e outbox.ChangelogEntry) kafkago.Message {
 	m := kafkago.Message{
 		Key:  []byte(e.ID),
 		Time: e.Time,
@@ -34,7 +34,7 @@ func entryMessage(e *store.Entry) kafkago.Message {
 		},
 	}
 	if !e.Op.Deleting() {
-		m.Value = store.EncodeEntry(e)
+		m.Value, _ = e.MarshalBinary() // never fails
 	}
 	return m
 }
@@ -42,12 +42,13 @@ func entryMessage(e *store.Entry) kafkago.Message {
 // decodeChangelogRecord turns a changelog topic record back into the entry it
 // was shipped from (for a tombstone: the op, ID, LSN and time, no record).
 // Errors wrap ErrBadChangelogRecord.
-func decodeChangelogRecord(key, value []byte, headers []kafkago.Header, ts time.Time) (*store.Entry, error) {
+func decodeChangelogRecord(key, value []byte, headers []kafkago.Header, ts time.Time) (outbox.ChangelogEntry, error) {
+	var none outbox.ChangelogEntry
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrBadChangelogRecord, fmt.Sprintf(format, args...))
 	}
 	if len(key) == 0 {
-		return nil, bad("no key")
+		return none, bad("no key")
 	}
 	var opName, lsnText []byte
 	var haveOp, haveLSN bool
@@ -63,49 +64,36 @@ func decodeChangelogRecord(key, value []byte, headers []kafkago.Header, ts time.
 	if haveLSN {
 		n, err := strconv.ParseUint(string(lsnText), 10, 64)
 		if err != nil {
-			return nil, bad("key %q: %s header %q is not a number", key, HeaderLSN, lsnText)
+			return none, bad("key %q: %s header %q is not a number", key, HeaderLSN, lsnText)
 		}
 		lsn = n
 	}
 	if len(value) == 0 {
-		op := store.OpDelete
+		op := outbox.OpDelete
 		if haveOp {
 			var ok bool
-			if op, ok = parseOp(string(opName)); !ok {
-				return nil, bad("key %q: unknown op %q", key, opName)
+			if op, ok = outbox.ParseChangelogOp(string(opName)); !ok {
+				return none, bad("key %q: unknown op %q", key, opName)
 			}
 			if !op.Deleting() {
-				return nil, bad("key %q: null value for non-deleting op %v", key, op)
+				return none, bad("key %q: null value for non-deleting op %v", key, op)
 			}
 		}
-		return &store.Entry{LSN: lsn, Op: op, ID: string(key), Version: lsn, Time: ts.UTC()}, nil
+		return outbox.ChangelogEntry{LSN: lsn, Op: op, ID: string(key), Version: lsn, Time: ts.UTC()}, nil
 	}
-	e, err := store.DecodeEntry(value)
+	e, err := outbox.DecodeChangelogEntry(value)
 	if err != nil {
-		return nil, bad("key %q: %v", key, err)
+		return none, bad("key %q: %v", key, err)
 	}
 	if e.ID != string(key) {
-		return nil, bad("key %q holds an entry for ID %q", key, e.ID)
+		return none, bad("key %q holds an entry for ID %q", key, e.ID)
 	}
-	if e.Op.Deleting() || e.Record == nil {
-		return nil, bad("key %q: %v entry without its record", key, e.Op)
+	ev, ok := e.Event()
+	if e.Op.Deleting() || !ok {
+		return none, bad("key %q: %v entry without its record", key, e.Op)
 	}
-	if e.Record.ID != e.ID {
-		return nil, bad("key %q: record ID %q differs", key, e.Record.ID)
+	if ev.ID != e.ID {
+		return none, bad("key %q: record ID %q differs", key, ev.ID)
 	}
 	return e, nil
-}
-
-// parseOp parses a store.Op name.
-func parseOp(name string) (store.Op, bool) {
-	for op := store.Op(1); op < 64; op++ {
-		s := op.String()
-		if s == name {
-			return op, true
-		}
-		if len(s) > 3 && s[:3] == "Op(" {
-			break
-		}
-	}
-	return 0, false
 }

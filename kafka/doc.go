@@ -27,16 +27,18 @@
 //
 // # Changelog shipping and restore
 //
-// The shipper tails the store's changelog from the last shipped LSN and
-// produces each entry to Config.ChangelogTopic (created compacted when
-// missing) with key = event ID, value = store.EncodeEntry (the record after
-// the change) or null for a delete, acknowledged by all in-sync replicas. The
-// shipped LSN is recorded in the store only after the acknowledgement, and the
-// store never trims its changelog past it. Restore rebuilds a new store from
-// the topic: the last record of each ID wins and tombstones delete, so a
-// delivered event never comes back.
+// The shipper tails the outbox's changelog (Outbox.Changelog) from the last
+// shipped LSN and produces each entry to Config.ChangelogTopic (created
+// compacted when missing) with key = event ID, value =
+// outbox.ChangelogEntry.MarshalBinary (the event after the change) or null
+// for a delete, acknowledged by all in-sync replicas. The shipped LSN is
+// recorded in the outbox (Changelog.MarkShipped) only after the
+// acknowledgement, and the outbox never trims its changelog past it. Restore
+// rebuilds a new outbox file from the topic through Outbox.Restore: the last
+// record of each ID wins and tombstones delete, so a delivered event never
+// comes back.
 //
-// Give each instance its own changelog topic: a topic restores one store.
+// Give each instance its own changelog topic: a topic restores one outbox.
 // Restore reports its progress through a callback (RestoreProgress); drawing
 // it is the caller's business (outboxd restore draws a progress bar).
 //

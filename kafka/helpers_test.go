@@ -18,7 +18,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/outboxd/outbox/outbox"
-	"github.com/outboxd/outbox/store"
 )
 
 func TestMain(m *testing.M) {
@@ -252,7 +251,7 @@ func openOutbox(t testing.TB, path string, sink outbox.Sink, tweak func(*outbox.
 		Interval:       20 * time.Millisecond,
 		BackoffInitial: 20 * time.Millisecond,
 		BackoffMax:     100 * time.Millisecond,
-		StoreOptions:   store.Options{NoSync: true},
+		NoSync:         true,
 	}
 	if tweak != nil {
 		tweak(&cfg)

@@ -12,7 +12,7 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 
-	"github.com/outboxd/outbox/store"
+	"github.com/outboxd/outbox/outbox"
 )
 
 // RestoreStats summarises a restore.
@@ -27,14 +27,14 @@ type RestoreStats struct {
 	Duration time.Duration
 }
 
-// restoreBatch is the number of entries applied per store.Restore call.
+// restoreBatch is the number of entries applied per Outbox.Restore call.
 const restoreBatch = 1000
 
 // restoreIdle is how long a partition may deliver nothing before the reader
 // checks whether the rest of it was compacted away.
 const restoreIdle = time.Second
 
-// Restore rebuilds a store from cfg.ChangelogTopic into a new database file
+// Restore rebuilds an outbox from cfg.ChangelogTopic into a new database file
 // at dbPath: it reads every partition from its beginning up to the end
 // offsets it finds when it starts, and applies the records in order, so the
 // last record of each event ID wins, a tombstone deletes (the event stays
@@ -72,16 +72,13 @@ func Restore(ctx context.Context, cfg Config, dbPath string, progress func(Resto
 	}
 	stats.Partitions = len(parts)
 
-	st, err := store.Open(dbPath, store.Options{})
+	st, err := outbox.Open(dbPath, outbox.Config{Sink: noSink{}})
 	if err != nil {
 		return stats, err
 	}
-	if s, err := st.Stats(); err != nil || s.LastLSN > 0 {
-		_ = st.Close()
-		if err == nil {
-			err = fmt.Errorf("%w: %s holds data", ErrNotEmpty, dbPath)
-		}
-		return stats, err
+	if st.Changelog().LastLSN() > 0 {
+		_ = st.Stop(context.Background())
+		return stats, fmt.Errorf("%w: %s holds data", ErrNotEmpty, dbPath)
 	}
 
 	var total int64
@@ -92,14 +89,22 @@ func Restore(ctx context.Context, cfg Config, dbPath string, progress func(Resto
 	n, rerr := restoreFrom(ctx, cfg, cn, st, parts, pr)
 	stats.Records = n
 	pr.stop()
-	s, serr := st.Stats()
-	cerr := st.Close()
+	s := st.Stats()
+	cerr := st.Stop(context.Background())
 	stats.Pending, stats.Dead, stats.Tombstones = s.Pending, s.Dead, s.Tombstones
 	stats.Duration = time.Since(begin)
-	if err := errors.Join(rerr, serr, cerr); err != nil {
+	if err := errors.Join(rerr, cerr); err != nil {
 		return stats, err
 	}
 	return stats, nil
+}
+
+// noSink is the Sink of the outbox a restore writes to, which is never
+// started: nothing is delivered.
+type noSink struct{}
+
+func (noSink) Deliver(context.Context, *outbox.Delivery) outbox.Result {
+	return outbox.Result{Action: outbox.ActionRetry, Err: errors.New("kafka: restore delivers nothing")}
 }
 
 type partRange struct {
@@ -161,10 +166,10 @@ func changelogOffsets(ctx context.Context, cfg Config, cn *conns) ([]partRange, 
 // restoreFrom reads the partitions concurrently and applies their entries in
 // batches. Entries of one event ID are all in one partition (the shipper
 // partitions by ID), in LSN order.
-func restoreFrom(ctx context.Context, cfg Config, cn *conns, st *store.Store, parts []partRange, pr *restoreProgress) (int64, error) {
+func restoreFrom(ctx context.Context, cfg Config, cn *conns, st *outbox.Outbox, parts []partRange, pr *restoreProgress) (int64, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	entries := make(chan *store.Entry, restoreBatch)
+	entries := make(chan outbox.ChangelogEntry, restoreBatch)
 	var readers sync.WaitGroup
 	for _, p := range parts {
 		if p.last <= p.first {
@@ -184,7 +189,7 @@ func restoreFrom(ctx context.Context, cfg Config, cn *conns, st *store.Store, pa
 	}()
 
 	var n int64
-	batch := make([]*store.Entry, 0, restoreBatch)
+	batch := make([]outbox.ChangelogEntry, 0, restoreBatch)
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
@@ -230,7 +235,7 @@ func restoreFrom(ctx context.Context, cfg Config, cn *conns, st *store.Store, pa
 // readPartition reads one partition from p.first up to p.last and sends the
 // decoded entries. It finishes early when the reader's position passes the
 // end (the last records were compacted away).
-func readPartition(ctx context.Context, cfg Config, cn *conns, p partRange, out chan<- *store.Entry, pr *restoreProgress) (err error) {
+func readPartition(ctx context.Context, cfg Config, cn *conns, p partRange, out chan<- outbox.ChangelogEntry, pr *restoreProgress) (err error) {
 	r := kafkago.NewReader(kafkago.ReaderConfig{
 		Brokers:        cfg.brokers(),
 		Topic:          cfg.ChangelogTopic,

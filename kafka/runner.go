@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/outboxd/outbox/outbox"
-	"github.com/outboxd/outbox/store"
 )
 
 // Runner runs Kafka ingest and/or changelog shipping for one outbox. Create
@@ -46,11 +45,7 @@ func Start(ctx context.Context, o *outbox.Outbox, cfg Config, logger *slog.Logge
 	}
 	var st changelogStore
 	if cfg.ChangelogTopic != "" {
-		s := o.Store()
-		if s == nil {
-			return nil, errors.New("kafka: Start: the outbox has no store")
-		}
-		st = s
+		st = o.Changelog()
 	}
 	return start(ctx, o, st, cfg, logger)
 }
@@ -191,4 +186,4 @@ func (r *Runner) Close(ctx context.Context) error {
 	return r.closeErr
 }
 
-var _ changelogStore = (*store.Store)(nil)
+var _ changelogStore = (*outbox.Changelog)(nil)

@@ -13,16 +13,17 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	kafkago "github.com/segmentio/kafka-go"
 
-	"github.com/outboxd/outbox/store"
+	"github.com/outboxd/outbox/outbox"
 )
 
-// changelogStore is what the shipper needs of the store.
+// changelogStore is what the shipper needs of the outbox's changelog
+// (*outbox.Changelog).
 type changelogStore interface {
-	Changelog(from uint64, limit int) ([]*store.Entry, error)
+	Entries(from uint64, limit int) ([]outbox.ChangelogEntry, error)
 	LastLSN() uint64
 	ShippedLSN() (uint64, error)
-	SetShippedLSN(ctx context.Context, lsn uint64) error
-	List(q store.ListQuery) ([]*store.Record, string, error)
+	MarkShipped(ctx context.Context, lsn uint64) error
+	Snapshot(state outbox.State, after string, limit int) ([]outbox.ChangelogEntry, string, error)
 }
 
 // shipper tails the store's changelog from the last shipped LSN and produces
@@ -106,7 +107,7 @@ func (s *shipper) run(stop, work context.Context) {
 		}
 		n, err := s.shipOnce(work)
 		switch {
-		case errors.Is(err, store.ErrClosed):
+		case errors.Is(err, outbox.ErrClosed):
 			// The outbox stopped before the runner: nothing more will
 			// be written, and what is left is shipped at the next start.
 			s.log.Info("kafka: the store is closed; changelog shipping stops", "topic", s.cfg.ChangelogTopic)
@@ -145,7 +146,7 @@ func (s *shipper) run(stop, work context.Context) {
 // shipOnce ships the next batch of entries and returns how many it shipped.
 func (s *shipper) shipOnce(ctx context.Context) (int, error) {
 	from := s.shipped.Load() + 1
-	entries, err := s.st.Changelog(from, s.cfg.ShipBatch)
+	entries, err := s.st.Entries(from, s.cfg.ShipBatch)
 	if err != nil {
 		return 0, fmt.Errorf("read changelog: %w", err)
 	}
@@ -163,7 +164,7 @@ func (s *shipper) shipOnce(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("produce %d entries from LSN %d: %w", len(msgs), from, err)
 	}
 	last := entries[len(entries)-1].LSN
-	if err := s.st.SetShippedLSN(ctx, last); err != nil {
+	if err := s.st.MarkShipped(ctx, last); err != nil {
 		return 0, fmt.Errorf("record shipped LSN %d: %w", last, err)
 	}
 	s.shipped.Store(last)
@@ -197,7 +198,7 @@ func (s *shipper) bootstrap(stop, work context.Context) error {
 }
 
 func (s *shipper) snapshotIfTrimmed(ctx context.Context) error {
-	first, err := s.st.Changelog(1, 1)
+	first, err := s.st.Entries(1, 1)
 	if err != nil {
 		return err
 	}
@@ -206,30 +207,26 @@ func (s *shipper) snapshotIfTrimmed(ctx context.Context) error {
 	}
 	start := first[0].LSN
 	// From here on the store keeps every entry from start.
-	if err := s.st.SetShippedLSN(ctx, start-1); err != nil {
+	if err := s.st.MarkShipped(ctx, start-1); err != nil {
 		return err
 	}
 	n := 0
-	for _, state := range []store.State{store.StatePending, store.StateDead} {
+	for _, state := range []outbox.State{outbox.StatePending, outbox.StateDead} {
 		after := ""
 		for {
-			recs, next, err := s.st.List(store.ListQuery{State: state, After: after, Limit: s.cfg.ShipBatch})
+			entries, next, err := s.st.Snapshot(state, after, s.cfg.ShipBatch)
 			if err != nil {
 				return err
 			}
-			if len(recs) > 0 {
-				msgs := make([]kafkago.Message, len(recs))
-				for i, r := range recs {
-					op := store.OpEnqueue
-					if state == store.StateDead {
-						op = store.OpDead
-					}
-					msgs[i] = entryMessage(&store.Entry{LSN: r.Version, Op: op, ID: r.ID, Version: r.Version, Time: s.now().UTC(), Record: r})
+			if len(entries) > 0 {
+				msgs := make([]kafkago.Message, len(entries))
+				for i, e := range entries {
+					msgs[i] = entryMessage(e)
 				}
 				if err := s.w.WriteMessages(ctx, msgs...); err != nil {
 					return err
 				}
-				n += len(recs)
+				n += len(entries)
 			}
 			if next == "" {
 				break
@@ -319,7 +316,7 @@ func (s *shipper) lag() (lsns uint64, seconds float64) {
 		return 0, 0
 	}
 	lsns = last - shipped
-	if es, err := s.st.Changelog(shipped+1, 1); err == nil && len(es) > 0 {
+	if es, err := s.st.Entries(shipped+1, 1); err == nil && len(es) > 0 {
 		seconds = max(s.now().Sub(es[0].Time).Seconds(), 0)
 	}
 	return lsns, seconds

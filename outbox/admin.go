@@ -26,7 +26,7 @@ func (o *Outbox) Get(ctx context.Context, id string) (Event, error) {
 	if err != nil {
 		return Event{}, mapErr("get", id, err)
 	}
-	state := fromStoreState(st)
+	state := State(st)
 	if r == nil {
 		if state != StateDelivered && state != StateDeleted {
 			return Event{}, fmt.Errorf("outbox: get %q: %w", id, ErrNotFound)
@@ -77,7 +77,7 @@ func (o *Outbox) List(ctx context.Context, opt ListOptions) ([]Event, string, er
 		limit = DefaultListLimit
 	}
 	limit = min(limit, MaxListLimit)
-	q := store.ListQuery{State: toStoreState(state), After: opt.After, Limit: limit}
+	q := store.ListQuery{State: store.State(state), After: opt.After, Limit: limit}
 	if opt.Destination != "" {
 		q.Filter = func(r *store.Record) bool { return r.Destination == opt.Destination }
 	}

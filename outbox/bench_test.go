@@ -267,7 +267,7 @@ func BenchmarkEmptyPunctuation(b *testing.B) {
 			default:
 			}
 		}
-		cfg.StoreOptions.NoSync = true
+		cfg.NoSync = true
 		o, err := outbox.Open(path, cfg)
 		if err != nil {
 			b.Fatal(err)

@@ -3,9 +3,9 @@ package outbox
 import (
 	"io"
 	"log/slog"
+	"os"
 	"time"
 
-	"github.com/outboxd/outbox/scheduler"
 	"github.com/outboxd/outbox/store"
 )
 
@@ -27,8 +27,8 @@ type Config struct {
 	Hooks Hooks
 
 	// Clock is the time source of the punctuator and of every timestamp the
-	// outbox writes. Default: scheduler.RealClock(). Tests inject a fake.
-	Clock scheduler.Clock
+	// outbox writes. Default: the time package's clock. Tests inject a fake.
+	Clock Clock
 
 	// Interval is the period of the delivery punctuation (the events that
 	// became due are picked up at least this often; Enqueue and finished
@@ -117,18 +117,50 @@ type Config struct {
 	MaxPayloadBytes int
 
 	// MaxIDBytes caps an event's ID and its Key. Default: 200; at most
-	// store.MaxIDLen.
+	// 1024.
 	MaxIDBytes int
 
 	// MaxHeaderBytes caps the total size of an event's header names and
 	// values. Default: 64 KiB.
 	MaxHeaderBytes int
 
-	// StoreOptions are passed to store.Open. Its Now defaults to Clock.Now.
-	// StoreOptions.NoKeyIndex makes keyed enqueues as cheap as unkeyed ones
-	// on a large backlog, for an outbox that uses neither Ordered (refused
-	// with it) nor Upsert (which then fails with store.ErrNoKeyIndex).
-	StoreOptions store.Options
+	// NoKeyIndex stores events without their key index entries. The index
+	// serves per-key order (Ordered, which refuses NoKeyIndex) and Upsert
+	// (which then fails with ErrNoKeyIndex); it costs a write at a place set
+	// by the event's Key, so keyed enqueues into a large backlog rewrite
+	// index pages all over the file. Without it, keyed enqueues cost what
+	// unkeyed ones do. Opening a file that keeps the index with NoKeyIndex
+	// empties the index; opening one without it, without NoKeyIndex,
+	// rebuilds the index before Open returns. Default: false (the index is
+	// kept).
+	NoKeyIndex bool
+
+	// LockTimeout is how long Open waits for the file's lock, which another
+	// process may hold, before it fails with ErrLocked. Default: 1s.
+	LockTimeout time.Duration
+
+	// ReadOnly opens an existing file for inspection under a shared lock:
+	// reads work, every write fails with ErrReadOnly, and Start is refused.
+	// Default: false.
+	ReadOnly bool
+
+	// NoSync skips fsync. Unsafe: a crash loses or corrupts data. For tests
+	// and benchmarks only. Default: false.
+	NoSync bool
+
+	// InitialMmapSize is the initial size in bytes of the file's memory map
+	// (virtual memory only); a generous map keeps writers from remapping
+	// while readers hold transactions. Default: 1 GiB.
+	InitialMmapSize int
+
+	// MaxCommitBatch caps the records one group commit writes in a
+	// transaction (a single larger Enqueue still commits alone,
+	// atomically). Default: 1000.
+	MaxCommitBatch int
+
+	// OpenFile opens the database file: a seam for fault injection (a file
+	// whose writes fail, a disk that fills up). Default: os.OpenFile.
+	OpenFile func(name string, flag int, perm os.FileMode) (*os.File, error)
 }
 
 // Defaults of Config, as documented on its fields.
@@ -152,6 +184,9 @@ const (
 	DefaultMaxPayloadBytes     = 1 << 20
 	DefaultMaxIDBytes          = 200
 	DefaultMaxHeaderBytes      = 64 << 10
+	DefaultLockTimeout         = time.Second
+	DefaultInitialMmapSize     = 1 << 30
+	DefaultMaxCommitBatch      = 1000
 )
 
 // backoffJitter is the randomization factor of the retry backoff (±50%).
@@ -163,7 +198,7 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if c.Clock == nil {
-		c.Clock = scheduler.RealClock()
+		c.Clock = realClock{}
 	}
 	setDur(&c.Interval, DefaultInterval)
 	setInt(&c.BatchSize, DefaultBatchSize)
@@ -187,8 +222,11 @@ func (c Config) withDefaults() Config {
 	setInt(&c.MaxPayloadBytes, DefaultMaxPayloadBytes)
 	setInt(&c.MaxIDBytes, DefaultMaxIDBytes)
 	setInt(&c.MaxHeaderBytes, DefaultMaxHeaderBytes)
-	if c.StoreOptions.Now == nil {
-		c.StoreOptions.Now = c.Clock.Now
+	setDur(&c.LockTimeout, DefaultLockTimeout)
+	setInt(&c.InitialMmapSize, DefaultInitialMmapSize)
+	setInt(&c.MaxCommitBatch, DefaultMaxCommitBatch)
+	if c.OpenFile == nil {
+		c.OpenFile = os.OpenFile
 	}
 	return c
 }
@@ -222,6 +260,7 @@ func (c Config) validate() error {
 		{"MaxThrottle", c.MaxThrottle},
 		{"TombstoneRetention", c.TombstoneRetention},
 		{"MaintenanceInterval", c.MaintenanceInterval},
+		{"LockTimeout", c.LockTimeout},
 	}
 	for _, p := range positive {
 		if p.d < 0 {
@@ -240,6 +279,8 @@ func (c Config) validate() error {
 		{"MaxPayloadBytes", c.MaxPayloadBytes},
 		{"MaxIDBytes", c.MaxIDBytes},
 		{"MaxHeaderBytes", c.MaxHeaderBytes},
+		{"InitialMmapSize", c.InitialMmapSize},
+		{"MaxCommitBatch", c.MaxCommitBatch},
 	}
 	for _, p := range ints {
 		if p.n < 0 {
@@ -258,11 +299,22 @@ func (c Config) validate() error {
 	if !(c.BackoffMultiplier >= 1) {
 		return &ConfigError{Field: "BackoffMultiplier", Reason: "must be at least 1"}
 	}
-	if c.StoreOptions.MaxBatch < 0 {
-		return &ConfigError{Field: "StoreOptions.MaxBatch", Reason: "must not be negative"}
-	}
-	if c.Ordered && c.StoreOptions.NoKeyIndex {
-		return &ConfigError{Field: "StoreOptions.NoKeyIndex", Reason: "per-key order (Ordered) needs the key index"}
+	if c.Ordered && c.NoKeyIndex {
+		return &ConfigError{Field: "NoKeyIndex", Reason: "per-key order (Ordered) needs the key index"}
 	}
 	return nil
+}
+
+// storeOptions are the options of the store under the outbox.
+func (c Config) storeOptions() store.Options {
+	return store.Options{
+		LockTimeout:     c.LockTimeout,
+		ReadOnly:        c.ReadOnly,
+		InitialMmapSize: c.InitialMmapSize,
+		NoSync:          c.NoSync,
+		Now:             c.Clock.Now,
+		OpenFile:        c.OpenFile,
+		MaxBatch:        c.MaxCommitBatch,
+		NoKeyIndex:      c.NoKeyIndex,
+	}
 }

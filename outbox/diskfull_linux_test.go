@@ -19,7 +19,6 @@ import (
 
 	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/outbox"
-	"github.com/outboxd/outbox/store"
 )
 
 // While the outcomes of deliveries cannot be committed (every write fails
@@ -61,13 +60,14 @@ func TestFullDiskDoesNotRepeatDeliveries(t *testing.T) {
 	cfg.Interval = 5 * time.Millisecond
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	cfg.Hooks.OnPunctuation = func(time.Duration, int) { punctuations.Add(1) }
-	cfg.StoreOptions = store.Options{NoSync: true, OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
+	cfg.NoSync = true
+	cfg.OpenFile = func(name string, flag int, perm os.FileMode) (*os.File, error) {
 		f, err := os.OpenFile(name, flag, perm)
 		fdMu.Lock()
 		dbFile = f
 		fdMu.Unlock()
 		return f, err
-	}}
+	}
 	o, err := outbox.Open(filepath.Join(t.TempDir(), "outbox.db"), cfg)
 	if err != nil {
 		t.Fatal(err)

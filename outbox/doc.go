@@ -104,7 +104,19 @@
 // # Observability
 //
 // Stats returns counts (pending, dead, in flight, totals, oldest pending
-// age, held endpoints); Hooks are called on enqueues, deliveries and
+// age, held endpoints, tombstones, changelog LSNs, file size) and the group
+// committer's statistics; Hooks are called on enqueues, deliveries and
 // punctuations; package outboxprom turns them into Prometheus metrics. Logs go
 // to Config.Logger and are discarded by default.
+//
+// # Changelog
+//
+// Every change is also written, in the same transaction, to a changelog of
+// ChangelogEntry values (trimmed by Config.ChangelogRetention and
+// ChangelogMaxEntries). Outbox.Changelog is a read view of it for shipping
+// (package kafka sends it to a compacted topic): entries from an LSN, the
+// last and the shipped LSN, and MarkShipped, after which the changelog is
+// never trimmed past what was shipped. Outbox.Restore rebuilds a fresh
+// outbox from shipped entries. Nothing else writes to the file but the
+// Outbox's own methods.
 package outbox

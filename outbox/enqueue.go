@@ -191,8 +191,7 @@ func (o *Outbox) buildRecord(ev Event, endpoint string, now time.Time) (*store.R
 // new one. fn runs while the store's write lock is held: keep it short and do
 // not call the Outbox from it; an error from fn aborts the upsert and is
 // returned. The event's Key is always key. Upsert needs the store's key
-// index: with Config.StoreOptions.NoKeyIndex it fails with
-// store.ErrNoKeyIndex.
+// index: with Config.NoKeyIndex it fails with ErrNoKeyIndex.
 func (o *Outbox) Upsert(ctx context.Context, key string, fn func(current *Event) (Event, error)) (Event, error) {
 	if err := o.enter(); err != nil {
 		return Event{}, err
@@ -204,8 +203,8 @@ func (o *Outbox) Upsert(ctx context.Context, key string, fn func(current *Event)
 	if fn == nil {
 		return Event{}, &ValidationError{Field: "fn", Reason: "required for Upsert"}
 	}
-	if o.cfg.StoreOptions.NoKeyIndex {
-		return Event{}, fmt.Errorf("outbox: upsert %q: %w: the outbox was opened with Config.StoreOptions.NoKeyIndex", key, store.ErrNoKeyIndex)
+	if o.cfg.NoKeyIndex {
+		return Event{}, fmt.Errorf("outbox: upsert %q: %w: %w", key, ErrNoKeyIndex, store.ErrNoKeyIndex)
 	}
 	inserted := false
 	stored, err := o.st.UpsertKey(ctx, key, func(cur *store.Record) (*store.Record, error) {

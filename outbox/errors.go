@@ -35,7 +35,64 @@ var (
 	// ErrDamaged is matched, besides ErrUnavailable, when the reason is a
 	// damaged database file (data that fails its checksum or framing).
 	ErrDamaged = errors.New("outbox: the database file is damaged")
+	// ErrLocked is matched by Open's error when another process (or another
+	// Outbox in this process) holds the file's lock past Config.LockTimeout.
+	ErrLocked = errors.New("outbox: the database file is locked by another process")
+	// ErrNotDatabase is matched by Open's error for a file that is not an
+	// outbox database: empty, random bytes, or another application's bbolt
+	// file.
+	ErrNotDatabase = errors.New("outbox: not an outbox database")
+	// ErrSchemaTooNew is matched by Open's error for a file written by a
+	// newer build whose layout this build does not understand.
+	ErrSchemaTooNew = errors.New("outbox: the database file is newer than this build understands")
+	// ErrReadOnly is matched by the error of every write to an outbox
+	// opened with Config.ReadOnly.
+	ErrReadOnly = errors.New("outbox: opened read-only")
+	// ErrNoKeyIndex is matched by Upsert's error on an outbox opened with
+	// Config.NoKeyIndex.
+	ErrNoKeyIndex = errors.New("outbox: the key index is not kept (Config.NoKeyIndex)")
 )
+
+// storeSentinels pairs each store error a caller may match with the outbox
+// sentinel that stands for it.
+var storeSentinels = []struct{ store, outbox error }{
+	{store.ErrCorrupt, ErrDamaged},
+	{store.ErrLocked, ErrLocked},
+	{store.ErrNotDatabase, ErrNotDatabase},
+	{store.ErrSchemaTooNew, ErrSchemaTooNew},
+	{store.ErrReadOnly, ErrReadOnly},
+	{store.ErrNoKeyIndex, ErrNoKeyIndex},
+	{store.ErrClosed, ErrClosed},
+	{store.ErrNotFound, ErrNotFound},
+	{store.ErrNotDead, ErrNotDead},
+	{store.ErrConflict, ErrConflict},
+}
+
+// storeError is a store error seen through the outbox: its message is the
+// store's, prefixed by the outbox operation, and it matches both the store's
+// error and the outbox sentinel that stands for it.
+type storeError struct {
+	op       string
+	sentinel error
+	err      error
+}
+
+func (e *storeError) Error() string   { return "outbox: " + e.op + ": " + e.err.Error() }
+func (e *storeError) Unwrap() []error { return []error{e.sentinel, e.err} }
+
+// wrapStoreErr returns err (from the store) prefixed by op, matching the
+// outbox sentinel of its cause when it has one.
+func wrapStoreErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, p := range storeSentinels {
+		if errors.Is(err, p.store) {
+			return &storeError{op: op, sentinel: p.outbox, err: err}
+		}
+	}
+	return fmt.Errorf("outbox: %s: %w", op, err)
+}
 
 // ValidationError reports an event that Enqueue, EnqueueDead or Upsert
 // refused. errors.Is(err, ErrInvalid) is true for it.
@@ -82,7 +139,7 @@ func (e *DeletedError) Unwrap() error { return ErrDeleted }
 // ConfigError reports a Config field that Open refused.
 type ConfigError struct {
 	// Field is the name of the Config field, e.g. "Concurrency" or
-	// "StoreOptions.MaxBatch".
+	// "MaxCommitBatch".
 	Field string
 	// Reason says what is wrong with it.
 	Reason string

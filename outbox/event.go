@@ -107,30 +107,14 @@ func ParseState(s string) (State, bool) {
 	return 0, false
 }
 
-func toStoreState(s State) store.State {
-	switch s {
-	case StateDead:
-		return store.StateDead
-	case StateDelivered:
-		return store.StateDelivered
-	case StateDeleted:
-		return store.StateDeleted
-	}
-	return store.StatePending
-}
-
-func fromStoreState(s store.State) State {
-	switch s {
-	case store.StateDead:
-		return StateDead
-	case store.StateDelivered:
-		return StateDelivered
-	case store.StateDeleted:
-		return StateDeleted
-	case store.StatePending:
-		return StatePending
-	}
-	return 0
+// The states are the store's, value for value (the store's zero State is
+// "not found", as the outbox's is "unspecified"), so that converting is a
+// cast; a constant index out of range fails the build.
+var _ = [...]struct{}{
+	[1]struct{}{}[int(StatePending)-int(store.StatePending)],
+	[1]struct{}{}[int(StateDead)-int(store.StateDead)],
+	[1]struct{}{}[int(StateDelivered)-int(store.StateDelivered)],
+	[1]struct{}{}[int(StateDeleted)-int(store.StateDeleted)],
 }
 
 // eventFromRecord converts a stored record. It copies everything it keeps.

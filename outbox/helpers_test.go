@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/outboxd/outbox/outbox"
-	"github.com/outboxd/outbox/scheduler"
 )
 
 // sinkFunc adapts a function to outbox.Sink.
@@ -95,7 +94,7 @@ func testConfig(sink outbox.Sink) outbox.Config {
 		BackoffMax:     10 * time.Millisecond,
 		ParkInterval:   5 * time.Millisecond,
 	}
-	cfg.StoreOptions.NoSync = true
+	cfg.NoSync = true
 	return cfg
 }
 
@@ -133,7 +132,7 @@ func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool)
 	}
 }
 
-// fakeClock is a scheduler.Clock whose time moves only by Advance.
+// fakeClock is an outbox.Clock whose time moves only by Advance.
 type fakeClock struct {
 	mu     sync.Mutex
 	now    time.Time
@@ -148,7 +147,7 @@ func (c *fakeClock) Now() time.Time {
 	return c.now
 }
 
-func (c *fakeClock) NewTimer(d time.Duration) scheduler.Timer {
+func (c *fakeClock) NewTimer(d time.Duration) outbox.Timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ft := &fakeTimer{c: c, ch: make(chan time.Time, 1), at: c.now.Add(d), active: true}

@@ -137,7 +137,7 @@ func TestEndToEndMix(t *testing.T) {
 
 	// The 404s spent no attempt; the 500 spent one. Read the changelog:
 	// every reschedule of an event records the attempts spent so far.
-	st := o.Store()
+	st := o.StoreForTest()
 	for _, i := range []int{3, 7, 14, 99} {
 		id := fmt.Sprintf("m%d", i)
 		hist, err := st.History(id)

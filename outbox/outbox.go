@@ -22,7 +22,7 @@ import (
 type Outbox struct {
 	cfg      Config
 	log      *slog.Logger
-	clock    scheduler.Clock
+	clock    Clock
 	sink     Sink
 	resolver EndpointResolver
 	st       *store.Store
@@ -52,17 +52,18 @@ type Outbox struct {
 }
 
 // Open opens (creating it if needed) the outbox file at path and checks cfg.
-// It returns a *ConfigError naming the field when cfg is invalid, and the
-// store's error (for instance store.ErrLocked when another process holds
-// the file) when the file cannot be opened. Call Start to begin delivering.
+// It returns a *ConfigError naming the field when cfg is invalid, and an
+// error naming the file when it cannot be opened, which matches ErrLocked
+// (another process holds it), ErrNotDatabase, ErrDamaged or ErrSchemaTooNew
+// when that is the cause. Call Start to begin delivering.
 func Open(path string, cfg Config) (*Outbox, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	st, err := store.Open(path, cfg.StoreOptions)
+	st, err := store.Open(path, cfg.storeOptions())
 	if err != nil {
-		return nil, fmt.Errorf("outbox: open: %w", err)
+		return nil, wrapStoreErr("open", err)
 	}
 	o := &Outbox{
 		cfg:      cfg,
@@ -77,24 +78,28 @@ func Open(path string, cfg Config) (*Outbox, error) {
 	o.hooks.Store(&[]Hooks{cfg.Hooks})
 	o.eng, err = newEngine(o)
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("outbox: open: %w", err), st.Close())
+		return nil, errors.Join(wrapStoreErr("open", err), st.Close())
 	}
 	return o, nil
 }
 
 // Start starts the delivery and maintenance punctuations and the delivery
-// workers. It is idempotent; after Stop it returns ErrClosed.
+// workers. It is idempotent; after Stop it returns ErrClosed, and on an
+// outbox opened with Config.ReadOnly an error matching ErrReadOnly.
 func (o *Outbox) Start() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.stopping {
 		return ErrClosed
 	}
+	if o.cfg.ReadOnly {
+		return fmt.Errorf("outbox: start: %w: it delivers nothing", ErrReadOnly)
+	}
 	if o.started {
 		return nil
 	}
 	sched := scheduler.New(scheduler.Config{
-		Clock:  o.clock,
+		Clock:  schedClock{o.clock},
 		Logger: o.log,
 		OnPanic: func(name string, v any) {
 			o.log.Error("outbox: punctuation panicked", "punctuation", name, "panic", fmt.Sprint(v))
@@ -189,10 +194,8 @@ func (o *Outbox) Ready() bool {
 	return o.started && !o.stopping
 }
 
-// Store returns the underlying store, for changelog shipping and offline
-// tools. Writing to it directly bypasses the outbox's validation and
-// in-memory state (endpoint holds, counters); prefer the Outbox's methods.
-func (o *Outbox) Store() *store.Store { return o.st }
+// Path returns the path of the outbox's database file.
+func (o *Outbox) Path() string { return o.st.Path() }
 
 // Config returns the configuration in use, with every default filled in.
 func (o *Outbox) Config() Config { return o.cfg }
@@ -209,7 +212,8 @@ func (o *Outbox) wake() {
 	}
 }
 
-// mapErr translates store errors into the outbox's sentinels.
+// mapErr translates store errors into the outbox's sentinels: those about
+// an event name it, the others keep the store's message (wrapStoreErr).
 func mapErr(op, id string, err error) error {
 	switch {
 	case err == nil:
@@ -223,5 +227,5 @@ func mapErr(op, id string, err error) error {
 	case errors.Is(err, store.ErrClosed):
 		return fmt.Errorf("outbox: %s: %w", op, ErrClosed)
 	}
-	return fmt.Errorf("outbox: %s: %w", op, err)
+	return wrapStoreErr(op, err)
 }

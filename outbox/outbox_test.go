@@ -93,7 +93,10 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{"BackoffMax", outbox.Config{Sink: sink, BackoffInitial: time.Minute, BackoffMax: time.Second}},
 		{"BackoffMultiplier", outbox.Config{Sink: sink, BackoffMultiplier: 0.5}},
 		{"MaxIDBytes", outbox.Config{Sink: sink, MaxIDBytes: 1 << 20}},
-		{"StoreOptions.NoKeyIndex", outbox.Config{Sink: sink, Ordered: true, StoreOptions: store.Options{NoKeyIndex: true}}},
+		{"NoKeyIndex", outbox.Config{Sink: sink, Ordered: true, NoKeyIndex: true}},
+		{"LockTimeout", outbox.Config{Sink: sink, LockTimeout: -time.Second}},
+		{"InitialMmapSize", outbox.Config{Sink: sink, InitialMmapSize: -1}},
+		{"MaxCommitBatch", outbox.Config{Sink: sink, MaxCommitBatch: -1}},
 	}
 	for _, c := range cases {
 		_, err := outbox.Open(path, c.cfg)
@@ -353,7 +356,7 @@ func TestEndpointAdminWaitsForACommittingDisable(t *testing.T) {
 	// engine counts the endpoint disabled at once, its commit waits.
 	held, release, holdDone := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	go func() {
-		_, err := o.Store().UpsertKey(ctx, "hold", func(*store.Record) (*store.Record, error) {
+		_, err := o.StoreForTest().UpsertKey(ctx, "hold", func(*store.Record) (*store.Record, error) {
 			close(held)
 			<-release
 			return nil, errHold
@@ -392,7 +395,7 @@ func TestEndpointAdminWaitsForACommittingDisable(t *testing.T) {
 		t.Fatalf("EnableEndpoint while the disable was committing: %v", enableErr)
 	}
 	waitFor(t, "delivered after enable", settle, func() bool { return rc.successes("g") == 1 })
-	ep, ok, err := o.Store().Endpoint(listed[0].Name)
+	ep, ok, err := o.StoreForTest().Endpoint(listed[0].Name)
 	if err != nil || !ok || ep.Disabled {
 		t.Fatalf("stored endpoint after enable = %+v, %v, %v; want enabled", ep, ok, err)
 	}

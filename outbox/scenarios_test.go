@@ -443,7 +443,7 @@ func TestNoKeyIndexDeliversKeyedEventsAndRefusesUpsert(t *testing.T) {
 	}))
 	defer srv.Close()
 	cfg := testConfig(newWebSink())
-	cfg.StoreOptions.NoKeyIndex = true
+	cfg.NoKeyIndex = true
 	o, _ := open(t, cfg)
 	if err := o.Start(); err != nil {
 		t.Fatal(err)
@@ -461,7 +461,7 @@ func TestNoKeyIndexDeliversKeyedEventsAndRefusesUpsert(t *testing.T) {
 		called = true
 		return outbox.Event{Destination: srv.URL + "/hook"}, nil
 	})
-	if !errors.Is(err, store.ErrNoKeyIndex) || called || !strings.Contains(err.Error(), "NoKeyIndex") {
+	if !errors.Is(err, outbox.ErrNoKeyIndex) || !errors.Is(err, store.ErrNoKeyIndex) || called || !strings.Contains(err.Error(), "NoKeyIndex") {
 		t.Fatalf("Upsert without the key index = %v (fn called: %v), want store.ErrNoKeyIndex naming the option", err, called)
 	}
 	waitFor(t, "every keyed event delivered", 10*time.Second, func() bool {

@@ -30,9 +30,62 @@ type Stats struct {
 	OldestPendingAge time.Duration
 	// EndpointsThrottled and EndpointsDisabled count held endpoints.
 	EndpointsThrottled, EndpointsDisabled int
+
+	// Tombstones counts the IDs remembered for the dedup window (delivered,
+	// deleted or superseded events within Config.TombstoneRetention).
+	Tombstones int
+	// Endpoints counts the endpoints with a stored state (held now or
+	// before).
+	Endpoints int
+	// ChangelogEntries counts the changelog entries kept.
+	ChangelogEntries int
+	// LastLSN is the LSN of the last changelog entry written, ShippedLSN
+	// the last one marked shipped (Changelog.MarkShipped).
+	LastLSN, ShippedLSN uint64
+	// FileSize is the size of the database file in bytes.
+	FileSize int64
+	// KeyIndex reports whether the file keeps its key index (see
+	// Config.NoKeyIndex).
+	KeyIndex bool
+
+	// Commits describes the group committer's work since Open.
+	Commits CommitStats
 }
 
-// Stats returns the current counts. After Stop it returns the totals only.
+// CommitStats describe the work of the group committer, which writes every
+// change (enqueues, delivery outcomes, admin operations) in shared
+// transactions, since Open.
+type CommitStats struct {
+	// Commits counts the write transactions run; Failed counts those that
+	// did not commit (every call in them got the error).
+	Commits, Failed uint64
+	// Calls counts the writes the transactions carried, Records sums their
+	// weights (the events of an Enqueue, the outcomes of a batch of
+	// deliveries, ...): Records/Commits is the mean batch.
+	Calls, Records uint64
+	// Busy is the time spent in write transactions, fsyncs included.
+	Busy time.Duration
+	// Running is how long the transaction under way has been running, zero
+	// when the committer is idle. A commit takes milliseconds; one running
+	// for seconds means the disk is not answering (an fsync that does not
+	// return), and every write waits behind it.
+	Running time.Duration
+}
+
+// CommitStats returns the group committer's counters. It takes no lock and
+// does not touch the file, so it answers even while a commit hangs (a
+// readiness probe can rely on it).
+func (o *Outbox) CommitStats() CommitStats {
+	cs := o.st.CommitStats()
+	return CommitStats{
+		Commits: cs.Commits, Failed: cs.Failed,
+		Calls: cs.Calls, Records: cs.Records,
+		Busy: cs.Busy, Running: cs.Running,
+	}
+}
+
+// Stats returns the current counts. After Stop it returns the totals (and
+// the commit statistics) only.
 func (o *Outbox) Stats() Stats {
 	now := o.clock.Now()
 	s := Stats{
@@ -42,6 +95,7 @@ func (o *Outbox) Stats() Stats {
 		DeadTotal:       o.deadTotal.Load(),
 		EnqueuedTotal:   o.enqueuedTotal.Load(),
 		DuplicatesTotal: o.duplicatesTotal.Load(),
+		Commits:         o.CommitStats(),
 	}
 	s.EndpointsThrottled, s.EndpointsDisabled = o.eng.holds.count(now)
 	if o.enter() != nil {
@@ -50,6 +104,9 @@ func (o *Outbox) Stats() Stats {
 	defer o.ops.Done()
 	if ss, err := o.st.Stats(); err == nil {
 		s.Pending, s.Dead = ss.Pending, ss.Dead
+		s.Tombstones, s.Endpoints, s.ChangelogEntries = ss.Tombstones, ss.Endpoints, ss.ChangelogEntries
+		s.LastLSN, s.ShippedLSN = ss.LastLSN, ss.ShippedLSN
+		s.FileSize, s.KeyIndex = ss.FileSize, ss.KeyIndex
 	} else {
 		o.logStoreErr("stats", err)
 	}

@@ -157,10 +157,7 @@ func probeMain(w io.Writer) int {
 		return 1
 	}
 	res := probeResult{OpenSeconds: time.Since(start).Seconds()}
-	st, err := o.Store().Stats()
-	if err == nil {
-		res.Pending = st.Pending
-	}
+	res.Pending = o.Stats().Pending
 	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)

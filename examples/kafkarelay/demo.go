@@ -156,8 +156,8 @@ func (d *demoEnv) run(ctx context.Context, topic, changelog string, n int, box *
 		if changelog == "" {
 			return true
 		}
-		shipped, err := box.Store().ShippedLSN()
-		return err == nil && shipped >= box.Store().LastLSN()
+		shipped, err := box.Changelog().ShippedLSN()
+		return err == nil && shipped >= box.Changelog().LastLSN()
 	})
 	if err != nil {
 		return err
@@ -194,7 +194,7 @@ func (d *demoEnv) run(ctx context.Context, topic, changelog string, n int, box *
 // readChangelog reads the changelog topic up to the last shipped LSN and
 // counts its entries by operation.
 func (d *demoEnv) readChangelog(ctx context.Context, topic string, box *outbox.Outbox) (map[string]int, error) {
-	last, err := box.Store().ShippedLSN()
+	last, err := box.Changelog().ShippedLSN()
 	if err != nil {
 		return nil, err
 	}

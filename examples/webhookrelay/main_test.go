@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -21,7 +22,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/outboxd/outbox/examples/internal/runexample"
-	"github.com/outboxd/outbox/store"
+	"github.com/outboxd/outbox/outbox"
 )
 
 func TestMain(m *testing.M) {
@@ -328,31 +329,40 @@ sources:
 		t.Errorf("slow got payload %q, want the provider's body verbatim", got)
 	}
 
-	// The store, inspected offline: the forgeries were never stored, the
+	// The outbox, inspected offline: the forgeries were never stored, the
 	// genuine events are delivered, nothing is left pending.
-	s, err := store.Open(db, store.Options{ReadOnly: true})
+	o, err := outbox.Open(db, outbox.Config{Sink: refuseSink{}, ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer o.Stop(context.Background())
+	ctx := context.Background()
 	for _, f := range []string{"gh:forged-gh-1", "gh:forged-gh-2", "gh:forged-gh-3", "st:evt_forged_1", "st:evt_forged_2",
 		"sw:msg_forged_1", "sw:msg_forged_2", "sw:msg_forged_3"} {
 		for _, tg := range []string{"fast", "slow"} {
-			if _, st, err := s.Get(f + ":" + tg); !errors.Is(err, store.ErrNotFound) {
-				t.Errorf("forged %s:%s is in the store (state %v, err %v)", f, tg, st, err)
+			if ev, err := o.Get(ctx, f+":"+tg); !errors.Is(err, outbox.ErrNotFound) {
+				t.Errorf("forged %s:%s is in the store (state %v, err %v)", f, tg, ev.State, err)
 			}
 		}
 	}
 	for _, id := range ids {
 		for _, tg := range []string{"fast", "slow"} {
-			if _, st, err := s.Get(id + tg); err != nil || st != store.StateDelivered {
-				t.Errorf("%s: state %v, err %v; want delivered", id+tg, st, err)
+			if ev, err := o.Get(ctx, id+tg); err != nil || ev.State != outbox.StateDelivered {
+				t.Errorf("%s: state %v, err %v; want delivered", id+tg, ev.State, err)
 			}
 		}
 	}
-	if st, err := s.Stats(); err != nil || st.Pending != 0 || st.Dead != 0 {
-		t.Errorf("store stats %+v, %v: want nothing pending or dead", st, err)
+	if st := o.Stats(); st.Pending != 0 || st.Dead != 0 {
+		t.Errorf("outbox stats %+v: want nothing pending or dead", st)
 	}
+}
+
+// refuseSink is the Sink of an outbox opened for inspection, which delivers
+// nothing.
+type refuseSink struct{}
+
+func (refuseSink) Deliver(context.Context, *outbox.Delivery) outbox.Result {
+	return outbox.Result{Action: outbox.ActionRetry, Err: errors.New("inspection only")}
 }
 
 func TestDemoRunsToTheEnd(t *testing.T) {

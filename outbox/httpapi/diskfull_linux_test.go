@@ -19,7 +19,6 @@ import (
 	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/outbox"
 	"github.com/outboxd/outbox/outbox/httpapi"
-	"github.com/outboxd/outbox/store"
 )
 
 // faultyDisk is an outbox whose database file descriptor the test can point
@@ -44,13 +43,13 @@ func newFaultyDisk(t *testing.T) *faultyDisk {
 	o, err := outbox.Open(filepath.Join(dir, "outbox.db"), outbox.Config{
 		Sink:     sink,
 		Interval: time.Hour, // no delivery writes during the test
-		StoreOptions: store.Options{OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
+		OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
 			f, err := os.OpenFile(name, flag, perm)
 			mu.Lock()
 			db = f
 			mu.Unlock()
 			return f, err
-		}},
+		},
 	})
 	if err != nil {
 		t.Fatal(err)

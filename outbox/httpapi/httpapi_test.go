@@ -209,7 +209,7 @@ func TestBadInputIsRefusedAndStoresNothing(t *testing.T) {
 	if s := e.o.Stats(); s.Pending != 0 || s.Dead != 0 || s.EnqueuedTotal != 0 {
 		t.Errorf("bad input changed the store: %+v", s)
 	}
-	if st, _ := e.o.Store().Stats(); st.LastLSN != 0 {
+	if st := e.o.Stats(); st.LastLSN != 0 {
 		t.Errorf("bad input wrote %d changelog entries", st.LastLSN)
 	}
 	if n := len(rc.received()); n != 0 {

@@ -181,7 +181,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.unavailableDesc, prometheus.GaugeValue, damaged, "damaged")
 	ch <- prometheus.MustNewConstMetric(c.unavailableDesc, prometheus.GaugeValue, commit, "commit")
 
-	cs := c.o.Store().CommitStats()
+	cs := c.o.CommitStats()
 	counter := func(d *prometheus.Desc, v float64) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v)
 	}

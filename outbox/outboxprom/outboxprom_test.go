@@ -28,7 +28,7 @@ func TestCollectorCountsDeliveries(t *testing.T) {
 		return outbox.Result{Action: outbox.ActionSuccess, Status: 200}
 	})
 	cfg := outbox.Config{Sink: sink, Interval: 10 * time.Millisecond}
-	cfg.StoreOptions.NoSync = true
+	cfg.NoSync = true
 	o, err := outbox.Open(filepath.Join(t.TempDir(), "o.db"), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +83,7 @@ func TestCollectorCountsDeliveries(t *testing.T) {
 	// The store's commit counters: every write above went through a
 	// commit, the three-event Enqueue carried 3 records, and no commit is
 	// running between writes.
-	cs := o.Store().CommitStats()
+	cs := o.CommitStats()
 	if got["outbox_store_commits_total"] < 2 || got["outbox_store_commit_records_total"] < 3 ||
 		got["outbox_store_commit_calls_total"] < got["outbox_store_commits_total"] ||
 		got["outbox_store_commit_seconds_total"] <= 0 || got["outbox_store_commit_failures_total"] != 0 {

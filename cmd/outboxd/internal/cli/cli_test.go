@@ -139,12 +139,12 @@ func TestOutboxConfigCarriesTheCommitSettings(t *testing.T) {
 // Upsert, and the index slows keyed enqueues on a large backlog.
 func TestOutboxConfigKeepsTheKeyIndexOnlyWhenOrdered(t *testing.T) {
 	c := config.Default()
-	if oc := outboxConfig(&c, nil, newLogger(c.Log, io.Discard)); oc.Ordered || !oc.StoreOptions.NoKeyIndex {
-		t.Errorf("defaults: Ordered %v, NoKeyIndex %v; want false, true", oc.Ordered, oc.StoreOptions.NoKeyIndex)
+	if oc := outboxConfig(&c, nil, newLogger(c.Log, io.Discard)); oc.Ordered || !oc.NoKeyIndex {
+		t.Errorf("defaults: Ordered %v, NoKeyIndex %v; want false, true", oc.Ordered, oc.NoKeyIndex)
 	}
 	c.Delivery.Ordered = true
-	if oc := outboxConfig(&c, nil, newLogger(c.Log, io.Discard)); !oc.Ordered || oc.StoreOptions.NoKeyIndex {
-		t.Errorf("ordered: Ordered %v, NoKeyIndex %v; want true, false", oc.Ordered, oc.StoreOptions.NoKeyIndex)
+	if oc := outboxConfig(&c, nil, newLogger(c.Log, io.Discard)); !oc.Ordered || oc.NoKeyIndex {
+		t.Errorf("ordered: Ordered %v, NoKeyIndex %v; want true, false", oc.Ordered, oc.NoKeyIndex)
 	}
 }
 

@@ -17,7 +17,6 @@ import (
 
 	"github.com/outboxd/outbox/cmd/outboxd/internal/config"
 	"github.com/outboxd/outbox/outbox"
-	"github.com/outboxd/outbox/store"
 )
 
 type nopSink struct{}
@@ -61,20 +60,20 @@ func TestReadyzReportsAHungCommit(t *testing.T) {
 	}
 
 	// Hold the committer inside a transaction, as an fsync that does not
-	// return would.
+	// return would: Upsert's fn runs inside the write transaction.
 	started, release := make(chan struct{}), make(chan struct{})
 	errHold := errors.New("hold")
 	held := make(chan error, 1)
 	go func() {
-		_, err := o.Store().UpsertKey(t.Context(), "hold", func(*store.Record) (*store.Record, error) {
+		_, err := o.Upsert(t.Context(), "hold", func(*outbox.Event) (outbox.Event, error) {
 			close(started)
 			<-release
-			return nil, errHold
+			return outbox.Event{}, errHold
 		})
 		held <- err
 	}()
 	<-started
-	for deadline := time.Now().Add(10 * time.Second); o.Store().CommitStats().Running <= commitStallLimit; {
+	for deadline := time.Now().Add(10 * time.Second); o.CommitStats().Running <= commitStallLimit; {
 		if time.Now().After(deadline) {
 			t.Fatal("the held commit never counted as running")
 		}
@@ -82,8 +81,8 @@ func TestReadyzReportsAHungCommit(t *testing.T) {
 	}
 	code, body := readyz()
 	close(release)
-	if err := <-held; err != errHold {
-		t.Fatalf("UpsertKey = %v, want the hold error", err)
+	if err := <-held; !errors.Is(err, errHold) {
+		t.Fatalf("Upsert = %v, want the hold error", err)
 	}
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "store commit has been running") ||
 		!strings.Contains(body, "outboxd.db") {

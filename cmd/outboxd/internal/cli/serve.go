@@ -24,7 +24,6 @@ import (
 	"github.com/outboxd/outbox/outbox"
 	"github.com/outboxd/outbox/outbox/httpapi"
 	"github.com/outboxd/outbox/outbox/outboxprom"
-	"github.com/outboxd/outbox/store"
 )
 
 // serve runs the sidecar until SIGTERM or SIGINT.
@@ -78,7 +77,7 @@ func (s *server) run(sigs <-chan os.Signal) int {
 
 	o, err := outbox.Open(cfg.DB, outboxConfig(cfg, sink, s.log))
 	if err != nil {
-		if errors.Is(err, store.ErrLocked) {
+		if errors.Is(err, outbox.ErrLocked) {
 			return s.fail(exitError, "database %s is locked by another process (is another outboxd serve running on it?): %v", cfg.DB, err)
 		}
 		var ce *outbox.ConfigError
@@ -261,7 +260,7 @@ var commitStallLimit = 30 * time.Second
 
 // notReady says why the server is not ready, or "" when it is.
 func (s *server) notReady() string {
-	running := s.o.Store().CommitStats().Running
+	running := s.o.CommitStats().Running
 	switch {
 	case s.stopping.Load():
 		return "shutting down"
@@ -270,12 +269,12 @@ func (s *server) notReady() string {
 	case s.o.Health() != nil:
 		err := s.o.Health()
 		if errors.Is(err, outbox.ErrDamaged) {
-			return fmt.Sprintf("%v; verify it with: outboxd check --db %s", err, s.o.Store().Path())
+			return fmt.Sprintf("%v; verify it with: outboxd check --db %s", err, s.o.Path())
 		}
 		return err.Error()
 	case running > commitStallLimit:
 		return fmt.Sprintf("a store commit has been running for %s; the disk holding %s is not answering",
-			running.Round(time.Second), s.o.Store().Path())
+			running.Round(time.Second), s.o.Path())
 	case s.kafka != nil && !s.kafka.Ready():
 		return "Kafka ingest not connected"
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/outboxd/outbox/httpsink"
 	"github.com/outboxd/outbox/outbox"
 	"github.com/outboxd/outbox/outbox/httpapi"
-	"github.com/outboxd/outbox/store"
 )
 
 // newLogger builds the process logger from the log settings.
@@ -89,14 +88,12 @@ func outboxConfig(c *config.Config, sink outbox.Sink, logger *slog.Logger) outbo
 		MaintenanceInterval: d.MaintenanceInterval,
 		MaxPayloadBytes:     int(c.Limits.MaxPayloadBytes),
 		MaxIDBytes:          c.Limits.MaxIDBytes,
-		StoreOptions: store.Options{
-			MaxBatch: groupCommitRecords(c.Limits.MaxBatch),
-			// The key index serves per-key order and Upsert, which the
-			// sidecar's API does not offer: without ordering it would only
-			// slow keyed enqueues down as the backlog grows. Turning
-			// ordering on later rebuilds it when the file is opened.
-			NoKeyIndex: !d.Ordered,
-		},
+		MaxCommitBatch:      groupCommitRecords(c.Limits.MaxBatch),
+		// The key index serves per-key order and Upsert, which the
+		// sidecar's API does not offer: without ordering it would only
+		// slow keyed enqueues down as the backlog grows. Turning ordering
+		// on later rebuilds it when the file is opened.
+		NoKeyIndex: !d.Ordered,
 	}
 }
 
