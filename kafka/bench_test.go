@@ -14,7 +14,6 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/outboxd/outbox/internal/cputime"
-	"github.com/outboxd/outbox/internal/layoutfloor"
 	"github.com/outboxd/outbox/outbox"
 	"github.com/outboxd/outbox/store"
 )
@@ -31,7 +30,7 @@ func (nopSink) Deliver(context.Context, *outbox.Delivery) outbox.Result {
 // reading the same records from the same broker (consume only, no store);
 // the store alone taking the same events the way ingest hands them over (one
 // writer per partition, batches of 500), without Kafka; and the floor of
-// the store's layout (internal/layoutfloor: bbolt alone writing what the
+// the store's layout (store.Floor: bbolt alone writing what the
 // store writes for each event, three puts) in commits of 8,000, with
 // nothing else. Each phase also reports the CPU it used per event (the
 // whole process: broker, client and store), which a busy machine changes
@@ -155,12 +154,12 @@ func BenchmarkIngest(b *testing.B) {
 	b.ReportMetric(perEvent(floorCPU), "floor-cpu-µs/event")
 }
 
-// layoutFloor writes n events to a new file at path with layoutfloor, in
+// layoutFloor writes n events to a new file at path with store.Floor, in
 // commits of 8,000 (as the store's ingest commits gather them): the part of
 // the store's cost that any implementation of its layout pays.
 func layoutFloor(b *testing.B, path string, parts, n int, payload []byte) {
 	b.Helper()
-	f, err := layoutfloor.Open(path)
+	f, err := store.OpenFloor(path)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -172,11 +171,11 @@ func layoutFloor(b *testing.B, path string, parts, n int, payload []byte) {
 	entry := store.EncodeEntry(&store.Entry{LSN: uint64(n), Op: store.OpEnqueue, ID: r.ID, Version: uint64(n),
 		Time: now, Record: r})
 	const perCommit = 8000
-	evs := make([]layoutfloor.Event, 0, perCommit)
+	evs := make([]store.FloorEvent, 0, perCommit)
 	for off := 0; off < n; off += perCommit {
 		evs = evs[:0]
 		for j := off; j < min(off+perCommit, n); j++ {
-			evs = append(evs, layoutfloor.Event{ID: []byte(RecordID("in", j%parts, int64(j/parts))), Record: rec, Entry: entry})
+			evs = append(evs, store.FloorEvent{ID: []byte(RecordID("in", j%parts, int64(j/parts))), Record: rec, Entry: entry})
 		}
 		if err := f.Write(evs); err != nil {
 			b.Fatal(err)

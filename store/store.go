@@ -252,9 +252,8 @@ func boltOptions(opts Options) *bolt.Options {
 		InitialMmapSize: opts.InitialMmapSize,
 		NoSync:          opts.NoSync,
 		// New files get 16 KiB pages: a commit writes each dirty page with
-		// its own pwrite, and a record is written three times (events,
-		// changelog, due index), so 4 KiB pages made a 1,000-record commit
-		// some 300 system calls. Existing files keep their page size.
+		// its own pwrite, and each record dirties three trees (events,
+		// changelog, due index). Existing files keep their page size.
 		PageSize: newFilePageSize,
 		OpenFile: opts.OpenFile,
 	}
@@ -550,10 +549,8 @@ var (
 // rewritten pages) for the same writes. With nothing else runnable a yield
 // returns at once, so a lone caller waits microseconds. A batch of
 // gatherBelow records or more already spreads its commit's cost, and
-// yielding the one writer's processor then only slowed a CPU-bound loader
-// of 500-record batches (by 17% in A/B runs), so it commits at once.
-// Measured on 2 cores: BenchmarkInsertConcurrent64's ratio to DB.Batch rose
-// 15%; single-event HTTP ingest through outboxd rose 1-11% from run to run.
+// yielding the one writer's processor would only slow a CPU-bound loader,
+// so it commits at once.
 func (s *Store) commitLoop() {
 	defer close(s.done)
 	debug.SetPanicOnFault(true)

@@ -131,6 +131,11 @@ func (w *wtx) dueKey(t time.Time, id string) []byte {
 	return append(binary.BigEndian.AppendUint64(w.alloc(8+len(id)), nanos(t)), id...)
 }
 
+// appendFill is the fill percent of the buckets whose keys are sequential
+// (UUIDv7 IDs, due times, LSNs) and append at the right edge of their trees:
+// fill pages up instead of splitting them in half.
+const appendFill = 1.0
+
 func (s *Store) begin(tx *bolt.Tx) *wtx {
 	w := &wtx{
 		tx:        tx,
@@ -146,14 +151,12 @@ func (s *Store) begin(tx *bolt.Tx) *wtx {
 		meta:      tx.Bucket(bucketMeta),
 		keyIndex:  s.keyIndex,
 	}
-	// Sequential keys (UUIDv7 IDs, due times, LSNs) append at the right edge
-	// of their trees: fill pages up instead of splitting them in half.
-	w.events.FillPercent = 1.0
-	w.due.FillPercent = 1.0
+	w.events.FillPercent = appendFill
+	w.due.FillPercent = appendFill
 	w.dead.FillPercent = 0.9
 	w.tombs.FillPercent = 0.9
 	w.tombTime.FillPercent = 0.95
-	w.changelog.FillPercent = 1.0
+	w.changelog.FillPercent = appendFill
 	w.lsn = getU64(w.meta, metaLastLSN)
 	w.pending = getU64(w.meta, metaPending)
 	w.deadN = getU64(w.meta, metaDead)

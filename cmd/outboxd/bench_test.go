@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outbox/internal/layoutfloor"
+	"github.com/outboxd/outbox/store"
 )
 
 // baselineEnv, when set, makes the test binary serve the baseline instead of
@@ -29,7 +29,7 @@ const baselineEnv = "OUTBOXD_BENCH_BASELINE"
 // floorEnv, when set to a directory, makes the test binary serve the floor
 // of a durable ingest instead: the baseline's handler, except that it
 // answers only once the body is stored durably, through a group commit into
-// a file in that directory written by internal/layoutfloor (the store's
+// a file in that directory written by store.Floor (the store's
 // layout, three puts per event, with bbolt alone). No decoding, no
 // validation, no metrics: what any server that keeps the design's layout
 // in bbolt pays per request, whatever else it does.
@@ -49,7 +49,7 @@ func serveBaseline() {
 // serveFloor runs the floor server until killed; it prints its address on
 // stdout.
 func serveFloor(dir string) {
-	f, err := layoutfloor.Open(filepath.Join(dir, "floor.db"))
+	f, err := store.OpenFloor(filepath.Join(dir, "floor.db"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -84,9 +84,9 @@ type floorWrite struct {
 // floorCommitter commits whatever writes queued during the previous commit
 // in one transaction, as the store's committer does; the body is both the
 // record and the changelog entry.
-func floorCommitter(f *layoutfloor.File, writes <-chan *floorWrite) {
+func floorCommitter(f *store.Floor, writes <-chan *floorWrite) {
 	batch := make([]*floorWrite, 0, 1024)
-	evs := make([]layoutfloor.Event, 0, 1024)
+	evs := make([]store.FloorEvent, 0, 1024)
 	for fw := range writes {
 		batch = append(batch[:0], fw)
 	gather:
@@ -100,7 +100,7 @@ func floorCommitter(f *layoutfloor.File, writes <-chan *floorWrite) {
 		}
 		evs = evs[:0]
 		for _, fw := range batch {
-			evs = append(evs, layoutfloor.Event{ID: fw.id, Record: fw.body, Entry: fw.body})
+			evs = append(evs, store.FloorEvent{ID: fw.id, Record: fw.body, Entry: fw.body})
 		}
 		err := f.Write(evs)
 		for _, fw := range batch {

@@ -9,13 +9,10 @@ import (
 
 // Garbage collector settings of outboxd serve, used unless the GOGC or
 // GOMEMLIMIT environment variable is set. The sidecar's live heap is small
-// (tens of MiB under full load: request bodies and the events of the commit
-// under way) but it allocates fast; at the runtime's default GOGC of 100 the
-// collector ran several hundred times a second while ingesting 100-event
-// batches. With 400 the heap may grow to five times the live data (about
-// 125 MiB at that load) and ingest took about a fifth more events per second.
-// The soft memory limit makes the collector work harder instead of letting
-// the heap pass 1 GiB.
+// (request bodies and the events of the commit under way) but it allocates
+// fast, so the heap may grow to five times the live data before a
+// collection; the soft memory limit makes the collector work harder instead
+// of letting the heap pass 1 GiB.
 const (
 	serveGCPercent   = 400
 	serveMemoryLimit = 1 << 30
@@ -28,9 +25,6 @@ const (
 // meanwhile, and when the sync returns the committer waits for a processor
 // behind them, and every request of the commit with it. One spare processor
 // lets it go on at once (the kernel runs a thread woken from I/O promptly).
-// On 2 cores with 64 clients, twelve paired runs against GOMAXPROCS=2:
-// single-event ingest faster in nine (median +3%, -3% to +18%), batches of
-// 100 events 2-4% slower.
 const serveExtraProcs = 1
 
 // tuneRuntime applies serveGCPercent, serveMemoryLimit and serveExtraProcs

@@ -100,10 +100,8 @@ func outboxConfig(c *config.Config, sink outbox.Sink, logger *slog.Logger) outbo
 // groupCommitRecords is how many records concurrent enqueues may share in
 // one store commit: eight full API batches. The store's default (1,000)
 // suits an embedded outbox fed one event at a time; the sidecar takes
-// batches of up to limits.max_batch from many clients at once, and letting
-// several of them share a commit (and its two fsyncs) measured about twice
-// the throughput with 64 clients sending 100-event batches (BenchmarkEnqueueHTTP,
-// 31-55k events/s at 1,000 records per commit, 77-94k at 4,000 to 8,000).
+// batches of up to limits.max_batch from many clients at once, and several
+// of them sharing a commit share its two fsyncs.
 func groupCommitRecords(maxBatch int) int {
 	return min(max(8*maxBatch, 1000), 64000)
 }

@@ -13,7 +13,8 @@
 //	outbox-bench [flags]
 //
 // The defaults run in under two minutes on a 2-core machine. Scale up with
-// -duration, -events, -pending and -parked, e.g. the published figures:
+// -duration, -events, -pending and -parked, e.g. the published figures
+// (from the bench module's directory):
 //
 //	go run ./cmd/outbox-bench -chart docs/bench-concurrency.png
 //	go run ./cmd/outbox-bench -pending 1000000 -parked 0,10000,100000,1000000
