@@ -17,9 +17,9 @@ func TestServeTunesTheRuntimeUnlessTheEnvironmentDoes(t *testing.T) {
 	percent0, limit0, procs0 := runtimeSettings()
 
 	restore := tuneRuntime(func(string) (string, bool) { return "", false })
-	if p, l, n := runtimeSettings(); p != serveGCPercent || l != serveMemoryLimit || n != procs0+serveExtraProcs {
+	if p, l, n := runtimeSettings(); p != serveGCPercent || l != serveMemoryLimit || n != procs0 {
 		t.Errorf("with neither GOGC, GOMEMLIMIT nor GOMAXPROCS set: GC percent %d, memory limit %d, GOMAXPROCS %d; want %d, %d, %d",
-			p, l, n, serveGCPercent, serveMemoryLimit, procs0+serveExtraProcs)
+			p, l, n, serveGCPercent, serveMemoryLimit, procs0)
 	}
 	restore()
 	if p, l, n := runtimeSettings(); p != percent0 || l != limit0 || n != procs0 {
