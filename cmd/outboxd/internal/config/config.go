@@ -83,7 +83,10 @@ type Limits struct {
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 }
 
-// Delivery configures delivery.
+// Delivery configures delivery. Zero in any of its settings means the
+// default (that of package outbox or httpsink, which check these settings);
+// negative durations and counts are refused except where a comment gives
+// them a meaning.
 type Delivery struct {
 	// Interval is the delivery punctuation's period. Default 1s.
 	Interval time.Duration `yaml:"interval"`
@@ -125,10 +128,12 @@ type Delivery struct {
 	TombstoneRetention time.Duration `yaml:"tombstone_retention"`
 	// ChangelogRetention is how long changelog entries (each event's
 	// history, and what is shipped to Kafka) are kept; entries not yet
-	// shipped are kept regardless. Negative: no age limit. Default 24h.
+	// shipped are kept regardless. Zero means the default, 24h; negative:
+	// no age limit (as outbox.Config.ChangelogRetention).
 	ChangelogRetention time.Duration `yaml:"changelog_retention"`
 	// ChangelogMaxEntries caps the changelog entries kept, oldest trimmed
-	// first. Negative: no count limit. Default 1,000,000.
+	// first. Zero means the default, 1,000,000; negative: no count limit
+	// (as outbox.Config.ChangelogMaxEntries).
 	ChangelogMaxEntries int `yaml:"changelog_max_entries"`
 	// MaintenanceInterval is how often tombstones and the changelog are
 	// trimmed and the stats refreshed. Default 1m.
