@@ -3,6 +3,7 @@ package config
 import (
 	"time"
 
+	"github.com/outboxd/outbox/httpsink"
 	"github.com/outboxd/outbox/kafka"
 	"github.com/outboxd/outbox/outbox"
 	"github.com/outboxd/outbox/outbox/httpapi"
@@ -209,8 +210,8 @@ func Default() Config {
 			ParkInterval:        outbox.DefaultParkInterval,
 			CommitInterval:      outbox.DefaultCommitInterval,
 			MaxUncommitted:      outbox.DefaultMaxUncommitted,
-			Timeout:             30 * time.Second,
-			MaxRetryAfter:       time.Hour,
+			Timeout:             httpsink.DefaultTimeout,
+			MaxRetryAfter:       httpsink.DefaultMaxRetryAfter,
 			TombstoneRetention:  outbox.DefaultTombstoneRetention,
 			ChangelogRetention:  outbox.DefaultChangelogRetention,
 			ChangelogMaxEntries: outbox.DefaultChangelogMaxEntries,

@@ -93,3 +93,29 @@ func TestConfigErrorsOfOtherPackagesNameOurSettings(t *testing.T) {
 		}
 	}
 }
+
+// The libraries outboxd configures refuse a field alike, which is what lets
+// Explain treat them as one: a *ConfigError naming the field's Go path,
+// matching the package's ErrInvalidConfig, reading
+// "<package>: config: <field>: <reason>".
+func TestLibrariesRefuseAConfigAlike(t *testing.T) {
+	_, herr := httpsink.New(httpsink.Config{Endpoints: []httpsink.Endpoint{
+		{Name: "a", URL: "https://a.example.com/"}, {Name: "b", URL: "ftp://b.example.com/"}}})
+	for _, c := range []struct {
+		err      error
+		sentinel error
+		prefix   string
+	}{
+		{herr, httpsink.ErrInvalidConfig, "httpsink: config: Endpoints[1].URL: "},
+		{outbox.Config{}.Validate(), outbox.ErrInvalidConfig, "outbox: config: Sink: "},
+		{kafka.Config{}.Validate(), kafka.ErrInvalidConfig, "kafka: config: Brokers: "},
+	} {
+		if !errors.Is(c.err, c.sentinel) || c.err == nil || !strings.HasPrefix(c.err.Error(), c.prefix) {
+			t.Errorf("%v: want an error matching %v that reads %q...", c.err, c.sentinel, c.prefix)
+		}
+		var se *SettingError
+		if !errors.As(Explain(c.err), &se) || !errors.Is(se, c.sentinel) {
+			t.Errorf("Explain(%v) = %v, want a *SettingError matching %v", c.err, Explain(c.err), c.sentinel)
+		}
+	}
+}
