@@ -100,7 +100,7 @@ type ConfigError struct {
 }
 
 func (e *ConfigError) Error() string {
-	return fmt.Sprintf("httpsink: invalid config: %s: %s", e.Field, e.Reason)
+	return fmt.Sprintf("httpsink: config: %s: %s", e.Field, e.Reason)
 }
 
 // Unwrap returns ErrInvalidConfig and the cause.

@@ -9,7 +9,7 @@ import (
 // errors wrap them with the details.
 var (
 	// ErrInvalidConfig is matched by every *ConfigError.
-	ErrInvalidConfig = errors.New("kafka: invalid configuration")
+	ErrInvalidConfig = errors.New("kafka: invalid config")
 	// ErrNotEmpty is returned by Restore when the target database already
 	// holds data: a restore only ever builds a new database.
 	ErrNotEmpty = errors.New("kafka: restore target is not a new database")

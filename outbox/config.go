@@ -243,6 +243,14 @@ func setInt(n *int, def int) {
 	}
 }
 
+// Validate checks c as Open does, with the defaults applied to its zero
+// fields, and returns a *ConfigError naming the first field it refuses (nil
+// when Open would take c). It opens no file: a caller that builds a Config
+// from its own settings can report a bad one before opening anything.
+func (c Config) Validate() error {
+	return c.withDefaults().validate()
+}
+
 // validate checks a Config that went through withDefaults.
 func (c Config) validate() error {
 	if c.Sink == nil {

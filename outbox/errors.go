@@ -51,6 +51,9 @@ var (
 	// ErrNoKeyIndex is matched by Upsert's error on an outbox opened with
 	// Config.NoKeyIndex.
 	ErrNoKeyIndex = errors.New("outbox: the key index is not kept (Config.NoKeyIndex)")
+	// ErrInvalidConfig is matched by every *ConfigError: the error of Open
+	// and of Config.Validate for a configuration they refuse.
+	ErrInvalidConfig = errors.New("outbox: invalid config")
 )
 
 // storeSentinels pairs each store error a caller may match with the outbox
@@ -136,7 +139,8 @@ func (e *DeletedError) Error() string {
 // Unwrap returns ErrDeleted.
 func (e *DeletedError) Unwrap() error { return ErrDeleted }
 
-// ConfigError reports a Config field that Open refused.
+// ConfigError names the Config field that Open (or Config.Validate)
+// refused. errors.Is(err, ErrInvalidConfig) is true for it.
 type ConfigError struct {
 	// Field is the name of the Config field, e.g. "Concurrency" or
 	// "MaxCommitBatch".
@@ -149,6 +153,9 @@ type ConfigError struct {
 func (e *ConfigError) Error() string {
 	return fmt.Sprintf("outbox: config: %s: %s", e.Field, e.Reason)
 }
+
+// Unwrap returns ErrInvalidConfig.
+func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
 
 // ConflictingID returns the ID that made err (from Enqueue) an ErrConflict:
 // the event ID already pending or dead with other content, or given twice

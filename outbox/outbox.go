@@ -52,7 +52,8 @@ type Outbox struct {
 }
 
 // Open opens (creating it if needed) the outbox file at path and checks cfg.
-// It returns a *ConfigError naming the field when cfg is invalid, and an
+// It returns a *ConfigError naming the field (matching ErrInvalidConfig)
+// when cfg is invalid, as Config.Validate does, and an
 // error naming the file when it cannot be opened, which matches ErrLocked
 // (another process holds it), ErrNotDatabase, ErrDamaged or ErrSchemaTooNew
 // when that is the cause. Call Start to begin delivering.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -104,6 +105,20 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		if !errors.As(err, &ce) || ce.Field != c.field {
 			t.Errorf("%s: got %v, want a *ConfigError naming %s", c.field, err, c.field)
 		}
+		if !errors.Is(err, outbox.ErrInvalidConfig) {
+			t.Errorf("%s: %v does not match ErrInvalidConfig", c.field, err)
+		}
+		// Validate refuses what Open refuses, with the same error, before
+		// any file is opened.
+		if verr := c.cfg.Validate(); verr == nil || err == nil || verr.Error() != err.Error() || !errors.Is(verr, outbox.ErrInvalidConfig) {
+			t.Errorf("%s: Validate returned %v, Open %v; want the same *ConfigError", c.field, verr, err)
+		}
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused Config created %s (stat: %v)", path, err)
+	}
+	if err := (outbox.Config{Sink: sink, CommitInterval: -time.Second, ChangelogRetention: -time.Second, ChangelogMaxEntries: -1}).Validate(); err != nil {
+		t.Errorf("the documented negative values (never wait, no limit) are refused: %v", err)
 	}
 }
 

@@ -478,8 +478,10 @@ func TestExampleConfigIsAcceptedAsIs(t *testing.T) {
 
 func TestBadSettingsStopServeNamingTheSetting(t *testing.T) {
 	dir := t.TempDir()
-	code, out := run(t, dir, "serve", "--interval", "0s")
-	if code != 2 || !strings.Contains(out, "delivery.interval (--interval, OUTBOXD_INTERVAL)") {
+	// 0s would be the default interval, as in outbox.Config; a negative
+	// one means nothing.
+	code, out := run(t, dir, "serve", "--interval", "-1s")
+	if code != 2 || !strings.Contains(out, "delivery.interval (--interval, OUTBOXD_INTERVAL): must not be negative") {
 		t.Errorf("exit %d, %q", code, out)
 	}
 	cmdOut := func(env ...string) (int, string) {

@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"net"
 	"strings"
@@ -20,26 +19,6 @@ import (
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
-}
-
-func TestConfigErrorsOfOtherPackagesNameOurSettings(t *testing.T) {
-	cases := []struct {
-		err  error
-		want string
-	}{
-		{&httpsink.ConfigError{Field: "Endpoints[2].MaxInFlight", Reason: "must not be negative"}, "invalid setting endpoints[2].max_in_flight (--endpoint, OUTBOXD_ENDPOINTS): must not be negative"},
-		{&httpsink.ConfigError{Field: "Endpoints[0].URL", Reason: "no host"}, "invalid setting endpoints[0].url (--endpoint, OUTBOXD_ENDPOINTS): no host"},
-		{&outbox.ConfigError{Field: "MaxPerEndpoint", Reason: "must not exceed Concurrency"}, "invalid setting delivery.max_per_endpoint (--max-per-endpoint, OUTBOXD_MAX_PER_ENDPOINT)"},
-		{&outbox.ConfigError{Field: "MaxThrottle", Reason: "x"}, "delivery.max_retry_after (--max-retry-after"},
-		{&outbox.ConfigError{Field: "MaxPayloadBytes", Reason: "x"}, "limits.max_payload_bytes (--max-payload-bytes"},
-	}
-	for _, c := range cases {
-		got := explainConfigError(c.err)
-		var se *config.SettingError
-		if !errors.As(got, &se) || !strings.Contains(got.Error(), c.want) {
-			t.Errorf("%v -> %v, want %q", c.err, got, c.want)
-		}
-	}
 }
 
 func TestHistoryInWords(t *testing.T) {
@@ -104,14 +83,14 @@ func TestMainDispatch(t *testing.T) {
 // they are.
 func TestOutboxConfigCarriesTheCommitSettings(t *testing.T) {
 	c := config.Default()
-	oc := outboxConfig(&c, nil, newLogger(c.Log, io.Discard))
+	oc := c.OutboxConfig(nil, newLogger(c.Log, io.Discard))
 	if oc.CommitInterval != outbox.DefaultCommitInterval || oc.MaxUncommitted != outbox.DefaultMaxUncommitted {
 		t.Errorf("defaults: commit interval %s, max uncommitted %d; want %s, %d",
 			oc.CommitInterval, oc.MaxUncommitted, outbox.DefaultCommitInterval, outbox.DefaultMaxUncommitted)
 	}
 	c.Delivery.CommitInterval = -time.Millisecond
 	c.Delivery.MaxUncommitted = 16
-	oc = outboxConfig(&c, nil, newLogger(c.Log, io.Discard))
+	oc = c.OutboxConfig(nil, newLogger(c.Log, io.Discard))
 	if oc.CommitInterval >= 0 || oc.MaxUncommitted != 16 {
 		t.Errorf("commit_interval -1ms, max_uncommitted 16: outbox got %s, %d; want a negative interval (never wait), 16",
 			oc.CommitInterval, oc.MaxUncommitted)
@@ -122,7 +101,7 @@ func TestOutboxConfigCarriesTheCommitSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sink.Close()
-	if oc = outboxConfig(&c, sink, newLogger(c.Log, io.Discard)); oc.CommitInterval != 0 {
+	if oc = c.OutboxConfig(sink, newLogger(c.Log, io.Discard)); oc.CommitInterval != 0 {
 		t.Errorf("commit_interval 0: outbox got %s, want 0 (the outbox's default)", oc.CommitInterval)
 	}
 	o, err := outbox.Open(t.TempDir()+"/o.db", oc)
@@ -139,11 +118,11 @@ func TestOutboxConfigCarriesTheCommitSettings(t *testing.T) {
 // Upsert, and the index slows keyed enqueues on a large backlog.
 func TestOutboxConfigKeepsTheKeyIndexOnlyWhenOrdered(t *testing.T) {
 	c := config.Default()
-	if oc := outboxConfig(&c, nil, newLogger(c.Log, io.Discard)); oc.Ordered || !oc.NoKeyIndex {
+	if oc := c.OutboxConfig(nil, newLogger(c.Log, io.Discard)); oc.Ordered || !oc.NoKeyIndex {
 		t.Errorf("defaults: Ordered %v, NoKeyIndex %v; want false, true", oc.Ordered, oc.NoKeyIndex)
 	}
 	c.Delivery.Ordered = true
-	if oc := outboxConfig(&c, nil, newLogger(c.Log, io.Discard)); !oc.Ordered || oc.NoKeyIndex {
+	if oc := c.OutboxConfig(nil, newLogger(c.Log, io.Discard)); !oc.Ordered || oc.NoKeyIndex {
 		t.Errorf("ordered: Ordered %v, NoKeyIndex %v; want true, false", oc.Ordered, oc.NoKeyIndex)
 	}
 }
@@ -153,7 +132,7 @@ func TestOutboxConfigCarriesTheChangelogSettings(t *testing.T) {
 	c.Delivery.ChangelogRetention = 2 * time.Hour
 	c.Delivery.ChangelogMaxEntries = -1
 	c.Delivery.MaintenanceInterval = 10 * time.Second
-	oc := outboxConfig(&c, nil, newLogger(c.Log, io.Discard))
+	oc := c.OutboxConfig(nil, newLogger(c.Log, io.Discard))
 	if oc.ChangelogRetention != 2*time.Hour || oc.ChangelogMaxEntries != -1 || oc.MaintenanceInterval != 10*time.Second {
 		t.Errorf("outbox config: retention %s, max entries %d, maintenance %s; want 2h, -1, 10s",
 			oc.ChangelogRetention, oc.ChangelogMaxEntries, oc.MaintenanceInterval)

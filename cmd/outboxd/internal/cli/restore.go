@@ -54,7 +54,7 @@ func restore(e Env, args []string) int {
 	stats, err := restoreFromKafka(ctx, k, cfg.DB, view.report)
 	view.finish(err == nil)
 	if err != nil {
-		fmt.Fprintf(e.Stderr, "outboxd restore: %v\n", config.KafkaSettingError(err))
+		fmt.Fprintf(e.Stderr, "outboxd restore: %v\n", config.Explain(err))
 		return exitError
 	}
 	fmt.Fprintf(e.Stderr, "restore: done: %d records from %d partitions of %s: %d pending, %d dead, %d tombstones in %s\n",

@@ -65,24 +65,23 @@ func (s *server) fail(code int, format string, args ...any) int {
 
 func (s *server) run(sigs <-chan os.Signal) int {
 	cfg := s.cfg
-	scfg, err := sinkConfig(cfg, s.log)
+	scfg, err := cfg.SinkConfig(s.log)
 	if err != nil {
 		return s.fail(exitUsage, "%v", err)
 	}
 	sink, err := httpsink.New(scfg)
 	if err != nil {
-		return s.fail(exitUsage, "%v", explainConfigError(err))
+		return s.fail(exitUsage, "%v", config.Explain(err))
 	}
 	defer sink.Close()
 
-	o, err := outbox.Open(cfg.DB, outboxConfig(cfg, sink, s.log))
+	o, err := outbox.Open(cfg.DB, cfg.OutboxConfig(sink, s.log))
 	if err != nil {
 		if errors.Is(err, outbox.ErrLocked) {
 			return s.fail(exitError, "database %s is locked by another process (is another outboxd serve running on it?): %v", cfg.DB, err)
 		}
-		var ce *outbox.ConfigError
-		if errors.As(err, &ce) {
-			return s.fail(exitUsage, "%v", explainConfigError(err))
+		if errors.Is(err, outbox.ErrInvalidConfig) {
+			return s.fail(exitUsage, "%v", config.Explain(err))
 		}
 		return s.fail(exitError, "opening database %s: %v", cfg.DB, err)
 	}
@@ -117,7 +116,7 @@ func (s *server) run(sigs <-chan os.Signal) int {
 			ln.Close()
 			_ = stopOutbox(context.Background())
 			var se *config.SettingError
-			if errors.As(config.KafkaSettingError(err), &se) {
+			if errors.As(config.Explain(err), &se) {
 				return s.fail(exitUsage, "%v", se)
 			}
 			return s.fail(exitError, "starting Kafka: %v", err)

@@ -3,6 +3,7 @@ package config
 import (
 	"time"
 
+	"github.com/outboxd/outbox/httpsink"
 	"github.com/outboxd/outbox/kafka"
 	"github.com/outboxd/outbox/outbox"
 	"github.com/outboxd/outbox/outbox/httpapi"
@@ -83,7 +84,10 @@ type Limits struct {
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 }
 
-// Delivery configures delivery.
+// Delivery configures delivery. Zero in any of its settings means the
+// default (that of package outbox or httpsink, which check these settings);
+// negative durations and counts are refused except where a comment gives
+// them a meaning.
 type Delivery struct {
 	// Interval is the delivery punctuation's period. Default 1s.
 	Interval time.Duration `yaml:"interval"`
@@ -125,10 +129,12 @@ type Delivery struct {
 	TombstoneRetention time.Duration `yaml:"tombstone_retention"`
 	// ChangelogRetention is how long changelog entries (each event's
 	// history, and what is shipped to Kafka) are kept; entries not yet
-	// shipped are kept regardless. Negative: no age limit. Default 24h.
+	// shipped are kept regardless. Zero means the default, 24h; negative:
+	// no age limit (as outbox.Config.ChangelogRetention).
 	ChangelogRetention time.Duration `yaml:"changelog_retention"`
 	// ChangelogMaxEntries caps the changelog entries kept, oldest trimmed
-	// first. Negative: no count limit. Default 1,000,000.
+	// first. Zero means the default, 1,000,000; negative: no count limit
+	// (as outbox.Config.ChangelogMaxEntries).
 	ChangelogMaxEntries int `yaml:"changelog_max_entries"`
 	// MaintenanceInterval is how often tombstones and the changelog are
 	// trimmed and the stats refreshed. Default 1m.
@@ -204,8 +210,8 @@ func Default() Config {
 			ParkInterval:        outbox.DefaultParkInterval,
 			CommitInterval:      outbox.DefaultCommitInterval,
 			MaxUncommitted:      outbox.DefaultMaxUncommitted,
-			Timeout:             30 * time.Second,
-			MaxRetryAfter:       time.Hour,
+			Timeout:             httpsink.DefaultTimeout,
+			MaxRetryAfter:       httpsink.DefaultMaxRetryAfter,
 			TombstoneRetention:  outbox.DefaultTombstoneRetention,
 			ChangelogRetention:  outbox.DefaultChangelogRetention,
 			ChangelogMaxEntries: outbox.DefaultChangelogMaxEntries,

@@ -127,7 +127,7 @@ func TestEndpointsFromFlagsAndEnv(t *testing.T) {
 	file := writeFile(t, "endpoints:\n  - name: orders\n    url: https://old.example.com/\n    max_in_flight: 3\n  - name: billing\n    url: https://billing.example.com/\n")
 	cfg, err := load(t, []string{"--config", file,
 		"--endpoint", "orders=https://new.example.com/hook,secret=whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw,allow-private,timeout=2s,max-in-flight=4",
-		"--endpoint", "audit=http://127.0.0.1:9/x"},
+		"--endpoint", "audit=http://127.0.0.1:9/x,allow-private"},
 		map[string]string{"OUTBOXD_ENDPOINTS": "fromenv=https://env.example.com/ other=https://other.example.com/"})
 	if err != nil {
 		t.Fatal(err)
@@ -153,10 +153,10 @@ func TestBadSettingsAreRefusedNamingTheSetting(t *testing.T) {
 		env  map[string]string
 		want []string
 	}{
-		{name: "negative flag duration", args: []string{"--interval", "-1s"}, want: []string{"delivery.interval", "--interval", "OUTBOXD_INTERVAL", "positive"}},
+		{name: "negative flag duration", args: []string{"--interval", "-1s"}, want: []string{"delivery.interval", "--interval", "OUTBOXD_INTERVAL", "must not be negative"}},
 		{name: "unparsable flag", args: []string{"--max-attempts", "many"}, want: []string{"flag --max-attempts", "many"}},
 		{name: "unparsable env", env: map[string]string{"OUTBOXD_BACKOFF_MAX": "soon"}, want: []string{"OUTBOXD_BACKOFF_MAX", "soon"}},
-		{name: "zero max uncommitted", env: map[string]string{"OUTBOXD_MAX_UNCOMMITTED": "0"}, want: []string{"delivery.max_uncommitted", "OUTBOXD_MAX_UNCOMMITTED", "positive"}},
+		{name: "negative max uncommitted", env: map[string]string{"OUTBOXD_MAX_UNCOMMITTED": "-1"}, want: []string{"delivery.max_uncommitted", "OUTBOXD_MAX_UNCOMMITTED", "must not be negative"}},
 		{name: "backoff order", args: []string{"--backoff-initial", "1m", "--backoff-max", "1s"}, want: []string{"delivery.backoff_max", "backoff_initial"}},
 		{name: "policy", args: []string{"--policy", "404=maybe"}, want: []string{"delivery.policy", "--policy"}},
 		{name: "listen", args: []string{"--listen", "8080"}, want: []string{"listen", "HOST:PORT"}},
@@ -167,7 +167,7 @@ func TestBadSettingsAreRefusedNamingTheSetting(t *testing.T) {
 		{name: "endpoint option", args: []string{"--endpoint", "a=https://a.example.com/,colour=red"}, want: []string{"unknown option", "colour"}},
 		{name: "endpoint url", args: []string{"--endpoint", "a=ftp://a.example.com/"}, want: []string{"endpoints[0].url", "http"}},
 		{name: "secret", args: []string{"--endpoint", "a=https://a.example.com/,secret=hunter2"}, want: []string{"endpoints[0].secrets[0]", "whsec_"}},
-		{name: "duplicate endpoint", file: "endpoints:\n  - {name: a, url: 'https://a.example.com/'}\n  - {name: a, url: 'https://b.example.com/'}\n", want: []string{"endpoints[1].name", "twice"}},
+		{name: "duplicate endpoint", file: "endpoints:\n  - {name: a, url: 'https://a.example.com/'}\n  - {name: a, url: 'https://b.example.com/'}\n", want: []string{"endpoints[1].name", `"a" is already the name of endpoints[0]`}},
 		{name: "unknown file setting", file: "delivery:\n  intervall: 1s\n", want: []string{"config file", "unknown setting intervall", "line 2"}},
 		{name: "wrong file type", file: "delivery:\n  max_attempts: lots\n", want: []string{"config file", "line 2"}},
 		{name: "kafka topic without brokers", args: []string{"--kafka-topic", "events"}, want: []string{"kafka.brokers", "--kafka-brokers"}},
@@ -270,6 +270,9 @@ func TestChangelogRetentionSettings(t *testing.T) {
 		{"env over file", []string{"--config", file}, env, 3 * time.Hour, 6000, 20 * time.Second},
 		{"flag over env", append([]string{"--config", file}, flags...), env, 4 * time.Hour, 7000, 10 * time.Second},
 		{"negative lifts the limits", []string{"--changelog-retention", "-1s", "--changelog-max-entries", "-1"}, nil, -time.Second, -1, time.Minute},
+		// Zero is the default, as in outbox.Config: the setting is
+		// kept at 0 and the outbox takes it as 24h, 1,000,000 and 1m.
+		{"zero is the default", []string{"--changelog-retention", "0s", "--changelog-max-entries", "0", "--maintenance-interval", "0s"}, nil, 0, 0, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -291,16 +294,12 @@ func TestChangelogRetentionSettings(t *testing.T) {
 		env  map[string]string
 		want []string
 	}{
-		{name: "zero retention", args: []string{"--changelog-retention", "0s"},
-			want: []string{"delivery.changelog_retention (--changelog-retention, OUTBOXD_CHANGELOG_RETENTION)", "zero", "negative"}},
-		{name: "zero max entries", env: map[string]string{"OUTBOXD_CHANGELOG_MAX_ENTRIES": "0"},
-			want: []string{"delivery.changelog_max_entries (--changelog-max-entries, OUTBOXD_CHANGELOG_MAX_ENTRIES)", "zero"}},
 		{name: "unparsable retention", env: map[string]string{"OUTBOXD_CHANGELOG_RETENTION": "a week"},
 			want: []string{"OUTBOXD_CHANGELOG_RETENTION", "a week"}},
 		{name: "unparsable max entries", args: []string{"--changelog-max-entries", "lots"},
 			want: []string{"--changelog-max-entries", "lots"}},
-		{name: "zero maintenance interval", args: []string{"--maintenance-interval", "0s"},
-			want: []string{"delivery.maintenance_interval (--maintenance-interval, OUTBOXD_MAINTENANCE_INTERVAL)", "positive"}},
+		{name: "negative maintenance interval", args: []string{"--maintenance-interval", "-1s"},
+			want: []string{"delivery.maintenance_interval (--maintenance-interval, OUTBOXD_MAINTENANCE_INTERVAL)", "must not be negative"}},
 	}
 	for _, c := range bad {
 		t.Run(c.name, func(t *testing.T) {

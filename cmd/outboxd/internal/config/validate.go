@@ -4,11 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"strings"
-	"time"
 
-	"github.com/outboxd/outbox/httpsink"
 	"github.com/outboxd/outbox/kafka"
 )
 
@@ -19,6 +16,10 @@ type SettingError struct {
 	Setting string
 	// Reason says what is wrong.
 	Reason string
+	// Err is the library's error the setting was refused with (a
+	// *outbox.ConfigError, *httpsink.ConfigError or *kafka.ConfigError), if
+	// any.
+	Err error
 }
 
 // Error names the setting with its flag and environment variable, if any.
@@ -46,11 +47,19 @@ func (e *SettingError) Error() string {
 	return "invalid setting " + name + ": " + e.Reason
 }
 
+// Unwrap returns the library's error, if any.
+func (e *SettingError) Unwrap() error { return e.Err }
+
 func bad(setting, format string, args ...any) error {
 	return &SettingError{Setting: setting, Reason: fmt.Sprintf(format, args...)}
 }
 
-// Validate checks c and fills the defaults that depend on other settings.
+// Validate checks c. The settings of outboxd alone (db, listen,
+// shutdown_grace, log, limits, and whether Kafka is on) are checked here;
+// the delivery settings and the endpoints are checked by the validation of
+// package outbox and httpsink, on the configurations serve builds from c,
+// and the kafka settings by kafka.Config.Validate, each error naming the
+// setting (see Explain).
 func Validate(c *Config) error {
 	if c.DB == "" {
 		return bad("db", "must not be empty")
@@ -74,10 +83,7 @@ func Validate(c *Config) error {
 	if err := validateLimits(&c.Limits); err != nil {
 		return err
 	}
-	if err := validateDelivery(&c.Delivery); err != nil {
-		return err
-	}
-	if err := validateEndpoints(c.Endpoints); err != nil {
+	if err := validateLibraries(c); err != nil {
 		return err
 	}
 	return validateKafka(&c.Kafka)
@@ -111,89 +117,6 @@ func validateLimits(l *Limits) error {
 	return nil
 }
 
-func validateDelivery(d *Delivery) error {
-	for _, p := range []struct {
-		path string
-		d    time.Duration
-	}{
-		{"delivery.interval", d.Interval},
-		{"delivery.max_age", d.MaxAge},
-		{"delivery.backoff_initial", d.BackoffInitial},
-		{"delivery.backoff_max", d.BackoffMax},
-		{"delivery.park_interval", d.ParkInterval},
-		{"delivery.timeout", d.Timeout},
-		{"delivery.max_retry_after", d.MaxRetryAfter},
-		{"delivery.tombstone_retention", d.TombstoneRetention},
-		{"delivery.maintenance_interval", d.MaintenanceInterval},
-	} {
-		if p.d <= 0 {
-			return bad(p.path, "must be positive, got %s", p.d)
-		}
-	}
-	for _, p := range []struct {
-		path string
-		n    int
-	}{
-		{"delivery.batch_size", d.BatchSize},
-		{"delivery.concurrency", d.Concurrency},
-		{"delivery.max_attempts", d.MaxAttempts},
-		{"delivery.max_uncommitted", d.MaxUncommitted},
-	} {
-		if p.n <= 0 {
-			return bad(p.path, "must be positive, got %d", p.n)
-		}
-	}
-	// Zero is refused rather than taken as the outbox's default: it reads
-	// as "keep nothing", which the outbox cannot do.
-	if d.ChangelogRetention == 0 {
-		return bad("delivery.changelog_retention", "must not be zero: a positive duration, or negative (e.g. -1s) for no age limit")
-	}
-	if d.ChangelogMaxEntries == 0 {
-		return bad("delivery.changelog_max_entries", "must not be zero: a positive number, or negative (e.g. -1) for no count limit")
-	}
-	if d.MaxPerEndpoint < 0 || d.MaxPerEndpoint > d.Concurrency {
-		return bad("delivery.max_per_endpoint", "must be from 0 (meaning delivery.concurrency) to delivery.concurrency (%d), got %d", d.Concurrency, d.MaxPerEndpoint)
-	}
-	if d.BackoffMax < d.BackoffInitial {
-		return bad("delivery.backoff_max", "%s is less than delivery.backoff_initial (%s)", d.BackoffMax, d.BackoffInitial)
-	}
-	if _, err := httpsink.ParsePolicy(d.Policy...); err != nil {
-		return bad("delivery.policy", "%v", err)
-	}
-	return nil
-}
-
-func validateEndpoints(eps []Endpoint) error {
-	seen := make(map[string]bool, len(eps))
-	for i, e := range eps {
-		p := fmt.Sprintf("endpoints[%d]", i)
-		if e.Name == "" {
-			return bad(p+".name", "is required")
-		}
-		if seen[e.Name] {
-			return bad(p+".name", "%q is configured twice", e.Name)
-		}
-		seen[e.Name] = true
-		u, err := url.Parse(e.URL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			// The URL is not quoted: it may hold credentials.
-			return bad(p+".url", "endpoint %s: want an absolute http or https URL", e.Name)
-		}
-		for j, s := range e.Secrets {
-			if !strings.HasPrefix(s, "whsec_") {
-				return bad(fmt.Sprintf("%s.secrets[%d]", p, j), "endpoint %s: a secret starts with whsec_ followed by base64", e.Name)
-			}
-		}
-		if e.Timeout < 0 {
-			return bad(p+".timeout", "endpoint %s: must not be negative", e.Name)
-		}
-		if e.MaxInFlight < 0 {
-			return bad(p+".max_in_flight", "endpoint %s: must not be negative", e.Name)
-		}
-	}
-	return nil
-}
-
 // validateKafka checks the Kafka settings when any is set; the field names of
 // package kafka's errors are translated to the settings' YAML paths.
 func validateKafka(k *kafka.Config) error {
@@ -208,7 +131,7 @@ func validateKafka(k *kafka.Config) error {
 	}
 	if err := k.Validate(); err != nil {
 		var se *SettingError
-		if errors.As(KafkaSettingError(err), &se) {
+		if errors.As(Explain(err), &se) {
 			return se
 		}
 		return bad("kafka", "%v", err)

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxd/outbox/httpsink"
 	"github.com/outboxd/outbox/kafka"
+	"github.com/outboxd/outbox/outbox"
 )
 
 // package kafka names its Go fields; outboxd's messages name the YAML
@@ -53,7 +55,7 @@ func TestKafkaErrorsNameOurSettings(t *testing.T) {
 	} {
 		c := ok
 		tc.edit(&c)
-		err := KafkaSettingError(c.Validate())
+		err := Explain(c.Validate())
 		var se *SettingError
 		if !errors.As(err, &se) {
 			t.Errorf("%s: %v, want a *SettingError", tc.name, err)
@@ -67,7 +69,53 @@ func TestKafkaErrorsNameOurSettings(t *testing.T) {
 		}
 	}
 	other := errors.New("not a configuration error")
-	if got := KafkaSettingError(other); got != other {
+	if got := Explain(other); got != other {
 		t.Errorf("another error became %v", got)
+	}
+}
+
+func TestConfigErrorsOfOtherPackagesNameOurSettings(t *testing.T) {
+	cases := []struct {
+		err  error
+		want string
+	}{
+		{&httpsink.ConfigError{Field: "Endpoints[2].MaxInFlight", Reason: "must not be negative"}, "invalid setting endpoints[2].max_in_flight (--endpoint, OUTBOXD_ENDPOINTS): must not be negative"},
+		{&httpsink.ConfigError{Field: "Endpoints[0].URL", Reason: "no host"}, "invalid setting endpoints[0].url (--endpoint, OUTBOXD_ENDPOINTS): no host"},
+		{&outbox.ConfigError{Field: "MaxPerEndpoint", Reason: "must not exceed Concurrency"}, "invalid setting delivery.max_per_endpoint (--max-per-endpoint, OUTBOXD_MAX_PER_ENDPOINT)"},
+		{&outbox.ConfigError{Field: "MaxThrottle", Reason: "x"}, "delivery.max_retry_after (--max-retry-after"},
+		{&outbox.ConfigError{Field: "MaxPayloadBytes", Reason: "x"}, "limits.max_payload_bytes (--max-payload-bytes"},
+	}
+	for _, c := range cases {
+		got := Explain(c.err)
+		var se *SettingError
+		if !errors.As(got, &se) || !strings.Contains(got.Error(), c.want) {
+			t.Errorf("%v -> %v, want %q", c.err, got, c.want)
+		}
+	}
+}
+
+// The libraries outboxd configures refuse a field alike, which is what lets
+// Explain treat them as one: a *ConfigError naming the field's Go path,
+// matching the package's ErrInvalidConfig, reading
+// "<package>: config: <field>: <reason>".
+func TestLibrariesRefuseAConfigAlike(t *testing.T) {
+	_, herr := httpsink.New(httpsink.Config{Endpoints: []httpsink.Endpoint{
+		{Name: "a", URL: "https://a.example.com/"}, {Name: "b", URL: "ftp://b.example.com/"}}})
+	for _, c := range []struct {
+		err      error
+		sentinel error
+		prefix   string
+	}{
+		{herr, httpsink.ErrInvalidConfig, "httpsink: config: Endpoints[1].URL: "},
+		{outbox.Config{}.Validate(), outbox.ErrInvalidConfig, "outbox: config: Sink: "},
+		{kafka.Config{}.Validate(), kafka.ErrInvalidConfig, "kafka: config: Brokers: "},
+	} {
+		if !errors.Is(c.err, c.sentinel) || c.err == nil || !strings.HasPrefix(c.err.Error(), c.prefix) {
+			t.Errorf("%v: want an error matching %v that reads %q...", c.err, c.sentinel, c.prefix)
+		}
+		var se *SettingError
+		if !errors.As(Explain(c.err), &se) || !errors.Is(se, c.sentinel) {
+			t.Errorf("Explain(%v) = %v, want a *SettingError matching %v", c.err, Explain(c.err), c.sentinel)
+		}
 	}
 }
