@@ -56,6 +56,18 @@ func (o *Outbox) outcome(r *store.Record, res Result, ep store.EndpointState, be
 		out.NextAttemptAt = at
 		return &out, newEP, false
 	}
+	// retry spends an attempt, and reschedules the event at at unless that
+	// was its last attempt or it is too old.
+	retry := func(at time.Time) (*store.Outcome, store.EndpointState, bool) {
+		base.Attempts++
+		if base.Attempts >= c.MaxAttempts {
+			return deadOut(fmt.Sprintf("max attempts (%d) reached: %s", c.MaxAttempts, lastErr))
+		}
+		if age >= c.MaxAge {
+			return deadOut(fmt.Sprintf("max age %s reached: %s", c.MaxAge, lastErr))
+		}
+		return reschedule(at)
+	}
 
 	switch res.Action {
 	case ActionSuccess:
@@ -94,31 +106,17 @@ func (o *Outbox) outcome(r *store.Record, res Result, ep store.EndpointState, be
 	case ActionThrottle:
 		newEP.FailureStreak++
 		o.throttle(&newEP, res.RetryAfter, begun, now)
-		base.Attempts++
-		if base.Attempts >= c.MaxAttempts {
-			return deadOut(fmt.Sprintf("max attempts (%d) reached: %s", c.MaxAttempts, lastErr))
-		}
-		if age >= c.MaxAge {
-			return deadOut(fmt.Sprintf("max age %s reached: %s", c.MaxAge, lastErr))
-		}
-		return reschedule(newEP.NotBefore)
+		return retry(newEP.NotBefore)
 
 	default: // ActionRetry, and anything unknown
 		newEP.FailureStreak++
-		base.Attempts++
-		if base.Attempts >= c.MaxAttempts {
-			return deadOut(fmt.Sprintf("max attempts (%d) reached: %s", c.MaxAttempts, lastErr))
-		}
-		if age >= c.MaxAge {
-			return deadOut(fmt.Sprintf("max age %s reached: %s", c.MaxAge, lastErr))
-		}
 		wait := res.RetryAfter
 		if wait > 0 {
 			wait = min(wait, c.MaxThrottle)
 		} else {
-			wait = o.backoff(base.Attempts)
+			wait = o.backoff(base.Attempts + 1)
 		}
-		return reschedule(now.Add(wait))
+		return retry(now.Add(wait))
 	}
 }
 
