@@ -156,6 +156,26 @@ func (c *Changelog) Entries(from uint64, limit int) ([]ChangelogEntry, error) {
 	return out, nil
 }
 
+// History returns every kept entry of the event with that ID, in LSN order:
+// the changes it went through, as far back as the changelog reaches (see
+// Config.ChangelogRetention). It reads the whole changelog. After Stop it
+// fails with ErrClosed.
+func (c *Changelog) History(id string) ([]ChangelogEntry, error) {
+	if err := c.o.enter(); err != nil {
+		return nil, err
+	}
+	defer c.o.ops.Done()
+	es, err := c.o.st.History(id)
+	if err != nil {
+		return nil, mapErr("history", id, err)
+	}
+	out := make([]ChangelogEntry, len(es))
+	for i, e := range es {
+		out[i] = entryFromStore(e)
+	}
+	return out, nil
+}
+
 // LastLSN returns the LSN of the last entry written (0 for none).
 func (c *Changelog) LastLSN() uint64 { return c.o.st.LastLSN() }
 

@@ -14,7 +14,8 @@ import (
 // value. Durations and sizes must not be negative (except where a negative
 // value is documented to mean "no limit").
 type Config struct {
-	// Sink delivers events. Required. When it also implements
+	// Sink delivers events. Required, except with ReadOnly (an outbox opened
+	// for inspection delivers nothing). When it also implements
 	// EndpointResolver, destinations are validated at enqueue time and
 	// grouped by endpoint; otherwise every destination is its own endpoint.
 	Sink Sink
@@ -141,7 +142,7 @@ type Config struct {
 
 	// ReadOnly opens an existing file for inspection under a shared lock:
 	// reads work, every write fails with ErrReadOnly, and Start is refused.
-	// Default: false.
+	// Sink may be nil then. Default: false.
 	ReadOnly bool
 
 	// NoSync skips fsync. Unsafe: a crash loses or corrupts data. For tests
@@ -253,7 +254,7 @@ func (c Config) Validate() error {
 
 // validate checks a Config that went through withDefaults.
 func (c Config) validate() error {
-	if c.Sink == nil {
+	if c.Sink == nil && !c.ReadOnly {
 		return &ConfigError{Field: "Sink", Reason: "required"}
 	}
 	positive := []struct {

@@ -116,7 +116,18 @@
 // ChangelogMaxEntries). Outbox.Changelog is a read view of it for shipping
 // (package kafka sends it to a compacted topic): entries from an LSN, the
 // last and the shipped LSN, and MarkShipped, after which the changelog is
-// never trimmed past what was shipped. Outbox.Restore rebuilds a fresh
-// outbox from shipped entries. Nothing else writes to the file but the
-// Outbox's own methods.
+// never trimmed past what was shipped; and for inspection, the History of
+// one event. Outbox.Restore rebuilds a fresh outbox from shipped entries.
+// Nothing else writes to the file but the Outbox's own methods.
+//
+// # Offline tools
+//
+// A file no process has open for writing can be inspected with an outbox
+// opened with Config.ReadOnly (no Sink needed: it delivers nothing), which
+// reads under a shared lock: Stats, List, Get, Endpoints and the changelog
+// view work, every write fails with ErrReadOnly. Check verifies the whole
+// file and reports each problem it finds (bucket, page, key, what);
+// Compact rewrites it to give back the space of deleted events, and
+// refuses a damaged file. outboxd's inspect, check and compact commands are
+// built on these.
 package outbox

@@ -43,6 +43,10 @@ type Event struct {
 	// Attempts is the number of attempts spent (parks do not spend one).
 	// Set by the outbox.
 	Attempts int
+	// Deliveries is the number of deliveries made, parks included (the
+	// Attempt the Sink saw last); unlike Attempts, Replay does not reset
+	// it. Set by the outbox.
+	Deliveries int
 	// NextAttemptAt is when the next attempt is due (pending events). Set by
 	// the outbox.
 	NextAttemptAt time.Time
@@ -130,6 +134,7 @@ func eventFromRecord(r *store.Record, st State) Event {
 		State:         st,
 		CreatedAt:     r.CreatedAt,
 		Attempts:      r.Attempts,
+		Deliveries:    r.Deliveries,
 		NextAttemptAt: r.NextAttemptAt,
 		LastStatus:    r.LastStatus,
 		LastError:     r.LastError,

@@ -9,7 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/outboxd/outbox/store"
+	"github.com/outboxd/outbox/outbox"
 )
 
 // checkView is a check's report as check --json shows it.
@@ -51,8 +51,8 @@ func damagedAdvice(path string) []string {
 	}
 }
 
-// check verifies a database file offline: bbolt's consistency check plus
-// every value decoded with the store's codecs. Exit 0 when healthy, 1 when
+// check verifies a database file offline (outbox.Check): bbolt's
+// consistency check plus every value decoded with the outbox's codecs. Exit 0 when healthy, 1 when
 // damaged or when the file cannot be checked, 2 for usage errors.
 func check(e Env, args []string) int {
 	fs := flag.NewFlagSet("outboxd check", flag.ContinueOnError)
@@ -79,7 +79,7 @@ func check(e Env, args []string) int {
 		return exitError
 	}
 	began := time.Now()
-	rep, err := store.Check(*db, store.CheckOptions{LockTimeout: 500 * time.Millisecond, MaxProblems: *maxProblems})
+	rep, err := outbox.Check(*db, outbox.CheckOptions{LockTimeout: 500 * time.Millisecond, MaxProblems: *maxProblems})
 	if rep == nil {
 		fmt.Fprintf(e.Stderr, "outboxd check: %s\n", describeOpenError(*db, err))
 		return exitError
@@ -99,7 +99,7 @@ func check(e Env, args []string) int {
 	return exitOK
 }
 
-func viewCheck(rep *store.CheckReport, elapsed time.Duration) *checkView {
+func viewCheck(rep *outbox.CheckReport, elapsed time.Duration) *checkView {
 	v := &checkView{
 		File: rep.Path, OK: !rep.Damaged(), FileSize: rep.FileSize, PageSize: rep.PageSize, Pages: rep.Pages,
 		Buckets: []checkBucketView{}, Problems: []checkProblemView{}, Omitted: rep.Omitted, Skipped: rep.Skipped,
@@ -147,7 +147,7 @@ func printCheck(w io.Writer, v *checkView) {
 	n := len(v.Problems) + v.Omitted
 	fmt.Fprintf(w, "DAMAGED: %d problem(s) found in %s:\n", n, v.File)
 	for _, p := range v.Problems {
-		fmt.Fprintf(w, "  %s\n", store.Problem{Bucket: p.Bucket, Page: p.Page, Key: p.Key, What: p.What})
+		fmt.Fprintf(w, "  %s\n", outbox.CheckProblem{Bucket: p.Bucket, Page: p.Page, Key: p.Key, What: p.What})
 	}
 	if v.Omitted > 0 {
 		fmt.Fprintf(w, "  ... and %d more (--max-problems)\n", v.Omitted)

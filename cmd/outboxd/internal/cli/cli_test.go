@@ -38,8 +38,19 @@ func TestHistoryInWords(t *testing.T) {
 		{LSN: 5, Op: store.OpReplay, Time: t0, Record: rec(0, 3, 400, "")},
 		{LSN: 6, Op: store.OpDelete, Time: t0, Reason: "delivered"},
 	}
+	// The entries reach inspect through the outbox's changelog view, as
+	// their binary encoding decoded.
+	views := make([]outbox.ChangelogEntry, len(entries))
+	for i, en := range entries {
+		en.ID = "e"
+		v, err := outbox.DecodeChangelogEntry(store.EncodeEntry(en))
+		if err != nil {
+			t.Fatal(err)
+		}
+		views[i] = v
+	}
 	var got []string
-	for _, h := range describeHistory(entries) {
+	for _, h := range describeHistory(views) {
 		got = append(got, h.What)
 	}
 	want := []string{

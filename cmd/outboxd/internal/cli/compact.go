@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/outboxd/outbox/store"
+	"github.com/outboxd/outbox/outbox"
 )
 
-// compact rewrites a database file offline to give back the space of
-// deleted events.
+// compact rewrites a database file offline (outbox.Compact) to give back
+// the space of deleted events; it refuses a damaged file.
 func compact(e Env, args []string) int {
 	fs := flag.NewFlagSet("outboxd compact", flag.ContinueOnError)
 	fs.SetOutput(e.Stderr)
@@ -30,7 +30,7 @@ func compact(e Env, args []string) int {
 		fmt.Fprintf(e.Stderr, "outboxd compact: no database at %s: %v\n", *db, err)
 		return exitError
 	}
-	if err := store.Compact(*db); err != nil {
+	if err := outbox.Compact(*db); err != nil {
 		fmt.Fprintf(e.Stderr, "outboxd compact: %s\n", describeOpenError(*db, err))
 		return exitError
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -13,35 +14,35 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/outboxd/outbox/store"
+	"github.com/outboxd/outbox/outbox"
 )
 
 // openOffline opens a database file read-only for inspect, refusing politely
 // while a server holds it.
-func openOffline(cmd, path string, stderr io.Writer) (*store.Store, bool) {
+func openOffline(cmd, path string, stderr io.Writer) (*outbox.Outbox, bool) {
 	if _, err := os.Stat(path); err != nil {
 		fmt.Fprintf(stderr, "outboxd %s: no database at %s: %v\n", cmd, path, err)
 		return nil, false
 	}
-	st, err := store.Open(path, store.Options{ReadOnly: true, LockTimeout: 500 * time.Millisecond})
+	o, err := outbox.Open(path, outbox.Config{ReadOnly: true, LockTimeout: 500 * time.Millisecond})
 	if err != nil {
 		fmt.Fprintf(stderr, "outboxd %s: %s\n", cmd, describeOpenError(path, err))
 		return nil, false
 	}
-	return st, true
+	return o, true
 }
 
 // describeOpenError explains why a database file could not be opened.
 func describeOpenError(path string, err error) string {
 	switch {
-	case errors.Is(err, store.ErrLocked):
+	case errors.Is(err, outbox.ErrLocked):
 		return fmt.Sprintf("%s is in use: another process (a running outboxd serve?) holds its lock. "+
 			"Stop it first, or ask the running server over its HTTP API (/v1/stats, /v1/events).", path)
-	case errors.Is(err, store.ErrNotDatabase):
+	case errors.Is(err, outbox.ErrNotDatabase):
 		return fmt.Sprintf("%s is not an outboxd database", path)
-	case errors.Is(err, store.ErrSchemaTooNew):
+	case errors.Is(err, outbox.ErrSchemaTooNew):
 		return fmt.Sprintf("%s was written by a newer outboxd; use that version", path)
-	case errors.Is(err, store.ErrCorrupt):
+	case errors.Is(err, outbox.ErrDamaged):
 		return describeDamage(path, err)
 	}
 	return fmt.Sprintf("opening %s: %v", path, err)
@@ -78,22 +79,22 @@ func inspect(e Env, args []string) int {
 		fmt.Fprintf(e.Stderr, "outboxd inspect: --limit: must be positive\n")
 		return exitUsage
 	}
-	st, ok := openOffline("inspect", *db, e.Stderr)
+	o, ok := openOffline("inspect", *db, e.Stderr)
 	if !ok {
 		return exitError
 	}
-	defer st.Close()
+	defer o.Stop(context.Background()) // read-only: nothing to flush
 	// The output is written only once everything read: a read that fails
 	// midway leaves no partial report behind.
 	var out bytes.Buffer
 	var err error
 	if *id != "" {
-		err = inspectEvent(&out, st, *id, *asJSON)
+		err = inspectEvent(&out, o, *id, *asJSON)
 	} else {
-		err = inspectSummary(&out, st, *state, *limit, *asJSON)
+		err = inspectSummary(&out, o, *state, *limit, *asJSON)
 	}
 	switch {
-	case errors.Is(err, store.ErrCorrupt):
+	case errors.Is(err, outbox.ErrDamaged):
 		fmt.Fprintf(e.Stderr, "outboxd inspect: %s\n", describeDamage(*db, err))
 		return exitError
 	case err != nil:
@@ -107,7 +108,7 @@ func inspect(e Env, args []string) int {
 	return exitOK
 }
 
-// recordView is a record as inspect shows it.
+// recordView is an event as inspect shows it.
 type recordView struct {
 	ID            string            `json:"id"`
 	Key           string            `json:"key,omitempty"`
@@ -142,7 +143,7 @@ func tsText(t time.Time) string {
 	return t.UTC().Format("2006-01-02T15:04:05.000Z")
 }
 
-func viewRecord(r *store.Record) *recordView {
+func viewRecord(r *outbox.Event) *recordView {
 	if r == nil {
 		return nil
 	}
@@ -190,29 +191,34 @@ type historyView struct {
 }
 
 // describeHistory explains each changelog entry of one event in words.
-func describeHistory(entries []*store.Entry) []historyView {
+func describeHistory(entries []outbox.ChangelogEntry) []historyView {
 	out := make([]historyView, 0, len(entries))
-	var prev *store.Record
+	var prev *outbox.Event
 	for _, en := range entries {
+		var r *outbox.Event
+		if ev, ok := en.Event(); ok {
+			r = &ev
+		}
 		out = append(out, historyView{
 			LSN: en.LSN, Time: ts(en.Time), Op: en.Op.String(),
-			What: describeEntry(en, prev), Reason: en.Reason, Record: viewRecord(en.Record),
+			What: describeEntry(en, r, prev), Reason: en.Reason, Record: viewRecord(r),
 		})
-		if en.Record != nil {
-			prev = en.Record
+		if r != nil {
+			prev = r
 		}
 	}
 	return out
 }
 
-func describeEntry(en *store.Entry, prev *store.Record) string {
-	r := en.Record
+// describeEntry explains one changelog entry: r is the event it carries
+// (nil for a deleting op), prev the event of the entry before it.
+func describeEntry(en outbox.ChangelogEntry, r, prev *outbox.Event) string {
 	switch en.Op {
-	case store.OpEnqueue:
+	case outbox.OpEnqueue:
 		return fmt.Sprintf("enqueued: %s to %s, %d-byte payload%s", r.Method, r.Destination, len(r.Payload), keyNote(r.Key))
-	case store.OpUpdate:
+	case outbox.OpUpdate:
 		return fmt.Sprintf("updated in place (coalescing upsert): %d-byte payload", len(r.Payload))
-	case store.OpReschedule:
+	case outbox.OpReschedule:
 		next := ""
 		if !r.NextAttemptAt.IsZero() {
 			next = "; next attempt " + tsText(r.NextAttemptAt)
@@ -221,18 +227,18 @@ func describeEntry(en *store.Entry, prev *store.Record) string {
 			return fmt.Sprintf("delivery %d parked (not yet; no attempt spent): %s%s", r.Deliveries, lastOutcome(r), next)
 		}
 		return fmt.Sprintf("attempt %d failed, will retry: %s%s", r.Attempts, lastOutcome(r), next)
-	case store.OpDead:
+	case outbox.OpDead:
 		if r.Deliveries == 0 {
 			return "stored as a dead letter: " + r.DeadReason
 		}
 		return fmt.Sprintf("dead after delivery %d: %s", r.Deliveries, r.DeadReason)
-	case store.OpReplay:
+	case outbox.OpReplay:
 		return "replayed: moved from dead back to pending, attempts reset"
-	case store.OpDelete:
+	case outbox.OpDelete:
 		return "deleted: " + orDash(en.Reason)
-	case store.OpDrop:
+	case outbox.OpDrop:
 		return "dropped: " + orDash(en.Reason)
-	case store.OpSupersede:
+	case outbox.OpSupersede:
 		return "superseded by a newer event with the same key: " + orDash(en.Reason)
 	}
 	return en.Op.String()
@@ -252,12 +258,17 @@ func orDash(s string) string {
 	return s
 }
 
-func inspectEvent(w io.Writer, st *store.Store, id string, asJSON bool) error {
-	rec, state, err := st.Get(id)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+func inspectEvent(w io.Writer, o *outbox.Outbox, id string, asJSON bool) error {
+	ev, err := o.Get(context.Background(), id)
+	if err != nil && !errors.Is(err, outbox.ErrNotFound) {
 		return err
 	}
-	hist, err := st.History(id)
+	state := ev.State
+	var rec *outbox.Event // only pending and dead events are kept whole
+	if state == outbox.StatePending || state == outbox.StateDead {
+		rec = &ev
+	}
+	hist, err := o.Changelog().History(id)
 	if err != nil {
 		return fmt.Errorf("reading the history of %q: %w", id, err)
 	}
@@ -281,7 +292,7 @@ func inspectEvent(w io.Writer, st *store.Store, id string, asJSON bool) error {
 		fmt.Fprintf(tw, "  payload\t%d bytes\n", len(rec.Payload))
 		fmt.Fprintf(tw, "  created\t%s\n", tsText(rec.CreatedAt))
 		fmt.Fprintf(tw, "  attempts\t%d spent, %d deliveries made\n", rec.Attempts, rec.Deliveries)
-		if state == store.StatePending {
+		if state == outbox.StatePending {
 			fmt.Fprintf(tw, "  next attempt\t%s\n", tsText(rec.NextAttemptAt))
 		}
 		if rec.LastStatus != 0 || rec.LastError != "" {
@@ -303,50 +314,66 @@ func inspectEvent(w io.Writer, st *store.Store, id string, asJSON bool) error {
 	return nil
 }
 
-func stateString(s store.State) string {
+func stateString(s outbox.State) string {
 	switch s {
-	case store.StatePending:
+	case outbox.StatePending:
 		return "pending"
-	case store.StateDead:
+	case outbox.StateDead:
 		return "dead"
-	case store.StateDelivered:
+	case outbox.StateDelivered:
 		return "delivered (tombstone kept for deduplication)"
-	case store.StateDeleted:
+	case outbox.StateDeleted:
 		return "deleted by an operator (tombstone kept; the ID stays reserved)"
 	}
 	return "not found"
 }
 
-func inspectSummary(w io.Writer, st *store.Store, only string, limit int, asJSON bool) error {
-	stats, err := st.Stats()
+// listUpTo returns the first limit events in state, in ID order, and whether
+// more follow; it pages through List, whose pages are smaller.
+func listUpTo(ctx context.Context, o *outbox.Outbox, state outbox.State, limit int) ([]outbox.Event, bool, error) {
+	var evs []outbox.Event
+	after := ""
+	for {
+		page, next, err := o.List(ctx, outbox.ListOptions{State: state, After: after, Limit: min(limit-len(evs), outbox.MaxListLimit)})
+		if err != nil {
+			return nil, false, err
+		}
+		evs = append(evs, page...)
+		if next == "" || len(evs) >= limit {
+			return evs, next != "", nil
+		}
+		after = next
+	}
+}
+
+func inspectSummary(w io.Writer, o *outbox.Outbox, only string, limit int, asJSON bool) error {
+	ctx := context.Background()
+	stats := o.Stats()
+	eps, err := o.Endpoints(ctx)
 	if err != nil {
 		return err
 	}
-	eps, err := st.Endpoints()
-	if err != nil {
-		return err
-	}
-	lists := map[string][]*store.Record{}
+	lists := map[string][]outbox.Event{}
 	more := map[string]bool{}
 	for _, s := range []struct {
 		name  string
-		state store.State
-	}{{"pending", store.StatePending}, {"dead", store.StateDead}} {
+		state outbox.State
+	}{{"pending", outbox.StatePending}, {"dead", outbox.StateDead}} {
 		if only != "" && only != s.name {
 			continue
 		}
-		recs, next, err := st.List(store.ListQuery{State: s.state, Limit: limit})
+		evs, m, err := listUpTo(ctx, o, s.state, limit)
 		if err != nil {
 			return err
 		}
-		lists[s.name], more[s.name] = recs, next != ""
+		lists[s.name], more[s.name] = evs, m
 	}
 	if asJSON {
 		views := map[string][]*recordView{}
 		for name, recs := range lists {
 			v := make([]*recordView, len(recs))
-			for i, r := range recs {
-				v[i] = viewRecord(r)
+			for i := range recs {
+				v[i] = viewRecord(&recs[i])
 			}
 			views[name] = v
 		}
@@ -354,7 +381,7 @@ func inspectSummary(w io.Writer, st *store.Store, only string, limit int, asJSON
 		for i, ep := range eps {
 			epViews[i] = endpointView{
 				Name: ep.Name, Disabled: ep.Disabled, DisabledReason: ep.DisabledReason, DisabledAt: ts(ep.DisabledAt),
-				ThrottledUntil: ts(ep.NotBefore), FailureStreak: ep.FailureStreak, LastStatus: ep.LastStatus,
+				ThrottledUntil: ts(ep.ThrottledUntil), FailureStreak: ep.FailureStreak, LastStatus: ep.LastStatus,
 			}
 		}
 		return writeJSONTo(w, struct {
@@ -362,13 +389,13 @@ func inspectSummary(w io.Writer, st *store.Store, only string, limit int, asJSON
 			Stats     statsView                `json:"stats"`
 			Endpoints []endpointView           `json:"endpoints"`
 			Events    map[string][]*recordView `json:"events"`
-		}{st.Path(), statsView{
+		}{o.Path(), statsView{
 			Pending: stats.Pending, Dead: stats.Dead, Tombstones: stats.Tombstones, Endpoints: stats.Endpoints,
 			ChangelogEntries: stats.ChangelogEntries, FileSize: stats.FileSize, LastLSN: stats.LastLSN, ShippedLSN: stats.ShippedLSN,
 			KeyIndex: stats.KeyIndex,
 		}, epViews, views})
 	}
-	fmt.Fprintf(w, "database %s (%d bytes)\n", st.Path(), stats.FileSize)
+	fmt.Fprintf(w, "database %s (%d bytes)\n", o.Path(), stats.FileSize)
 	fmt.Fprintf(w, "  pending %d, dead %d, tombstones %d, changelog entries %d (last LSN %d, shipped %d)\n",
 		stats.Pending, stats.Dead, stats.Tombstones, stats.ChangelogEntries, stats.LastLSN, stats.ShippedLSN)
 	if stats.KeyIndex {
@@ -385,8 +412,8 @@ func inspectSummary(w io.Writer, st *store.Store, only string, limit int, asJSON
 			switch {
 			case ep.Disabled:
 				s = "disabled since " + tsText(ep.DisabledAt) + ": " + ep.DisabledReason
-			case ep.NotBefore.After(time.Now()):
-				s = "throttled until " + tsText(ep.NotBefore)
+			case ep.ThrottledUntil.After(time.Now()):
+				s = "throttled until " + tsText(ep.ThrottledUntil)
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\n", ep.Name, s, ep.FailureStreak, ep.LastStatus)
 		}
@@ -408,7 +435,8 @@ func inspectSummary(w io.Writer, st *store.Store, only string, limit int, asJSON
 		} else {
 			fmt.Fprintln(tw, "  ID\tDESTINATION\tATTEMPTS\tDEAD AT\tREASON")
 		}
-		for _, r := range recs {
+		for i := range recs {
+			r := &recs[i]
 			if name == "pending" {
 				fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\n", r.ID, r.Destination, r.Attempts, tsText(r.NextAttemptAt), oneLine(lastOutcome(r)))
 			} else {
@@ -423,8 +451,8 @@ func inspectSummary(w io.Writer, st *store.Store, only string, limit int, asJSON
 	return nil
 }
 
-// lastOutcome describes a record's last attempt: its status and error.
-func lastOutcome(r *store.Record) string {
+// lastOutcome describes an event's last attempt: its status and error.
+func lastOutcome(r *outbox.Event) string {
 	switch {
 	case r.LastStatus == 0 && r.LastError == "":
 		return "-"

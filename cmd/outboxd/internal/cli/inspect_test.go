@@ -2,11 +2,13 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/outboxd/outbox/outbox"
 	"github.com/outboxd/outbox/store"
 )
 
@@ -31,11 +33,11 @@ func TestInspectEventSaysDeletedOrDelivered(t *testing.T) {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	ro, err := store.Open(path, store.Options{ReadOnly: true})
+	ro, err := outbox.Open(path, outbox.Config{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ro.Close()
+	defer ro.Stop(context.Background())
 	for id, want := range map[string]string{"gone": "deleted by an operator", "sent": "delivered"} {
 		var text bytes.Buffer
 		if err := inspectEvent(&text, ro, id, false); err != nil {
