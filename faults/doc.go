@@ -17,7 +17,8 @@
 //   - disk full: the database lives on a small tmpfs that fills up; enqueue
 //     must fail with an error while the process stays up, nothing
 //     acknowledged may be lost, and enqueue must work again once space is
-//     freed.
+//     freed; a disk that fills while deliveries are due must repeat none of
+//     them, and /readyz must say why it is not ready.
 //
 // Short forms (the CI's .ci/faults):
 //

@@ -48,7 +48,7 @@
 // and a committer applies the outcomes of whatever finished in one write
 // transaction per batch. While deliveries are under way it gathers outcomes
 // for up to Config.CommitInterval (25ms), so a busy outbox pays one commit
-// and its fsyncs per few hundred deliveries; at most Config.MaxUncommitted
+// and its fsyncs for many deliveries; at most Config.MaxUncommitted
 // outcomes wait, which with Config.Concurrency bounds what a crash delivers
 // again. Enqueue and finished deliveries wake the punctuation,
 // so a new event's first attempt starts at once; otherwise it runs every
@@ -67,8 +67,9 @@
 //   - ActionThrottle retries and holds the whole endpoint until a durable
 //     not-before time, which survives restarts: the Retry-After capped at
 //     Config.MaxThrottle or, without one, a step of the backoff per throttle
-//     episode (answers to deliveries already in flight when the endpoint was
-//     held do not lengthen it; the first success ends the episode).
+//     episode, at most 5 minutes (the first throttle answer starts the
+//     episode; answers to deliveries already in flight when the endpoint was
+//     held do not lengthen it; the first success ends it).
 //     EnableEndpoint lifts it at once.
 //   - ActionDisable disables the endpoint (410 Gone); its events stay
 //     pending, with no attempt spent, until EnableEndpoint.

@@ -153,9 +153,7 @@ func (r *CheckReport) add(p Problem) {
 // and an *OpenError, as Open would.
 //
 // Its cost grows with the file: it reads every page in use and decodes
-// every value once, about 6 s for a million pending records on a 2-core
-// machine (go test -run '^$' -bench Check1M ./store/), which is why Open
-// does not run it.
+// every value once, which is why Open does not run it.
 func Check(path string, opts CheckOptions) (*CheckReport, error) {
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = time.Second

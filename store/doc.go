@@ -43,11 +43,9 @@
 //
 // Commits skip writing bbolt's freelist (NoFreelistSync, map freelist), so
 // a commit stays cheap after a large backlog drains; Close writes it once,
-// so a clean restart opens in milliseconds. After a crash, Open first checks
-// every page that bbolt's rebuild of the freelist will walk, then bbolt
-// rebuilds it (together about 1.5 s for a million pending records on a 2-core
-// machine, against 0.7 s for the rebuild alone: go test -run '^$' -bench
-// Open1M/unclean ./store/).
+// so a clean restart reads it instead of rebuilding it. After a crash, Open
+// first checks every page that bbolt's rebuild of the freelist will walk,
+// then bbolt rebuilds it; both take time in proportion to the file.
 //
 // # Bad files
 //

@@ -1,4 +1,5 @@
-// Package cli implements the outboxd commands: serve, inspect, compact,
-// restore, listen (a local receiver to try serve with) and version. main
-// only hands it the process's arguments, environment, streams and signals.
+// Package cli implements the outboxd commands: serve, inspect, check,
+// compact, restore, listen (a local receiver to try serve with) and version.
+// main only hands it the process's arguments, environment, streams and
+// signals.
 package cli
