@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/outboxd/outbox/internal/testkit"
 )
 
 // mountSmallFS mounts a tmpfs of the given size on a new directory and
@@ -119,7 +121,7 @@ func TestDiskFull(t *testing.T) {
 	freed := time.Now()
 	rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
 	defer rcancel()
-	if err := waitFor(rctx, 100*time.Millisecond, func() (bool, error) {
+	if err := testkit.Poll(rctx, 100*time.Millisecond, func() (bool, error) {
 		before := ld.ackedTotal()
 		ld.send(rctx, client)
 		return ld.ackedTotal() > before, nil
@@ -135,7 +137,7 @@ func TestDiskFull(t *testing.T) {
 	acked, _ = ld.ledger()
 	dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer dcancel()
-	if err := waitFor(dctx, 100*time.Millisecond, func() (bool, error) { return rcv.hasAll(acked) == 0, nil }); err != nil {
+	if err := testkit.Poll(dctx, 100*time.Millisecond, func() (bool, error) { return rcv.hasAll(acked) == 0, nil }); err != nil {
 		t.Errorf("VIOLATION: %d of %d acknowledged events not delivered after the disk was freed: %v\noutput:\n%s", rcv.hasAll(acked), len(acked), err, s.logs)
 	}
 	s.stop()
@@ -202,7 +204,7 @@ func TestDiskFullDuringDelivery(t *testing.T) {
 	readyReason := ""
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	_ = waitFor(ctx, 100*time.Millisecond, func() (bool, error) {
+	_ = testkit.Poll(ctx, 100*time.Millisecond, func() (bool, error) {
 		resp, err := client.Get("http://" + addr + "/readyz")
 		if err != nil {
 			return false, nil
@@ -245,7 +247,7 @@ func TestDiskFullDuringDelivery(t *testing.T) {
 	}
 	dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer dcancel()
-	if err := waitFor(dctx, 100*time.Millisecond, func() (bool, error) {
+	if err := testkit.Poll(dctx, 100*time.Millisecond, func() (bool, error) {
 		st, err := s.stats()
 		return err == nil && st.Pending == 0 && rcv.hasAll(acked) == 0, nil
 	}); err != nil {

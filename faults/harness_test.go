@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/store"
 	bolt "go.etcd.io/bbolt"
 	"go.uber.org/goleak"
@@ -186,7 +187,7 @@ func start(t *testing.T, db, addr string, args ...string) *sidecar {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := waitFor(ctx, 10*time.Millisecond, func() (bool, error) {
+	if err := testkit.Poll(ctx, 10*time.Millisecond, func() (bool, error) {
 		if !s.alive() {
 			return false, fmt.Errorf("outboxd exited: %v", s.err)
 		}
@@ -312,27 +313,6 @@ func (s *sidecar) rss() (int64, error) {
 		}
 	}
 	return 0, errors.New("no VmRSS")
-}
-
-// waitFor polls cond every interval until it is true, returns an error, or
-// ctx ends.
-func waitFor(ctx context.Context, interval time.Duration, cond func() (bool, error)) error {
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		ok, err := cond()
-		if err != nil {
-			return err
-		}
-		if ok {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		}
-	}
 }
 
 // ---- the database file, offline ----

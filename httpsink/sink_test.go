@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outbox/httpsink"
+	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/outbox"
 )
 
@@ -519,7 +520,7 @@ func TestMaxInFlight(t *testing.T) {
 	for i := range results {
 		wg.Go(func() { results[i] = deliver(s, "e", "{}") })
 	}
-	waitFor(t, "two requests in flight", func() bool { return inFlight.Load() == 2 })
+	testkit.WaitFor(t, 10*time.Second, "two requests in flight", func() bool { return inFlight.Load() == 2 })
 
 	ctx, cancel := context.WithCancel(context.Background())
 	waiting := make(chan outbox.Result)

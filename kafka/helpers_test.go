@@ -162,20 +162,6 @@ func committedOffsets(t testing.TB, cl *kafkago.Client, group, topic string, par
 	return out
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		<-tick.C
-	}
-}
-
 // recorder is a Sink that records deliveries and answers by ID.
 type recorder struct {
 	name   string

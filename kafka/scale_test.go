@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/outbox"
 )
 
@@ -40,7 +41,7 @@ func TestScaleOutTwoEnginesOneGroup(t *testing.T) {
 		runners = append(runners, startRunner(t, o, cfg))
 		sinks = append(sinks, sink)
 	}
-	waitFor(t, 20*time.Second, "both engines to hold 3 partitions", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "both engines to hold 3 partitions", func() bool {
 		return runners[0].in.assigned.Load() == 3 && runners[1].in.assigned.Load() == 3
 	})
 
@@ -52,7 +53,7 @@ func TestScaleOutTwoEnginesOneGroup(t *testing.T) {
 		t.Fatalf("topic holds %d records, want %d", len(want), n)
 	}
 
-	waitFor(t, 60*time.Second, "every record delivered", func() bool { return all.distinct() == n })
+	testkit.WaitFor(t, 60*time.Second, "every record delivered", func() bool { return all.distinct() == n })
 	if err := sameStrings(keysOf(all.snapshot()), want); err != nil {
 		t.Fatalf("delivered IDs are not the records' coordinates: %v", err)
 	}
@@ -70,7 +71,7 @@ func TestScaleOutTwoEnginesOneGroup(t *testing.T) {
 	}
 	all.mu.Unlock()
 
-	waitFor(t, 10*time.Second, "offsets committed to the end", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "offsets committed to the end", func() bool {
 		got := committedOffsets(t, cl, "g", "in", parts)
 		for p, end := range ends {
 			if got[p] != end {
@@ -79,6 +80,7 @@ func TestScaleOutTwoEnginesOneGroup(t *testing.T) {
 		}
 		return true
 	})
+
 	for _, r := range runners {
 		closeRunner(t, r)
 	}
@@ -224,7 +226,7 @@ func TestKillConsumerOtherTakesOver(t *testing.T) {
 	parentSink := &httpSink{url: srv.URL, instance: "parent"}
 	o := openOutbox(t, dbPath(t, "parent"), parentSink, nil)
 	parent := startRunner(t, o, testConfig(brokers, "in"))
-	waitFor(t, 20*time.Second, "the parent to hold every partition", func() bool { return parent.in.assigned.Load() == parts })
+	testkit.WaitFor(t, 20*time.Second, "the parent to hold every partition", func() bool { return parent.in.assigned.Load() == parts })
 
 	childDB := dbPath(t, "child")
 	startChild := func() *exec.Cmd {
@@ -251,7 +253,7 @@ func TestKillConsumerOtherTakesOver(t *testing.T) {
 		return child
 	}
 	child := startChild()
-	waitFor(t, 20*time.Second, "the group to split the partitions", func() bool { return parent.in.assigned.Load() == parts/2 })
+	testkit.WaitFor(t, 20*time.Second, "the group to split the partitions", func() bool { return parent.in.assigned.Load() == parts/2 })
 	complement := func(ps []int) map[int]bool {
 		out := map[int]bool{}
 		for part := range parts {
@@ -271,10 +273,10 @@ func TestKillConsumerOtherTakesOver(t *testing.T) {
 	// Phase A: the child consumes and delivers its share; a rebalance (the
 	// parent's runner leaves and comes back) makes it commit.
 	p.produce(t, records(0, 600, 50)...)
-	waitFor(t, 30*time.Second, "the child to deliver phase A", func() bool { return childDelivered() >= 100 })
+	testkit.WaitFor(t, 30*time.Second, "the child to deliver phase A", func() bool { return childDelivered() >= 100 })
 	closeRunner(t, parent)
 	parent = startRunner(t, o, testConfig(brokers, "in"))
-	waitFor(t, 20*time.Second, "the group to split again", func() bool { return parent.in.assigned.Load() == parts/2 })
+	testkit.WaitFor(t, 20*time.Second, "the group to split again", func() bool { return parent.in.assigned.Load() == parts/2 })
 	atRebalance := committedOffsets(t, cl, "g", "in", parts)
 
 	// Phase B: the stream goes on while the child is killed once it has
@@ -292,7 +294,7 @@ func TestKillConsumerOtherTakesOver(t *testing.T) {
 			}
 		}
 	}()
-	waitFor(t, 30*time.Second, "the child to deliver past its commit", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the child to deliver past its commit", func() bool {
 		rc.mu.Lock()
 		defer rc.mu.Unlock()
 		for id, m := range rc.got {
@@ -302,6 +304,7 @@ func TestKillConsumerOtherTakesOver(t *testing.T) {
 		}
 		return false
 	})
+
 	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -337,11 +340,11 @@ func TestKillConsumerOtherTakesOver(t *testing.T) {
 		childDelivered(), len(committed), len(redo))
 
 	<-streamed
-	waitFor(t, 20*time.Second, "the parent to take every partition over", func() bool { return parent.in.assigned.Load() == parts })
+	testkit.WaitFor(t, 20*time.Second, "the parent to take every partition over", func() bool { return parent.in.assigned.Load() == parts })
 	ends := endOffsets(t, cl, "in", parts)
 	want := expectedIDs("in", ends)
 	last := time.Now()
-	waitFor(t, 30*time.Second, "the parent to consume to the end", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the parent to consume to the end", func() bool {
 		got := committedOffsets(t, cl, "g", "in", parts)
 		if os.Getenv("KAFKA_TEST_LOG") != "" && time.Since(last) > 500*time.Millisecond {
 			last = time.Now()
@@ -354,12 +357,14 @@ func TestKillConsumerOtherTakesOver(t *testing.T) {
 		}
 		return true
 	})
+
 	t.Logf("%s: the parent consumed to the end", time.Since(begin).Round(time.Millisecond))
 	startChild()
-	waitFor(t, 60*time.Second, "every record delivered", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "every record delivered", func() bool {
 		d, _ := rc.counts()
 		return d == len(want)
 	})
+
 	t.Logf("%s: every record delivered", time.Since(begin).Round(time.Millisecond))
 
 	rc.mu.Lock()

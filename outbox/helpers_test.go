@@ -120,18 +120,6 @@ func stop(t testing.TB, o *outbox.Outbox) {
 	}
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // fakeClock is an outbox.Clock whose time moves only by Advance.
 type fakeClock struct {
 	mu     sync.Mutex

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/outbox"
 	"github.com/outboxd/outbox/store"
 )
@@ -95,7 +96,7 @@ func TestEndToEndMix(t *testing.T) {
 			goneCount++
 		}
 	}
-	waitFor(t, "every event settled", 2*time.Minute, func() bool {
+	testkit.WaitFor(t, 2*time.Minute, "every event settled", func() bool {
 		s := o.Stats()
 		return s.Pending == goneCount && s.InFlight == 0
 	})

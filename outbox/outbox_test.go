@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/outbox"
 	"github.com/outboxd/outbox/store"
 )
@@ -174,8 +175,8 @@ func TestDeliveredToReceiver(t *testing.T) {
 	if ids[0] != "one" || len(ids[1]) != 36 {
 		t.Fatalf("ids = %q, want the given one and a generated UUID", ids)
 	}
-	waitFor(t, "both delivered", settle, func() bool { return rc.delivered() == 2 })
-	waitFor(t, "delete committed", settle, func() bool { return o.Stats().Pending == 0 })
+	testkit.WaitFor(t, settle, "both delivered", func() bool { return rc.delivered() == 2 })
+	testkit.WaitFor(t, settle, "delete committed", func() bool { return o.Stats().Pending == 0 })
 	for _, id := range ids {
 		ev, err := o.Get(ctx, id)
 		if err != nil || ev.State != outbox.StateDelivered {
@@ -240,7 +241,7 @@ func TestAdminOperations(t *testing.T) {
 	if _, err := o.Enqueue(ctx, evs...); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "dead letters", settle, func() bool { return o.Stats().Dead == 5 })
+	testkit.WaitFor(t, settle, "dead letters", func() bool { return o.Stats().Dead == 5 })
 	ev, err := o.Get(ctx, "d0")
 	if err != nil || ev.State != outbox.StateDead || ev.LastStatus != 400 || !strings.Contains(ev.DeadReason, "400") || ev.DeadAt.IsZero() {
 		t.Fatalf("Get dead = %+v, %v", ev, err)
@@ -269,7 +270,7 @@ func TestAdminOperations(t *testing.T) {
 	if err := o.Replay(ctx, "d0"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "replayed event delivered", settle, func() bool { return rc.successes("d0") == 1 })
+	testkit.WaitFor(t, settle, "replayed event delivered", func() bool { return rc.successes("d0") == 1 })
 	// Left dead: d1 (k1), d2 (k0), d3 (k1).
 	n, err := o.ReplayDead(ctx, outbox.ReplayFilter{KeyPrefix: "k1", Rate: 1000})
 	if err != nil || n != 2 {
@@ -279,7 +280,7 @@ func TestAdminOperations(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("ReplayDead(all) = %d, %v; want 1", n, err)
 	}
-	waitFor(t, "all replayed delivered", settle, func() bool { return rc.delivered() == 4 })
+	testkit.WaitFor(t, settle, "all replayed delivered", func() bool { return rc.delivered() == 4 })
 	if err := o.Replay(ctx, "d0"); !errors.Is(err, outbox.ErrNotFound) && !errors.Is(err, outbox.ErrNotDead) {
 		t.Fatalf("Replay delivered: %v", err)
 	}
@@ -288,7 +289,7 @@ func TestAdminOperations(t *testing.T) {
 	if _, err := o.Enqueue(ctx, outbox.Event{ID: "g", Destination: rc.srv.URL + "/gone"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "endpoint disabled", settle, func() bool { return o.Stats().EndpointsDisabled == 1 })
+	testkit.WaitFor(t, settle, "endpoint disabled", func() bool { return o.Stats().EndpointsDisabled == 1 })
 	eps, err := o.Endpoints(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -312,7 +313,7 @@ func TestAdminOperations(t *testing.T) {
 	if err := o.EnableEndpoint(ctx, gone.Name); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "retried after enable", settle, func() bool { return len(rc.requests("g")) > before })
+	testkit.WaitFor(t, settle, "retried after enable", func() bool { return len(rc.requests("g")) > before })
 
 	stop(t, o)
 	if _, err := o.Enqueue(ctx, outbox.Event{Destination: rc.srv.URL + "/a"}); !errors.Is(err, outbox.ErrClosed) {
@@ -365,7 +366,7 @@ func TestEndpointAdminWaitsForACommittingDisable(t *testing.T) {
 	}()
 	<-held
 	close(gate)
-	waitFor(t, "endpoint counted disabled", settle, func() bool { return o.Stats().EndpointsDisabled == 1 })
+	testkit.WaitFor(t, settle, "endpoint counted disabled", func() bool { return o.Stats().EndpointsDisabled == 1 })
 
 	var listed []outbox.EndpointState
 	var listErr, enableErr error
@@ -394,7 +395,7 @@ func TestEndpointAdminWaitsForACommittingDisable(t *testing.T) {
 	if enableErr != nil {
 		t.Fatalf("EnableEndpoint while the disable was committing: %v", enableErr)
 	}
-	waitFor(t, "delivered after enable", settle, func() bool { return rc.successes("g") == 1 })
+	testkit.WaitFor(t, settle, "delivered after enable", func() bool { return rc.successes("g") == 1 })
 	ep, ok, err := o.StoreForTest().Endpoint(listed[0].Name)
 	if err != nil || !ok || ep.Disabled {
 		t.Fatalf("stored endpoint after enable = %+v, %v, %v; want enabled", ep, ok, err)
@@ -449,7 +450,7 @@ func TestDeadOnFirstAttemptCountsIt(t *testing.T) {
 	if err := o.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the dead letter", settle, func() bool { return o.Stats().Dead == 1 })
+	testkit.WaitFor(t, settle, "the dead letter", func() bool { return o.Stats().Dead == 1 })
 	ev, err := o.Get(ctx, "bad")
 	if err != nil || ev.State != outbox.StateDead || ev.Attempts != 1 {
 		t.Fatalf("Get = %+v, %v; want dead after 1 attempt", ev, err)
@@ -479,11 +480,12 @@ func TestEndpointsListsConfiguredOnes(t *testing.T) {
 	if err := o.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a failed attempt", settle, func() bool { return o.Stats().FailedTotal >= 1 && o.Stats().InFlight == 0 })
-	waitFor(t, "the failure streak", settle, func() bool {
+	testkit.WaitFor(t, settle, "a failed attempt", func() bool { return o.Stats().FailedTotal >= 1 && o.Stats().InFlight == 0 })
+	testkit.WaitFor(t, settle, "the failure streak", func() bool {
 		eps, err = o.Endpoints(ctx)
 		return err == nil && len(eps) == 2 && eps[1].FailureStreak >= 1
 	})
+
 	if eps[0].Name != "billing" || eps[1].Name != "orders" {
 		t.Fatalf("Endpoints = %+v, want billing then orders", eps)
 	}

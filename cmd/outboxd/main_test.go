@@ -250,22 +250,6 @@ func call(t *testing.T, method, url, token string, body string) (int, map[string
 	return resp.StatusCode, m
 }
 
-// waitFor polls cond until it holds, failing after limit.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(limit)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		case <-tick.C:
-		}
-	}
-}
-
 // receiver is a webhook receiver on loopback that verifies signatures and
 // records the IDs it acknowledged.
 type receiver struct {

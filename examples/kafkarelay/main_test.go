@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/outboxd/outbox/examples/internal/runexample"
+	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/kafka"
 )
 
@@ -106,7 +107,7 @@ func TestRelayDeliversEveryRecord(t *testing.T) {
 		"--interval", "50ms", "--park-interval", "100ms", "--backoff", "50ms")
 	produce(n/2, n)
 
-	runexample.WaitFor(t, "every record delivered", 60*time.Second, func() bool { return rc.count() == n })
+	testkit.WaitFor(t, 60*time.Second, "every record delivered", func() bool { return rc.count() == n })
 
 	// The changelog topic ends with a tombstone (a delete) for every record.
 	deleted := map[string]bool{}

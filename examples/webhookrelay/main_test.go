@@ -22,6 +22,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/outboxd/outbox/examples/internal/runexample"
+	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/outbox"
 )
 
@@ -175,7 +176,7 @@ sources:
 	p := runexample.Start(t, bin, []string{"TEST_GH_SECRET=" + ghSecret, "TEST_ADMIN_TOKEN=s3cret-admin"},
 		"--config", cfgPath, "--interval", "50ms", "--park-interval", "100ms", "--backoff", "50ms")
 	var base, admin string
-	runexample.WaitFor(t, "the listening lines", 20*time.Second, func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the listening lines", func() bool {
 		out := p.Output()
 		i, j := strings.Index(out, "listening on "), strings.Index(out, "admin API on ")
 		if i < 0 || j < 0 {
@@ -185,6 +186,7 @@ sources:
 		admin = strings.TrimSuffix(strings.Fields(out[j+len("admin API on "):])[0], "/v1/")
 		return true
 	})
+
 	adminGet := func(path, token string) int {
 		t.Helper()
 		req, err := http.NewRequest(http.MethodGet, admin+path, nil)
@@ -277,7 +279,7 @@ sources:
 		"st:evt_1NG8Du2eZvKYlo2CUI79vXWy:",
 		"sw:msg_2KWPBgLlAfxdpx2AI54pPJ85f4W:",
 	}
-	runexample.WaitFor(t, "every target to get every event", 30*time.Second, func() bool {
+	testkit.WaitFor(t, 30*time.Second, "every target to get every event", func() bool {
 		for _, tg := range []*target{fast, slow} {
 			got, _, _ := tg.snapshot()
 			for _, id := range ids {
@@ -288,6 +290,7 @@ sources:
 		}
 		return true
 	})
+
 	// The admin API wants its token, and knows nothing of the forgeries.
 	if code := adminGet("/v1/stats", ""); code != http.StatusUnauthorized {
 		t.Errorf("admin API without the token: %d, want 401", code)

@@ -1,5 +1,5 @@
 // Package testkit holds the helpers that tests in several packages of this
-// module share, so that each fault they inject is written once:
+// module share, so that each fault they inject and each wait is written once:
 //
 //   - damaging a database file in place, at a page found from bbolt's own
 //     page layout ([LeafPages], [MiddleValueOffset], [LastValueEnd],
@@ -8,6 +8,8 @@
 //     the test reads it ([Buffer]);
 //   - a client that sends a request's headers and then its body at the
 //     test's pace, or never ([StartSlowPost]);
+//   - waiting for a condition with a deadline ([WaitFor], and [Poll] for a
+//     caller that decides what a timeout means);
 //   - on Linux, pointing an open file descriptor at another file, so that a
 //     store's real writes fail the way a full or broken disk makes them fail
 //     ([RedirectFD]).

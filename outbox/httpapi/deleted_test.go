@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/outbox/httpapi"
 )
 
@@ -85,7 +86,7 @@ func TestDeletedEventIsReportedAndItsIDRefused(t *testing.T) {
 	if code, m := e.post(t, "/v1/events", sent); code != http.StatusAccepted {
 		t.Fatalf("POST sent: %d %v", code, m)
 	}
-	waitFor(t, "sent delivered", func() bool { return e.eventState(t, "sent") == "delivered" })
+	testkit.WaitFor(t, 10*time.Second, "sent delivered", func() bool { return e.eventState(t, "sent") == "delivered" })
 	if code, m := e.post(t, "/v1/events", sent); code != http.StatusAccepted || ids(t, m)[0] != "sent" {
 		t.Errorf("POST of a delivered ID: %d %v, want 202", code, m)
 	}

@@ -164,22 +164,6 @@ func (e *env) get(t *testing.T, path string) (int, map[string]any) {
 	return e.do(t, http.MethodGet, path, "", nil)
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(10 * time.Second)
-	defer deadline.Stop()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for %s", what)
-		case <-tick.C:
-		}
-	}
-}
-
 // eventState returns GET /v1/events/{id}'s state.
 func (e *env) eventState(t *testing.T, id string) string {
 	t.Helper()

@@ -8,9 +8,11 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/outbox/httpapi"
 )
 
@@ -31,7 +33,7 @@ func TestEnqueueDeliversAndGetSaysDelivered(t *testing.T) {
 	if got := ids(t, m); len(got) != 1 || got[0] != "order-1" {
 		t.Fatalf("ids %v, want [order-1]", got)
 	}
-	waitFor(t, "delivery", func() bool { return e.eventState(t, "order-1") == "delivered" })
+	testkit.WaitFor(t, 10*time.Second, "delivery", func() bool { return e.eventState(t, "order-1") == "delivered" })
 	got := rc.received()
 	if len(got) != 1 {
 		t.Fatalf("receiver got %d requests, want 1", len(got))
@@ -81,7 +83,7 @@ func TestBatchIsOneCallWithIDsInOrder(t *testing.T) {
 			t.Errorf("event %s is %s, want pending (receiver answers 503)", id, s)
 		}
 	}
-	waitFor(t, "an attempt of the base64 event", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "an attempt of the base64 event", func() bool {
 		for _, r := range rc.received() {
 			if r.header.Get("webhook-id") == "given" {
 				if !bytes.Equal(r.body, []byte{0, 1, 2, 255}) {
@@ -92,6 +94,7 @@ func TestBatchIsOneCallWithIDsInOrder(t *testing.T) {
 		}
 		return false
 	})
+
 }
 
 func TestIdempotentByIDAndConflictOnOtherContent(t *testing.T) {
@@ -293,7 +296,7 @@ func TestGetDeleteAndReplayAnswers(t *testing.T) {
 		{"id": "d2", "destination": "orders", "key": "b/1"},
 		{"id": "d3", "destination": "other"},
 	})
-	waitFor(t, "three dead letters", func() bool { return e.o.Stats().Dead == 3 })
+	testkit.WaitFor(t, 10*time.Second, "three dead letters", func() bool { return e.o.Stats().Dead == 3 })
 	code, m := e.get(t, "/v1/events/d1")
 	if code != 200 || m["state"] != "dead" || m["last_status"] != float64(400) || m["attempts"] == nil || m["created_at"] == "" {
 		t.Fatalf("GET dead event: %d %v", code, m)
@@ -332,7 +335,7 @@ func TestEndpointDisabledBy410IsEnabledAgain(t *testing.T) {
 	e := newEnv(t, httpapi.Config{}, map[string]string{"orders": rc.srv.URL})
 	e.post(t, "/v1/events", map[string]any{"id": "g1", "destination": "orders"})
 	var ep map[string]any
-	waitFor(t, "the endpoint to be disabled", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the endpoint to be disabled", func() bool {
 		_, m := e.get(t, "/v1/endpoints")
 		for _, x := range m["endpoints"].([]any) {
 			if x := x.(map[string]any); x["name"] == "orders" && x["disabled"] == true {
@@ -342,6 +345,7 @@ func TestEndpointDisabledBy410IsEnabledAgain(t *testing.T) {
 		}
 		return false
 	})
+
 	if ep["last_status"] != float64(410) || ep["disabled_reason"] == "" {
 		t.Errorf("disabled endpoint %v, want status 410 and a reason", ep)
 	}
@@ -353,7 +357,7 @@ func TestEndpointDisabledBy410IsEnabledAgain(t *testing.T) {
 	if code != http.StatusOK || m["disabled"] != false {
 		t.Fatalf("enable: %d %v", code, m)
 	}
-	waitFor(t, "delivery after enable", func() bool { return e.eventState(t, "g1") == "delivered" })
+	testkit.WaitFor(t, 10*time.Second, "delivery after enable", func() bool { return e.eventState(t, "g1") == "delivered" })
 	if code, _ := e.post(t, "/v1/endpoints/nowhere/enable", []byte(nil)); code != http.StatusNotFound {
 		t.Errorf("enable unknown endpoint: %d, want 404", code)
 	}

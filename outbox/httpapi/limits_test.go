@@ -59,10 +59,11 @@ func TestBodyMemoryBudget(t *testing.T) {
 		t.Fatalf("the slow body: %d %s, want 202", resp.StatusCode, bodyOf(resp))
 	}
 	// Its memory is given back once it is answered.
-	waitFor(t, "requests to be served again", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "requests to be served again", func() bool {
 		code, _ := e.post(t, "/v1/events", probe)
 		return code == http.StatusAccepted
 	})
+
 	if s := e.o.Stats(); s.Pending != 2 {
 		t.Errorf("pending %d, want the slow event and the one after (the refused one stored nothing)", s.Pending)
 	}

@@ -131,20 +131,3 @@ func (p *Proc) Interrupt(t testing.TB) {
 		t.Fatalf("exit after SIGINT: %v\n%s", err, p.Output())
 	}
 }
-
-// WaitFor polls cond every 10ms until it holds, failing the test with what
-// if d passes first.
-func WaitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for %s", what)
-		case <-tick.C:
-		}
-	}
-}
