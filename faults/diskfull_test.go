@@ -80,8 +80,8 @@ func TestDiskFull(t *testing.T) {
 		} else {
 			refusedInARow = 0
 		}
-		if !s.alive() {
-			t.Fatalf("VIOLATION: outboxd exited while the disk filled: %v\noutput:\n%s", s.err, s.logs)
+		if s.Exited() {
+			t.Fatalf("VIOLATION: outboxd exited while the disk filled: %v\noutput:\n%s", s.Err(), s.logs)
 		}
 	}
 	if refusedInARow < 10 {

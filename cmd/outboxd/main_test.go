@@ -13,13 +13,14 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/outboxd/outbox/internal/testkit"
 )
 
 // binary is the outboxd built once for all end-to-end tests.
@@ -32,21 +33,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(floorEnv); dir != "" {
 		serveFloor(dir)
 	}
-	dir, err := os.MkdirTemp("", "outboxd-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "outboxd")
-	args := []string{"build", "-o", binary}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	build := exec.Command("go", append(args, ".")...)
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
+	var err error
+	if binary, err = testkit.Build("."); err != nil {
 		fmt.Fprintln(os.Stderr, "building outboxd:", err)
-		os.RemoveAll(dir)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -57,7 +46,7 @@ func TestMain(m *testing.M) {
 			code = 1
 		}
 	}
-	os.RemoveAll(dir)
+	testkit.RemoveBinaries()
 	os.Exit(code)
 }
 

@@ -19,7 +19,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { runexample.Cleanup() }))
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { testkit.RemoveBinaries() }))
 }
 
 // receiver is the downstream service of the test.
@@ -78,7 +78,7 @@ func TestServiceAsAUserRunsIt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := runexample.Binary(t)
+	bin := testkit.BuildBinary(t, ".")
 	rc := &receiver{tries: map[string]int{}, orders: map[string][]string{}}
 	recv := httptest.NewServer(rc)
 	defer recv.Close()
@@ -210,7 +210,7 @@ func TestDemoRunsToTheEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := runexample.Binary(t)
+	bin := testkit.BuildBinary(t, ".")
 	p := runexample.Start(t, bin, nil, "--demo", "--demo-exit")
 	select {
 	case <-p.Done():

@@ -23,7 +23,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { runexample.Cleanup() }))
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { testkit.RemoveBinaries() }))
 }
 
 // receiver counts what each endpoint accepted.
@@ -62,7 +62,7 @@ func TestRelayDeliversEveryRecord(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := runexample.Binary(t)
+	bin := testkit.BuildBinary(t, ".")
 	// A broker that wants SCRAM-SHA-256, as production ones do.
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "orders"),
 		kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-256", "relay", "relay-password"))
@@ -167,7 +167,7 @@ func TestDemoRunsToTheEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := runexample.Binary(t)
+	bin := testkit.BuildBinary(t, ".")
 	p := runexample.Start(t, bin, nil, "--demo", "--demo-exit", "--db", filepath.Join(t.TempDir(), "demo.db"))
 	select {
 	case <-p.Done():

@@ -27,7 +27,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { runexample.Cleanup() }))
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { testkit.RemoveBinaries() }))
 }
 
 // The providers, signed the way their documentation says, written here
@@ -131,7 +131,7 @@ func TestRelayAsAUserRunsIt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := runexample.Binary(t)
+	bin := testkit.BuildBinary(t, ".")
 	dir := t.TempDir()
 
 	fast, slow := newTarget("fast", 0), newTarget("slow", 3)
@@ -372,7 +372,7 @@ func TestDemoRunsToTheEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := runexample.Binary(t)
+	bin := testkit.BuildBinary(t, ".")
 	p := runexample.Start(t, bin, nil, "--demo", "--demo-exit", "--db", filepath.Join(t.TempDir(), "demo.db"))
 	select {
 	case <-p.Done():

@@ -10,6 +10,9 @@
 //     test's pace, or never ([StartSlowPost]);
 //   - waiting for a condition with a deadline ([WaitFor], and [Poll] for a
 //     caller that decides what a timeout means);
+//   - building a main package once per test process, under -race when the
+//     test is ([Build], [BuildBinary], [RemoveBinaries]), and running it
+//     with its output captured and its exit awaited ([StartProcess]);
 //   - on Linux, pointing an open file descriptor at another file, so that a
 //     store's real writes fail the way a full or broken disk makes them fail
 //     ([RedirectFD]).
