@@ -10,6 +10,7 @@
 //     test's pace, or never ([StartSlowPost]);
 //   - waiting for a condition with a deadline ([WaitFor], and [Poll] for a
 //     caller that decides what a timeout means);
+//   - a fake clock with timers, moved by hand ([Clock]);
 //   - building a main package once per test process, under -race when the
 //     test is ([Build], [BuildBinary], [RemoveBinaries]), and running it
 //     with its output captured and its exit awaited ([StartProcess]);
