@@ -127,7 +127,7 @@ func TestKillRestart(t *testing.T) {
 		t.Helper()
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(),
-			childEnv+"=1", childDBEnv+"="+db, childURLEnv+"="+rc.srv.URL,
+			childEnv+"=1", childDBEnv+"="+db, childURLEnv+"="+rc.URL,
 			childFromEnv+"="+strconv.Itoa(from), childCountEnv+"="+strconv.Itoa(count),
 			childGenEnv+"="+strconv.Itoa(gen))
 		if drain {

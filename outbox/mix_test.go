@@ -73,7 +73,7 @@ func TestEndToEndMix(t *testing.T) {
 				if i%goneEvery == 1 {
 					path = "/gone"
 				}
-				batch = append(batch, outbox.Event{ID: fmt.Sprintf("m%d", i), Destination: rc.srv.URL + path, Payload: []byte(strconv.Itoa(i))})
+				batch = append(batch, outbox.Event{ID: fmt.Sprintf("m%d", i), Destination: rc.URL + path, Payload: []byte(strconv.Itoa(i))})
 				if len(batch) == 50 {
 					if _, err := o.Enqueue(ctx, batch...); err != nil {
 						t.Error(err)

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,48 +15,26 @@ import (
 	"github.com/outboxd/outbox/store"
 )
 
-// receiver is an httptest server that records what it receives and answers
-// with the status its decide function returns.
-type receiver struct {
-	srv    *httptest.Server
-	mu     sync.Mutex
-	got    map[string][]int // ID -> statuses answered, in order
-	order  []string         // IDs of 2xx answers, in order
-	decide func(r *http.Request, id string, n int) (status int, hdr http.Header)
-}
+// receiver is a loopback receiver that records what it receives, by
+// Idempotency-Key, and answers with the status its decide function returns
+// (200 without one) and the body "answer <status text>".
+type receiver struct{ *testkit.Receiver }
 
-func newReceiver(t testing.TB, decide func(r *http.Request, id string, n int) (int, http.Header)) *receiver {
-	rc := &receiver{got: make(map[string][]int), decide: decide}
-	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get("Idempotency-Key")
-		rc.mu.Lock()
-		n := len(rc.got[id])
-		rc.mu.Unlock()
+func newReceiver(t testing.TB, decide func(r *http.Request, id string, n int) (int, http.Header)) receiver {
+	t.Helper()
+	return receiver{testkit.NewReceiver(t, "Idempotency-Key", func(r *http.Request, id string, n int) testkit.Reply {
 		status, hdr := http.StatusOK, http.Header(nil)
-		if rc.decide != nil {
-			status, hdr = rc.decide(r, id, n)
+		if decide != nil {
+			status, hdr = decide(r, id, n)
 		}
-		rc.mu.Lock()
-		rc.got[id] = append(rc.got[id], status)
-		if status/100 == 2 {
-			rc.order = append(rc.order, id)
-		}
-		rc.mu.Unlock()
-		for k, v := range hdr {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(status)
-		_, _ = w.Write([]byte("answer " + http.StatusText(status)))
-	}))
-	t.Cleanup(rc.srv.Close)
-	return rc
+		return testkit.Reply{Status: status, Header: hdr, Body: "answer " + http.StatusText(status)}
+	})}
 }
 
-func (rc *receiver) successes(id string) int {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
+// successes is the number of 2xx answers to id.
+func (rc receiver) successes(id string) int {
 	n := 0
-	for _, s := range rc.got[id] {
+	for _, s := range rc.Statuses(id) {
 		if s/100 == 2 {
 			n++
 		}
@@ -66,17 +42,11 @@ func (rc *receiver) successes(id string) int {
 	return n
 }
 
-func (rc *receiver) delivered() int {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return len(rc.order)
-}
+// delivered is the number of 2xx answers.
+func (rc receiver) delivered() int { return rc.Successes() }
 
-func (rc *receiver) requests(id string) []int {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return append([]int(nil), rc.got[id]...)
-}
+// requests returns the statuses answered to id, in order.
+func (rc receiver) requests(id string) []int { return rc.Statuses(id) }
 
 func TestConfigErrorsNameTheField(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "o.db")
@@ -166,8 +136,8 @@ func TestDeliveredToReceiver(t *testing.T) {
 	o := openStarted(t)
 	ctx := context.Background()
 	ids, err := o.Enqueue(ctx,
-		outbox.Event{ID: "one", Destination: rc.srv.URL + "/hook", Payload: []byte(`{"n":1}`)},
-		outbox.Event{Destination: rc.srv.URL + "/hook", Payload: []byte(`{"n":2}`), Headers: map[string]string{"X-Tenant": "t1"}},
+		outbox.Event{ID: "one", Destination: rc.URL + "/hook", Payload: []byte(`{"n":1}`)},
+		outbox.Event{Destination: rc.URL + "/hook", Payload: []byte(`{"n":2}`), Headers: map[string]string{"X-Tenant": "t1"}},
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -184,7 +154,7 @@ func TestDeliveredToReceiver(t *testing.T) {
 		}
 	}
 	// Re-enqueueing a delivered ID within the dedup window is a duplicate.
-	if _, err := o.Enqueue(ctx, outbox.Event{ID: "one", Destination: rc.srv.URL + "/hook", Payload: []byte(`{"n":1}`)}); err != nil {
+	if _, err := o.Enqueue(ctx, outbox.Event{ID: "one", Destination: rc.URL + "/hook", Payload: []byte(`{"n":1}`)}); err != nil {
 		t.Fatalf("re-enqueue of a delivered ID: %v", err)
 	}
 	s := o.Stats()
@@ -236,7 +206,7 @@ func TestAdminOperations(t *testing.T) {
 	ctx := context.Background()
 	var evs []outbox.Event
 	for i := range 5 {
-		evs = append(evs, outbox.Event{ID: "d" + string(rune('0'+i)), Key: "k" + string(rune('0'+i%2)), Destination: rc.srv.URL + "/a"})
+		evs = append(evs, outbox.Event{ID: "d" + string(rune('0'+i)), Key: "k" + string(rune('0'+i%2)), Destination: rc.URL + "/a"})
 	}
 	if _, err := o.Enqueue(ctx, evs...); err != nil {
 		t.Fatal(err)
@@ -286,7 +256,7 @@ func TestAdminOperations(t *testing.T) {
 	}
 
 	// A 410 disables the endpoint; its event stays pending with no attempt.
-	if _, err := o.Enqueue(ctx, outbox.Event{ID: "g", Destination: rc.srv.URL + "/gone"}); err != nil {
+	if _, err := o.Enqueue(ctx, outbox.Event{ID: "g", Destination: rc.URL + "/gone"}); err != nil {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, settle, "endpoint disabled", func() bool { return o.Stats().EndpointsDisabled == 1 })
@@ -316,7 +286,7 @@ func TestAdminOperations(t *testing.T) {
 	testkit.WaitFor(t, settle, "retried after enable", func() bool { return len(rc.requests("g")) > before })
 
 	stop(t, o)
-	if _, err := o.Enqueue(ctx, outbox.Event{Destination: rc.srv.URL + "/a"}); !errors.Is(err, outbox.ErrClosed) {
+	if _, err := o.Enqueue(ctx, outbox.Event{Destination: rc.URL + "/a"}); !errors.Is(err, outbox.ErrClosed) {
 		t.Fatalf("Enqueue after Stop: %v", err)
 	}
 	if _, err := o.Get(ctx, "d0"); !errors.Is(err, outbox.ErrClosed) {
@@ -348,7 +318,7 @@ func TestEndpointAdminWaitsForACommittingDisable(t *testing.T) {
 	})
 	o := openStarted(t)
 	ctx := context.Background()
-	if _, err := o.Enqueue(ctx, outbox.Event{ID: "g", Destination: rc.srv.URL + "/gone"}); err != nil {
+	if _, err := o.Enqueue(ctx, outbox.Event{ID: "g", Destination: rc.URL + "/gone"}); err != nil {
 		t.Fatal(err)
 	}
 	<-arrived

@@ -90,7 +90,7 @@ func TestStaleDeliveryDoesNotDeleteNewerVersion(t *testing.T) {
 	o := openStarted(t)
 	ctx := context.Background()
 	v1, err := o.Upsert(ctx, "room-2", func(*outbox.Event) (outbox.Event, error) {
-		return outbox.Event{Destination: rc.srv.URL + "/rooms", Payload: []byte("alice,bob")}, nil
+		return outbox.Event{Destination: rc.URL + "/rooms", Payload: []byte("alice,bob")}, nil
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +155,7 @@ func TestOrderedPerKey(t *testing.T) {
 	for seq := range per {
 		var batch []outbox.Event
 		for k := range keys {
-			batch = append(batch, outbox.Event{ID: fmt.Sprintf("k%d/%02d", k, seq), Key: fmt.Sprintf("k%d", k), Destination: rc.srv.URL + "/hook"})
+			batch = append(batch, outbox.Event{ID: fmt.Sprintf("k%d/%02d", k, seq), Key: fmt.Sprintf("k%d", k), Destination: rc.URL + "/hook"})
 		}
 		if _, err := o.Enqueue(ctx, batch...); err != nil {
 			t.Fatal(err)
@@ -210,7 +210,7 @@ func TestStopWithHangingReceiver(t *testing.T) {
 	for w := range 4 {
 		wg.Go(func() {
 			for i := 0; ; i++ {
-				ids, err := o.Enqueue(ctx, outbox.Event{ID: fmt.Sprintf("w%d-%d", w, i), Destination: rc.srv.URL + "/hook"})
+				ids, err := o.Enqueue(ctx, outbox.Event{ID: fmt.Sprintf("w%d-%d", w, i), Destination: rc.URL + "/hook"})
 				if errors.Is(err, outbox.ErrClosed) {
 					return
 				}
@@ -284,7 +284,7 @@ func TestRetryAfterHoldsEndpoint(t *testing.T) {
 	ctx := context.Background()
 	var evs []outbox.Event
 	for i := range 5 {
-		evs = append(evs, outbox.Event{ID: fmt.Sprintf("t%d", i), Destination: rc.srv.URL + "/hook"})
+		evs = append(evs, outbox.Event{ID: fmt.Sprintf("t%d", i), Destination: rc.URL + "/hook"})
 	}
 	if _, err := o.Enqueue(ctx, evs...); err != nil {
 		t.Fatal(err)
@@ -405,7 +405,7 @@ func TestDedupWindowEndsAfterRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	ev := outbox.Event{ID: "once", Destination: rc.srv.URL + "/hook", Payload: []byte("1")}
+	ev := outbox.Event{ID: "once", Destination: rc.URL + "/hook", Payload: []byte("1")}
 	if _, err := o.Enqueue(ctx, ev); err != nil {
 		t.Fatal(err)
 	}

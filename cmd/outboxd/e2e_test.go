@@ -34,9 +34,7 @@ func TestServeOnDefaultsDeliversSignedEvent(t *testing.T) {
 	}
 	id := m["ids"].([]any)[0].(string)
 	testkit.WaitFor(t, 10*time.Second, "delivery", func() bool { return rc.ackedCount(id) > 0 })
-	rc.mu.Lock()
-	h, bad := rc.last, rc.badSig
-	rc.mu.Unlock()
+	h, bad := rc.lastHeader(), rc.badSignatures()
 	if len(bad) > 0 || h.Get("webhook-signature") == "" {
 		t.Errorf("signature missing or wrong: %q", h.Get("webhook-signature"))
 	}
@@ -354,7 +352,7 @@ func TestReplayEnableAndInspectHistory(t *testing.T) {
 	mode.Store("/dead", http.StatusBadRequest)
 	mode.Store("/gone", http.StatusGone)
 	ep := func(name string) string {
-		return name + "=" + rc.srv.URL + "/" + name + ",secret=" + testSecret + ",allow-private"
+		return name + "=" + rc.URL + "/" + name + ",secret=" + testSecret + ",allow-private"
 	}
 	p := start(t, dir, "--endpoint", ep("dead"), "--endpoint", ep("gone"), "--endpoint", ep("later"),
 		"--interval", "50ms", "--park-interval", "100ms")

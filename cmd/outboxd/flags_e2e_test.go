@@ -45,7 +45,7 @@ func TestOperatorFlagsWork(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "outboxd.db")); err == nil {
 		t.Error("--db ignored: ./outboxd.db created")
 	}
-	raw := rc.srv.URL
+	raw := rc.URL
 	code, m := call(t, "POST", p.url("/v1/events"), "", `[
 		{"id":"o-1","key":"k","destination":"`+raw+`/ok"},
 		{"id":"o-2","key":"k","destination":"`+raw+`/ok"},
@@ -104,7 +104,7 @@ func TestOrderedAfterARestartWithoutIt(t *testing.T) {
 	args := []string{"--allow-raw-urls", "--allow-private-networks",
 		"--interval", "20ms", "--backoff-initial", "20ms", "--backoff-max", "50ms"}
 	p := start(t, dir, args...)
-	raw := rc.srv.URL
+	raw := rc.URL
 	code, m := call(t, "POST", p.url("/v1/events"), "", `[
 		{"id":"o-1","key":"k","destination":"`+raw+`/ok"},
 		{"id":"o-2","key":"k","destination":"`+raw+`/ok"},

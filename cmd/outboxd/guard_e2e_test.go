@@ -14,7 +14,7 @@ import (
 // it, and does not blame the receiver, which never answered. A real 410 does.
 func TestGuardRefusalDisablesNamingTheFlags(t *testing.T) {
 	rc := newReceiver(t, func(r *http.Request, id string) int { return http.StatusGone })
-	port := rc.srv.URL[strings.LastIndex(rc.srv.URL, ":")+1:]
+	port := rc.URL[strings.LastIndex(rc.URL, ":")+1:]
 	p := start(t, t.TempDir(),
 		"--endpoint", "local=http://localhost:"+port+"/hook",
 		"--endpoint", rc.endpoint("gone"))

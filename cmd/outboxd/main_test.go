@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
@@ -239,52 +238,51 @@ func call(t *testing.T, method, url, token string, body string) (int, map[string
 	return resp.StatusCode, m
 }
 
-// receiver is a webhook receiver on loopback that verifies signatures and
-// records the IDs it acknowledged.
-type receiver struct {
-	srv *httptest.Server
+// receiver is a webhook receiver on loopback that records what it got, by
+// webhook-id, and answers with the status its respond func picks (204
+// without one).
+type receiver struct{ *testkit.Receiver }
 
-	mu       sync.Mutex
-	respond  func(r *http.Request, id string) int
-	acked    map[string]int // webhook-id -> 2xx answers
-	attempts map[string]int
-	badSig   []string
-	last     http.Header
-}
-
-func newReceiver(t *testing.T, respond func(r *http.Request, id string) int) *receiver {
+func newReceiver(t *testing.T, respond func(r *http.Request, id string) int) receiver {
 	t.Helper()
-	rc := &receiver{respond: respond, acked: map[string]int{}, attempts: map[string]int{}}
-	rc.srv = httptest.NewServer(http.HandlerFunc(rc.serve))
-	t.Cleanup(rc.srv.Close)
-	return rc
+	return receiver{testkit.NewReceiver(t, "webhook-id", answer(respond))}
 }
 
-func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		return
+func answer(respond func(r *http.Request, id string) int) testkit.Answer {
+	if respond == nil {
+		return nil
 	}
-	id := r.Header.Get("webhook-id")
-	ok := verify(r.Header, body)
-	rc.mu.Lock()
-	rc.attempts[id]++
-	rc.last = r.Header.Clone()
-	if !ok {
-		rc.badSig = append(rc.badSig, id)
+	return func(r *http.Request, id string, _ int) testkit.Reply { return testkit.Reply{Status: respond(r, id)} }
+}
+
+func (rc receiver) setRespond(fn func(r *http.Request, id string) int) { rc.SetAnswer(answer(fn)) }
+
+func (rc receiver) ackedCount(id string) int { return rc.Acked(id) }
+
+func (rc receiver) attemptCount(id string) int { return rc.Attempts(id) }
+
+// missing returns the IDs of ids the receiver has not acknowledged.
+func (rc receiver) missing(ids []string) []string { return rc.Missing(ids) }
+
+// badSignatures returns the IDs of the requests whose signature does not
+// verify with testSecret, in arrival order.
+func (rc receiver) badSignatures() []string {
+	var bad []string
+	for _, r := range rc.Requests() {
+		if !verify(r.Header, r.Body) {
+			bad = append(bad, r.ID)
+		}
 	}
-	respond := rc.respond
-	rc.mu.Unlock()
-	code := http.StatusNoContent
-	if respond != nil {
-		code = respond(r, id)
+	return bad
+}
+
+// lastHeader is the header of the last request received.
+func (rc receiver) lastHeader() http.Header {
+	reqs := rc.Requests()
+	if len(reqs) == 0 {
+		return nil
 	}
-	if code/100 == 2 && r.Context().Err() == nil {
-		rc.mu.Lock()
-		rc.acked[id]++
-		rc.mu.Unlock()
-	}
-	w.WriteHeader(code)
+	return reqs[len(reqs)-1].Header
 }
 
 // verify checks the Standard Webhooks signature with testSecret.
@@ -305,37 +303,6 @@ func verify(h http.Header, body []byte) bool {
 	return false
 }
 
-func (rc *receiver) setRespond(fn func(r *http.Request, id string) int) {
-	rc.mu.Lock()
-	rc.respond = fn
-	rc.mu.Unlock()
-}
-
-func (rc *receiver) ackedCount(id string) int {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return rc.acked[id]
-}
-
-func (rc *receiver) attemptCount(id string) int {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return rc.attempts[id]
-}
-
-// missing returns the IDs of ids the receiver has not acknowledged.
-func (rc *receiver) missing(ids []string) []string {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	var out []string
-	for _, id := range ids {
-		if rc.acked[id] == 0 {
-			out = append(out, id)
-		}
-	}
-	return out
-}
-
-func (rc *receiver) endpoint(name string) string {
-	return name + "=" + rc.srv.URL + "/hook,secret=" + testSecret + ",allow-private"
+func (rc receiver) endpoint(name string) string {
+	return name + "=" + rc.URL + "/hook,secret=" + testSecret + ",allow-private"
 }
