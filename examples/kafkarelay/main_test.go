@@ -167,20 +167,6 @@ func TestDemoRunsToTheEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := testkit.BuildBinary(t, ".")
-	p := runexample.Start(t, bin, nil, "--demo", "--demo-exit", "--db", filepath.Join(t.TempDir(), "demo.db"))
-	select {
-	case <-p.Done():
-	case <-time.After(60 * time.Second):
-		t.Fatal("the demo did not finish within 60s")
-	}
-	if err := p.Wait(); err != nil {
-		t.Fatalf("demo: %v\n%s", err, p.Output())
-	}
-	out := p.Output()
-	for _, want := range []string{"12 records delivered", "parked", "will retry", `unknown endpoint: "fax"`, "changelog topic kafkarelay-changelog holds", "stopped cleanly"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("demo output lacks %q:\n%s", want, out)
-		}
-	}
+	runexample.Demo(t, []string{"--demo", "--demo-exit", "--db", filepath.Join(t.TempDir(), "demo.db")},
+		"12 records delivered", "parked", "will retry", `unknown endpoint: "fax"`, "changelog topic kafkarelay-changelog holds", "stopped cleanly")
 }

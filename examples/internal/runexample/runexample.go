@@ -48,3 +48,26 @@ func (p *Proc) Interrupt(t testing.TB) {
 		t.Fatalf("exit after SIGINT: %v\n%s", err, p.Output())
 	}
 }
+
+// Demo builds the example in the current directory and runs it with args
+// (its demo flags) to the end, failing the test if it takes more than 60s
+// or exits with an error. Each want is a piece of text its output must
+// hold; a missing one fails the test (after the others are checked).
+func Demo(t testing.TB, args []string, want ...string) {
+	t.Helper()
+	p := Start(t, testkit.BuildBinary(t, "."), nil, args...)
+	select {
+	case <-p.Done():
+	case <-time.After(60 * time.Second):
+		t.Fatal("the demo did not finish within 60s")
+	}
+	if err := p.Wait(); err != nil {
+		t.Fatalf("demo: %v\n%s", err, p.Output())
+	}
+	out := p.Output()
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("demo output lacks %q:\n%s", w, out)
+		}
+	}
+}
