@@ -7,12 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -157,33 +155,29 @@ func (s *httpSink) Deliver(ctx context.Context, d *outbox.Delivery) outbox.Resul
 
 // receiver deduplicates deliveries by Idempotency-Key and remembers who
 // delivered each ID how often.
-type receiver struct {
-	mu  sync.Mutex
-	got map[string]map[string]int // ID -> instance -> deliveries
-}
+type receiver struct{ *testkit.Receiver }
 
-func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	_, _ = io.Copy(io.Discard, r.Body)
-	id, inst := r.Header.Get("Idempotency-Key"), r.Header.Get("X-Instance")
-	rc.mu.Lock()
-	if rc.got[id] == nil {
-		rc.got[id] = map[string]int{}
+// byInstance returns, per ID, the deliveries per X-Instance.
+func (rc receiver) byInstance() map[string]map[string]int {
+	got := map[string]map[string]int{}
+	for _, r := range rc.Requests() {
+		if got[r.ID] == nil {
+			got[r.ID] = map[string]int{}
+		}
+		got[r.ID][r.Header.Get("X-Instance")]++
 	}
-	rc.got[id][inst]++
-	rc.mu.Unlock()
-	w.WriteHeader(http.StatusNoContent)
+	return got
 }
 
-func (rc *receiver) counts() (distinct int, byInstance map[string]int) {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
+func (rc receiver) counts() (distinct int, byInstance map[string]int) {
+	got := rc.byInstance()
 	byInstance = map[string]int{}
-	for _, m := range rc.got {
+	for _, m := range got {
 		for inst, n := range m {
 			byInstance[inst] += n
 		}
 	}
-	return len(rc.got), byInstance
+	return len(got), byInstance
 }
 
 // parseRecordID splits "kafka:<topic>:<partition>:<offset>".
@@ -217,13 +211,11 @@ func TestKillConsumerOtherTakesOver(t *testing.T) {
 	begin := time.Now()
 	c := newCluster(t, kfakeSeed(parts, "in")...)
 	brokers := c.ListenAddrs()
-	rc := &receiver{got: map[string]map[string]int{}}
-	srv := httptest.NewServer(rc)
-	t.Cleanup(srv.Close)
+	rc := receiver{testkit.NewReceiver(t, "Idempotency-Key", nil)}
 	cl := admin(t, brokers)
 	p := newProducer(t, brokers, "in")
 
-	parentSink := &httpSink{url: srv.URL, instance: "parent"}
+	parentSink := &httpSink{url: rc.URL, instance: "parent"}
 	o := openOutbox(t, dbPath(t, "parent"), parentSink, nil)
 	parent := startRunner(t, o, testConfig(brokers, "in"))
 	testkit.WaitFor(t, 20*time.Second, "the parent to hold every partition", func() bool { return parent.in.assigned.Load() == parts })
@@ -233,7 +225,7 @@ func TestKillConsumerOtherTakesOver(t *testing.T) {
 		child := exec.Command(os.Args[0], "-test.run=^$")
 		child.Env = append(os.Environ(), childEnv+"=1",
 			"KAFKA_TEST_BROKERS="+strings.Join(brokers, ","),
-			"KAFKA_TEST_RECEIVER="+srv.URL,
+			"KAFKA_TEST_RECEIVER="+rc.URL,
 			"KAFKA_TEST_DB="+childDB)
 		stdout, err := child.StdoutPipe()
 		if err != nil {
@@ -295,9 +287,7 @@ func TestKillConsumerOtherTakesOver(t *testing.T) {
 		}
 	}()
 	testkit.WaitFor(t, 30*time.Second, "the child to deliver past its commit", func() bool {
-		rc.mu.Lock()
-		defer rc.mu.Unlock()
-		for id, m := range rc.got {
+		for id, m := range rc.byInstance() {
 			if part, off := parseRecordID(t, id); m["child"] > 0 && off >= atRebalance[part] {
 				return true
 			}
@@ -321,8 +311,7 @@ func TestKillConsumerOtherTakesOver(t *testing.T) {
 	// offset at the kill must.
 	committed, redo := map[string]bool{}, map[string]bool{}
 	parentBefore := map[string]int{}
-	rc.mu.Lock()
-	for id, m := range rc.got {
+	for id, m := range rc.byInstance() {
 		parentBefore[id] = m["parent"]
 		if m["child"] == 0 {
 			continue
@@ -335,7 +324,6 @@ func TestKillConsumerOtherTakesOver(t *testing.T) {
 			redo[id] = true
 		}
 	}
-	rc.mu.Unlock()
 	t.Logf("%s: killed the child after %d deliveries: %d of its records committed, %d not", time.Since(begin).Round(time.Millisecond),
 		childDelivered(), len(committed), len(redo))
 
@@ -367,22 +355,21 @@ func TestKillConsumerOtherTakesOver(t *testing.T) {
 
 	t.Logf("%s: every record delivered", time.Since(begin).Round(time.Millisecond))
 
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	got := make([]string, 0, len(rc.got))
-	for id := range rc.got {
+	byID := rc.byInstance()
+	got := make([]string, 0, len(byID))
+	for id := range byID {
 		got = append(got, id)
 	}
 	if err := sameStrings(sortStrings(got), want); err != nil {
 		t.Fatalf("delivered IDs: %v", err)
 	}
 	for id := range committed {
-		if n := rc.got[id]["parent"] - parentBefore[id]; n > 0 {
+		if n := byID[id]["parent"] - parentBefore[id]; n > 0 {
 			t.Errorf("%s was delivered and committed by the child, then delivered again by the parent", id)
 		}
 	}
 	for id := range redo {
-		if rc.got[id]["parent"] == parentBefore[id] {
+		if byID[id]["parent"] == parentBefore[id] {
 			t.Errorf("%s was delivered by the child without being committed, and the parent did not read it again", id)
 		}
 	}
