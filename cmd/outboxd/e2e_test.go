@@ -195,16 +195,7 @@ func TestSIGTERMUnderLoadExitsWithinGraceAndLosesNothing(t *testing.T) {
 	dir := t.TempDir()
 	release := make(chan struct{})
 	var inFlight atomic.Int64
-	rc := newReceiver(t, func(r *http.Request, id string) int {
-		inFlight.Add(1)
-		defer inFlight.Add(-1)
-		select {
-		case <-release:
-			return http.StatusNoContent
-		case <-r.Context().Done():
-			return http.StatusServiceUnavailable
-		}
-	})
+	rc := newReceiver(t, holdUntil(release, &inFlight))
 	defer func() {
 		select {
 		case <-release:
@@ -534,16 +525,7 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 	dir := t.TempDir()
 	release := make(chan struct{})
 	var inFlight atomic.Int64
-	rc := newReceiver(t, func(r *http.Request, id string) int {
-		inFlight.Add(1)
-		defer inFlight.Add(-1)
-		select {
-		case <-release:
-			return http.StatusNoContent
-		case <-r.Context().Done():
-			return http.StatusServiceUnavailable
-		}
-	})
+	rc := newReceiver(t, holdUntil(release, &inFlight))
 	args := []string{"--endpoint", rc.endpoint("slow"), "--shutdown-grace", "1m", "--interval", "50ms"}
 	p := start(t, dir, args...)
 	acked := enqueueBatches(t, p, "twice", "slow", 10, 10)

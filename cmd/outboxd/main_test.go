@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -253,6 +254,21 @@ func answer(respond func(r *http.Request, id string) int) testkit.Answer {
 		return nil
 	}
 	return func(r *http.Request, id string, _ int) testkit.Reply { return testkit.Reply{Status: respond(r, id)} }
+}
+
+// holdUntil answers each request 204 once release is closed, or 503 if the
+// sender gives up first, counting in inFlight the requests it holds.
+func holdUntil(release <-chan struct{}, inFlight *atomic.Int64) func(r *http.Request, id string) int {
+	return func(r *http.Request, _ string) int {
+		inFlight.Add(1)
+		defer inFlight.Add(-1)
+		select {
+		case <-release:
+			return http.StatusNoContent
+		case <-r.Context().Done():
+			return http.StatusServiceUnavailable
+		}
+	}
 }
 
 func (rc receiver) setRespond(fn func(r *http.Request, id string) int) { rc.SetAnswer(answer(fn)) }

@@ -66,6 +66,13 @@ func newEnv(t *testing.T, cfg httpapi.Config, endpoints map[string]string) *env 
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serve(t, o, sink, cfg)
+}
+
+// serve starts o and serves its API with cfg; the API, o and its sink are
+// closed at cleanup.
+func serve(t *testing.T, o *outbox.Outbox, sink *httpsink.Sink, cfg httpapi.Config) *env {
+	t.Helper()
 	if err := o.Start(); err != nil {
 		t.Fatal(err)
 	}
