@@ -1,17 +1,14 @@
 package kafka
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -221,26 +218,15 @@ func TestKillConsumerOtherTakesOver(t *testing.T) {
 	testkit.WaitFor(t, 20*time.Second, "the parent to hold every partition", func() bool { return parent.in.assigned.Load() == parts })
 
 	childDB := dbPath(t, "child")
-	startChild := func() *exec.Cmd {
-		child := exec.Command(os.Args[0], "-test.run=^$")
-		child.Env = append(os.Environ(), childEnv+"=1",
+	startChild := func() *testkit.Process {
+		child, lines := testkit.StartLines(t, testkit.TestBinary(childEnv+"=1",
 			"KAFKA_TEST_BROKERS="+strings.Join(brokers, ","),
 			"KAFKA_TEST_RECEIVER="+rc.URL,
-			"KAFKA_TEST_DB="+childDB)
-		stdout, err := child.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		child.Stderr = os.Stderr
-		if err := child.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = child.Process.Kill()
-			_ = child.Wait()
-		})
-		lines := bufio.NewScanner(stdout)
-		for lines.Scan() && lines.Text() != "child ready" {
+			"KAFKA_TEST_DB="+childDB))
+		for line := range lines {
+			if line == "child ready" {
+				break
+			}
 		}
 		return child
 	}
@@ -295,10 +281,9 @@ func TestKillConsumerOtherTakesOver(t *testing.T) {
 		return false
 	})
 
-	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := child.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	_ = child.Wait()
 	atKill := committedOffsets(t, cl, "g", "in", parts)
 	childParts := complement(parent.Assigned())
 	for part := range childParts {

@@ -14,8 +14,10 @@
 //     and answers as the test decides ([Receiver]);
 //   - a fake clock with timers, moved by hand ([Clock]);
 //   - building a main package once per test process, under -race when the
-//     test is ([Build], [BuildBinary], [RemoveBinaries]), and running it
-//     with its output captured and its exit awaited ([StartProcess]);
+//     test is ([Build], [BuildBinary], [RemoveBinaries]), or running the
+//     test binary again as a child ([TestBinary]), with the output
+//     captured or read line by line as it comes and the exit awaited
+//     ([StartProcess], [StartLines]);
 //   - on Linux, pointing an open file descriptor at another file, so that a
 //     store's real writes fail the way a full or broken disk makes them fail
 //     ([RedirectFD]).

@@ -1,8 +1,10 @@
 package testkit
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"iter"
 	"os"
 	"os/exec"
 	"testing"
@@ -43,6 +45,42 @@ func StartProcess(t testing.TB, cmd *exec.Cmd) *Process {
 		}
 	})
 	return p
+}
+
+// StartLines is [StartProcess] for a caller that reads the process's
+// standard output as it comes: it also returns the output's lines, which
+// end when the process has exited (a killed process's last lines are still
+// read). cmd.Stdout must be nil; the lines need not be read to the end.
+func StartLines(t testing.TB, cmd *exec.Cmd) (*Process, iter.Seq[string]) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(); w.Close() })
+	cmd.Stdout = w
+	if cmd.Stderr == nil {
+		cmd.Stderr = os.Stderr
+	}
+	p := StartProcess(t, cmd)
+	w.Close() // the child holds its own copy
+	return p, func(yield func(string) bool) {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			if !yield(sc.Text()) {
+				return
+			}
+		}
+	}
+}
+
+// TestBinary returns a command that runs this test binary again, running
+// no test, with env (NAME=value entries) added to the test's environment:
+// a TestMain that sees one of them plays a child process instead.
+func TestBinary(env ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env...)
+	return cmd
 }
 
 // Pid is the process's ID.

@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -18,7 +19,31 @@ func TestChild(t *testing.T) {
 	if os.Getenv(childEnv) == "" {
 		t.Skip("run as a child process only")
 	}
+	if os.Getenv(childEnv) == "lines" {
+		fmt.Println("one")
+		fmt.Println("two")
+	}
 	time.Sleep(time.Hour) // killed by the parent long before
+}
+
+// StartLines hands over the output line by line as it comes, and the lines
+// written before a kill are still read after it.
+func TestStartLines(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestChild$")
+	cmd.Env = append(os.Environ(), childEnv+"=lines")
+	p, lines := StartLines(t, cmd)
+	var got []string
+	for line := range lines {
+		got = append(got, line)
+		if line == "two" {
+			if err := p.Kill(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(got) < 2 || got[0] != "one" || got[1] != "two" {
+		t.Fatalf("lines %q, want one, two", got)
+	}
 }
 
 // A process's output is captured, and its exit seen.
@@ -65,5 +90,17 @@ func TestBuildOnce(t *testing.T) {
 	}
 	if _, err := os.Stat(a); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBinary runs this binary again, running no test, with the extra
+// environment.
+func TestTestBinary(t *testing.T) {
+	cmd := TestBinary("TESTKIT_X=1")
+	if len(cmd.Args) != 2 || cmd.Args[0] != os.Args[0] || cmd.Args[1] != "-test.run=^$" {
+		t.Errorf("args %q", cmd.Args)
+	}
+	if len(cmd.Env) == 0 || cmd.Env[len(cmd.Env)-1] != "TESTKIT_X=1" {
+		t.Errorf("the extra environment is missing: %q", cmd.Env)
 	}
 }
