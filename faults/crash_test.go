@@ -46,7 +46,7 @@ func runCrashLoop(t *testing.T, c crashLoop) crashVerdict {
 	t.Helper()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "outboxd.db")
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	rcv := newReceiver(t)
 	if c.answer != nil {
 		rcv.set(c.answer)

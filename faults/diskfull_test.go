@@ -53,7 +53,7 @@ func TestDiskFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := filepath.Join(dir, "outboxd.db")
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	rcv := newReceiver(t)
 	// Hold every event: the receiver is unavailable, so that the file only
 	// grows while the disk fills (the retries' own writes fail too once it
@@ -179,7 +179,7 @@ func TestDiskFullDuringDelivery(t *testing.T) {
 	const events = 1000
 	dir := mountSmallFS(t, "32m")
 	db := filepath.Join(dir, "outboxd.db")
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	rcv := newReceiver(t)
 	rcv.set(func(string) answer { return answerUnavailable })
 	s := start(t, db, addr, "--endpoint", "recv="+rcv.url(0), "--allow-private-networks",

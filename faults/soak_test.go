@@ -37,7 +37,7 @@ func TestSoak(t *testing.T) {
 	soak := *soakFlag
 	dir := t.TempDir()
 	db := filepath.Join(dir, "outboxd.db")
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	rcv := newReceiver(t)
 
 	// The mix. 429s come in bursts, as from a real rate limiter: for 150 ms

@@ -88,12 +88,7 @@ func resetConn(t *testing.T, w http.ResponseWriter, raw string) {
 // row was retried inline.
 func TestPolicyTable(t *testing.T) {
 	rcv := newReceiver(t, policyMux(t))
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	refused := "http://" + closed.Addr().String() + "/"
-	closed.Close()
+	refused := "http://" + testkit.FreeAddr(t) + "/" // nothing listens there
 
 	s := newSink(t, httpsink.Config{
 		AllowRawURLs:         true,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -281,18 +280,6 @@ func closeRunner(t testing.TB, r *Runner) {
 
 func dbPath(t testing.TB, name string) string {
 	return filepath.Join(t.TempDir(), name+".db")
-}
-
-// freePort returns a loopback port nobody listens on right now.
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	return port
 }
 
 // expectedIDs lists the IDs of every record of the topic.

@@ -18,7 +18,7 @@ import (
 // the runner reports not ready, shipping lags, and everything resumes when
 // the broker is back.
 func TestBrokerUnavailableAtStartAndMidRun(t *testing.T) {
-	port := freePort(t)
+	port := testkit.FreePort(t)
 	dataDir := t.TempDir()
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	startBroker := func() *kfake.Cluster {

@@ -3,7 +3,6 @@ package sinktest
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -149,12 +148,7 @@ func testPolicyTable(t *testing.T, newSink Factory) {
 // No response at all is a retry with status 0 and the error, never a
 // success or a dead letter.
 func testTransportError(t *testing.T, newSink Factory) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + ln.Addr().String() + "/hook"
-	ln.Close() // nothing listens there now: connection refused
+	url := "http://" + testkit.FreeAddr(t) + "/hook" // nothing listens there: connection refused
 	s := newSink(t, url)
 	res := s.Deliver(context.Background(), delivery("evt-refused"))
 	if res.Action != outbox.ActionRetry || res.Status != 0 || res.Err == nil {

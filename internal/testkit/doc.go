@@ -10,6 +10,7 @@
 //     test's pace, or never ([StartSlowPost]);
 //   - waiting for a condition with a deadline ([WaitFor], and [Poll] for a
 //     caller that decides what a timeout means);
+//   - a loopback address nothing listens on ([FreePort], [FreeAddr]);
 //   - a loopback receiver of deliveries that records each request by ID
 //     and answers as the test decides ([Receiver]);
 //   - a fake clock with timers, moved by hand ([Clock]);
