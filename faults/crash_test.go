@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/store"
 	bolt "go.etcd.io/bbolt"
 )
@@ -45,7 +46,7 @@ func runCrashLoop(t *testing.T, c crashLoop) crashVerdict {
 	t.Helper()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "outboxd.db")
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	rcv := newReceiver(t)
 	if c.answer != nil {
 		rcv.set(c.answer)
@@ -114,7 +115,7 @@ func runCrashLoop(t *testing.T, c crashLoop) crashVerdict {
 	defer dcancel()
 	drainStart := time.Now()
 	var last stats
-	err := waitFor(dctx, 50*time.Millisecond, func() (bool, error) {
+	err := testkit.Poll(dctx, 50*time.Millisecond, func() (bool, error) {
 		st, err := final.stats()
 		if err != nil {
 			return false, nil

@@ -11,11 +11,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/store"
 	bolt "go.etcd.io/bbolt"
 	"go.uber.org/goleak"
@@ -35,22 +34,13 @@ var (
 	reportFlag  = flag.String("report", "", "append a Markdown summary of each scenario to this file")
 )
 
-// binDir holds the outboxd binary built for this test process.
-var binDir string
-
 func TestMain(m *testing.M) {
 	if path := os.Getenv(checkEnv); path != "" {
 		os.Exit(checkMain(path))
 	}
 	flag.Parse()
-	dir, err := os.MkdirTemp("", "outboxd-faults-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "faults:", err)
-		os.Exit(1)
-	}
-	binDir = dir
 	code := m.Run()
-	os.RemoveAll(dir)
+	testkit.RemoveBinaries()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "faults: leaked goroutines:", err)
@@ -60,12 +50,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-var (
-	buildOnce sync.Once
-	builtBin  string
-	buildErr  error
-)
-
 // outboxd returns the binary under test: -outboxd, or ./cmd/outboxd built
 // once for this test process.
 func outboxd(t *testing.T) string {
@@ -73,19 +57,7 @@ func outboxd(t *testing.T) string {
 	if *outboxdFlag != "" {
 		return *outboxdFlag
 	}
-	buildOnce.Do(func() {
-		bin := filepath.Join(binDir, "outboxd")
-		out, err := exec.Command("go", "build", "-o", bin, "github.com/outboxd/outbox/cmd/outboxd").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("building outboxd: %w\n%s", err, out)
-			return
-		}
-		builtBin = bin
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return builtBin
+	return testkit.BuildBinary(t, "github.com/outboxd/outbox/cmd/outboxd")
 }
 
 // report appends a Markdown section to the -report file, if any.
@@ -108,12 +80,10 @@ func report(t *testing.T, format string, args ...any) {
 
 // sidecar is one run of the real outboxd binary.
 type sidecar struct {
-	t      *testing.T
-	cmd    *exec.Cmd
-	addr   string
-	logs   *lockedBuffer
-	exited chan struct{}
-	err    error // set when exited is closed
+	*testkit.Process
+	t    *testing.T
+	addr string
+	logs *lockedBuffer
 }
 
 // lockedBuffer collects the process's output for the failure message.
@@ -151,44 +121,21 @@ func (l *lockedBuffer) String() string {
 	return s
 }
 
-// freeAddr returns a loopback address that was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // start runs "outboxd serve --db db --listen addr args..." and waits until
 // /readyz answers 200.
 func start(t *testing.T, db, addr string, args ...string) *sidecar {
 	t.Helper()
 	full := append([]string{"serve", "--db", db, "--listen", addr, "--log-level", "warn"}, args...)
-	s := &sidecar{t: t, addr: addr, logs: &lockedBuffer{}, exited: make(chan struct{})}
-	s.cmd = exec.Command(outboxd(t), full...)
-	s.cmd.Env = cleanEnv()
-	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
-	if err := s.cmd.Start(); err != nil {
-		t.Fatalf("start outboxd: %v", err)
-	}
-	go func() {
-		s.err = s.cmd.Wait()
-		close(s.exited)
-	}()
-	t.Cleanup(func() {
-		if s.alive() {
-			s.cmd.Process.Kill()
-			<-s.exited
-		}
-	})
+	s := &sidecar{t: t, addr: addr, logs: &lockedBuffer{}}
+	cmd := exec.Command(outboxd(t), full...)
+	cmd.Env = cleanEnv()
+	cmd.Stdout, cmd.Stderr = s.logs, s.logs
+	s.Process = testkit.StartProcess(t, cmd)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := waitFor(ctx, 10*time.Millisecond, func() (bool, error) {
-		if !s.alive() {
-			return false, fmt.Errorf("outboxd exited: %v", s.err)
+	if err := testkit.Poll(ctx, 10*time.Millisecond, func() (bool, error) {
+		if s.Exited() {
+			return false, fmt.Errorf("outboxd exited: %v", s.Err())
 		}
 		resp, err := http.Get("http://" + addr + "/readyz")
 		if err != nil {
@@ -214,40 +161,24 @@ func cleanEnv() []string {
 	return env
 }
 
-func (s *sidecar) alive() bool {
-	select {
-	case <-s.exited:
-		return false
-	default:
-		return true
-	}
-}
-
 // kill sends SIGKILL and waits until the process is gone (and its file lock
 // with it).
 func (s *sidecar) kill() {
 	s.t.Helper()
-	if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil && s.alive() {
+	if err := s.Kill(); err != nil {
 		s.t.Fatalf("SIGKILL: %v", err)
 	}
-	<-s.exited
 }
 
 // stop sends SIGTERM and waits for a clean exit.
 func (s *sidecar) stop() {
 	s.t.Helper()
-	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil && s.alive() {
-		s.t.Fatalf("SIGTERM: %v", err)
+	if _, err := s.Stop(syscall.SIGTERM, 60*time.Second); err != nil {
+		_ = s.Kill()
+		s.t.Fatalf("outboxd did not exit within 60s of SIGTERM (%v)\noutput:\n%s", err, s.logs)
 	}
-	select {
-	case <-s.exited:
-	case <-time.After(60 * time.Second):
-		s.cmd.Process.Kill()
-		<-s.exited
-		s.t.Fatalf("outboxd did not exit within 60s of SIGTERM\noutput:\n%s", s.logs)
-	}
-	if s.err != nil {
-		s.t.Fatalf("outboxd exited with %v after SIGTERM\noutput:\n%s", s.err, s.logs)
+	if err := s.Err(); err != nil {
+		s.t.Fatalf("outboxd exited with %v after SIGTERM\noutput:\n%s", err, s.logs)
 	}
 }
 
@@ -301,7 +232,7 @@ func (s *sidecar) metrics(names ...string) (map[string]float64, error) {
 
 // rss is the process's resident set size from /proc.
 func (s *sidecar) rss() (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.Pid()))
 	if err != nil {
 		return 0, err
 	}
@@ -312,27 +243,6 @@ func (s *sidecar) rss() (int64, error) {
 		}
 	}
 	return 0, errors.New("no VmRSS")
-}
-
-// waitFor polls cond every interval until it is true, returns an error, or
-// ctx ends.
-func waitFor(ctx context.Context, interval time.Duration, cond func() (bool, error)) error {
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		ok, err := cond()
-		if err != nil {
-			return err
-		}
-		if ok {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		}
-	}
 }
 
 // ---- the database file, offline ----

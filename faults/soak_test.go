@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/store"
 )
 
@@ -36,7 +37,7 @@ func TestSoak(t *testing.T) {
 	soak := *soakFlag
 	dir := t.TempDir()
 	db := filepath.Join(dir, "outboxd.db")
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	rcv := newReceiver(t)
 
 	// The mix. 429s come in bursts, as from a real rate limiter: for 150 ms
@@ -113,7 +114,7 @@ func TestSoak(t *testing.T) {
 	dctx, dcancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer dcancel()
 	var last stats
-	if err := waitFor(dctx, 100*time.Millisecond, func() (bool, error) {
+	if err := testkit.Poll(dctx, 100*time.Millisecond, func() (bool, error) {
 		st, err := s.stats()
 		if err != nil {
 			return false, nil

@@ -66,15 +66,3 @@ func deliver(s *httpsink.Sink, dest string, payload string) outbox.Result {
 		CreatedAt:   fixedNow,
 	})
 }
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond) // polling interval, not a wait for an event
-	}
-}

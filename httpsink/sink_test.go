@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outbox/httpsink"
+	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/outbox"
 )
 
@@ -87,12 +88,7 @@ func resetConn(t *testing.T, w http.ResponseWriter, raw string) {
 // row was retried inline.
 func TestPolicyTable(t *testing.T) {
 	rcv := newReceiver(t, policyMux(t))
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	refused := "http://" + closed.Addr().String() + "/"
-	closed.Close()
+	refused := "http://" + testkit.FreeAddr(t) + "/" // nothing listens there
 
 	s := newSink(t, httpsink.Config{
 		AllowRawURLs:         true,
@@ -519,7 +515,7 @@ func TestMaxInFlight(t *testing.T) {
 	for i := range results {
 		wg.Go(func() { results[i] = deliver(s, "e", "{}") })
 	}
-	waitFor(t, "two requests in flight", func() bool { return inFlight.Load() == 2 })
+	testkit.WaitFor(t, 10*time.Second, "two requests in flight", func() bool { return inFlight.Load() == 2 })
 
 	ctx, cancel := context.WithCancel(context.Background())
 	waiting := make(chan outbox.Result)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -162,20 +161,6 @@ func committedOffsets(t testing.TB, cl *kafkago.Client, group, topic string, par
 	return out
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		<-tick.C
-	}
-}
-
 // recorder is a Sink that records deliveries and answers by ID.
 type recorder struct {
 	name   string
@@ -295,18 +280,6 @@ func closeRunner(t testing.TB, r *Runner) {
 
 func dbPath(t testing.TB, name string) string {
 	return filepath.Join(t.TempDir(), name+".db")
-}
-
-// freePort returns a loopback port nobody listens on right now.
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	return port
 }
 
 // expectedIDs lists the IDs of every record of the topic.

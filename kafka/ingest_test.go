@@ -11,6 +11,7 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 
+	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/outbox"
 )
 
@@ -47,7 +48,7 @@ func TestGapAwareCommitHoldsBelowFailedRecord(t *testing.T) {
 	r := startRunner(t, o, cfg)
 	cl := admin(t, brokers)
 
-	waitFor(t, 20*time.Second, "the records after the failing one to be delivered", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the records after the failing one to be delivered", func() bool {
 		for off := failing + 10; off < 100; off++ {
 			if sink.count(RecordID("in", 0, int64(off))) == 0 {
 				return false
@@ -55,11 +56,13 @@ func TestGapAwareCommitHoldsBelowFailedRecord(t *testing.T) {
 		}
 		return true
 	})
+
 	// Several commit rounds and retries later, the offset is still held.
 	commits := r.met.commits.Load()
-	waitFor(t, 10*time.Second, "more retries and commit rounds", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "more retries and commit rounds", func() bool {
 		return attempts.Load() >= 4 && r.met.commits.Load() >= commits
 	})
+
 	held := committedOffsets(t, cl, "g", "in", 1)[0]
 	if held > failing {
 		t.Fatalf("committed offset %d passed the record at %d that is not stored", held, failing)
@@ -72,13 +75,15 @@ func TestGapAwareCommitHoldsBelowFailedRecord(t *testing.T) {
 	}
 
 	broken.Store(false)
-	waitFor(t, 10*time.Second, "the offset to reach the end after the retry", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the offset to reach the end after the retry", func() bool {
 		return committedOffsets(t, cl, "g", "in", 1)[0] == 100
 	})
+
 	// The offset moves once the record is stored; its delivery follows.
-	waitFor(t, 10*time.Second, "the retried record to be delivered", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the retried record to be delivered", func() bool {
 		return sink.count(failID) > 0
 	})
+
 	if sink.count(failID) != 1 {
 		t.Fatalf("the retried record was delivered %d times", sink.count(failID))
 	}
@@ -105,13 +110,15 @@ func TestUnmappableRecordsBecomeDeadLetters(t *testing.T) {
 	)
 	r := startRunner(t, o, cfg)
 	cl := admin(t, brokers)
-	waitFor(t, 10*time.Second, "the offset to pass every record", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the offset to pass every record", func() bool {
 		return committedOffsets(t, cl, "g", "in", 1)[0] == 4
 	})
+
 	ctx := context.Background()
-	waitFor(t, 10*time.Second, "the good records to be delivered", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the good records to be delivered", func() bool {
 		return sink.count("order-1") == 1 && sink.count(RecordID("in", 0, 3)) == 1
 	})
+
 	sink.mu.Lock()
 	if sink.body["order-1"] != "ok" {
 		t.Errorf("payload %q", sink.body["order-1"])
@@ -230,7 +237,7 @@ func TestReconsumedRecordsAreDuplicates(t *testing.T) {
 	o := openOutbox(t, dbPath(t, "dups"), sink, nil)
 	newProducer(t, brokers, "in").produce(t, records(0, 50, 5)...)
 	r := startRunner(t, o, testConfig(brokers, "in"))
-	waitFor(t, 10*time.Second, "every record delivered", func() bool { return sink.distinct() == 50 })
+	testkit.WaitFor(t, 10*time.Second, "every record delivered", func() bool { return sink.distinct() == 50 })
 	closeRunner(t, r)
 
 	cl := admin(t, brokers)
@@ -241,8 +248,8 @@ func TestReconsumedRecordsAreDuplicates(t *testing.T) {
 	}
 	before := o.Stats().DuplicatesTotal
 	r = startRunner(t, o, testConfig(brokers, "in"))
-	waitFor(t, 10*time.Second, "the records read again", func() bool { return o.Stats().DuplicatesTotal-before == 50 })
-	waitFor(t, 10*time.Second, "the offset back at the end", func() bool { return committedOffsets(t, cl, "g", "in", 1)[0] == 50 })
+	testkit.WaitFor(t, 10*time.Second, "the records read again", func() bool { return o.Stats().DuplicatesTotal-before == 50 })
+	testkit.WaitFor(t, 10*time.Second, "the offset back at the end", func() bool { return committedOffsets(t, cl, "g", "in", 1)[0] == 50 })
 	for id, n := range sink.snapshot() {
 		if n != 1 {
 			t.Errorf("%s delivered %d times", id, n)
@@ -266,10 +273,11 @@ func TestReconsumedDeletedRecordsAreDuplicates(t *testing.T) {
 	newProducer(t, brokers, "in").produce(t, msgs...)
 	cl := admin(t, brokers)
 	r := startRunner(t, o, testConfig(brokers, "in"))
-	waitFor(t, 10*time.Second, "every record stored and committed", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "every record stored and committed", func() bool {
 		s := o.Stats()
 		return s.Pending == n && s.Dead == 1 && committedOffsets(t, cl, "g", "in", 1)[0] == n+1
 	})
+
 	closeRunner(t, r)
 
 	// The operator deletes half of the events and the dead letter.
@@ -292,12 +300,14 @@ func TestReconsumedDeletedRecordsAreDuplicates(t *testing.T) {
 	}
 	before := o.Stats().DuplicatesTotal
 	r = startRunner(t, o, testConfig(brokers, "in"))
-	waitFor(t, 10*time.Second, "the records read again, all duplicates", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the records read again, all duplicates", func() bool {
 		return o.Stats().DuplicatesTotal-before == n+1
 	})
-	waitFor(t, 10*time.Second, "the offset back at the end", func() bool {
+
+	testkit.WaitFor(t, 10*time.Second, "the offset back at the end", func() bool {
 		return committedOffsets(t, cl, "g", "in", 1)[0] == n+1
 	})
+
 	if got := r.met.enqueueErrors.Load(); got != 0 {
 		t.Errorf("%d enqueue errors; a deleted ID must be a duplicate, not an error", got)
 	}

@@ -1,22 +1,18 @@
 package kafka
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/outbox"
 )
 
@@ -40,7 +36,7 @@ func TestScaleOutTwoEnginesOneGroup(t *testing.T) {
 		runners = append(runners, startRunner(t, o, cfg))
 		sinks = append(sinks, sink)
 	}
-	waitFor(t, 20*time.Second, "both engines to hold 3 partitions", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "both engines to hold 3 partitions", func() bool {
 		return runners[0].in.assigned.Load() == 3 && runners[1].in.assigned.Load() == 3
 	})
 
@@ -52,7 +48,7 @@ func TestScaleOutTwoEnginesOneGroup(t *testing.T) {
 		t.Fatalf("topic holds %d records, want %d", len(want), n)
 	}
 
-	waitFor(t, 60*time.Second, "every record delivered", func() bool { return all.distinct() == n })
+	testkit.WaitFor(t, 60*time.Second, "every record delivered", func() bool { return all.distinct() == n })
 	if err := sameStrings(keysOf(all.snapshot()), want); err != nil {
 		t.Fatalf("delivered IDs are not the records' coordinates: %v", err)
 	}
@@ -70,7 +66,7 @@ func TestScaleOutTwoEnginesOneGroup(t *testing.T) {
 	}
 	all.mu.Unlock()
 
-	waitFor(t, 10*time.Second, "offsets committed to the end", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "offsets committed to the end", func() bool {
 		got := committedOffsets(t, cl, "g", "in", parts)
 		for p, end := range ends {
 			if got[p] != end {
@@ -79,6 +75,7 @@ func TestScaleOutTwoEnginesOneGroup(t *testing.T) {
 		}
 		return true
 	})
+
 	for _, r := range runners {
 		closeRunner(t, r)
 	}
@@ -155,33 +152,29 @@ func (s *httpSink) Deliver(ctx context.Context, d *outbox.Delivery) outbox.Resul
 
 // receiver deduplicates deliveries by Idempotency-Key and remembers who
 // delivered each ID how often.
-type receiver struct {
-	mu  sync.Mutex
-	got map[string]map[string]int // ID -> instance -> deliveries
-}
+type receiver struct{ *testkit.Receiver }
 
-func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	_, _ = io.Copy(io.Discard, r.Body)
-	id, inst := r.Header.Get("Idempotency-Key"), r.Header.Get("X-Instance")
-	rc.mu.Lock()
-	if rc.got[id] == nil {
-		rc.got[id] = map[string]int{}
+// byInstance returns, per ID, the deliveries per X-Instance.
+func (rc receiver) byInstance() map[string]map[string]int {
+	got := map[string]map[string]int{}
+	for _, r := range rc.Requests() {
+		if got[r.ID] == nil {
+			got[r.ID] = map[string]int{}
+		}
+		got[r.ID][r.Header.Get("X-Instance")]++
 	}
-	rc.got[id][inst]++
-	rc.mu.Unlock()
-	w.WriteHeader(http.StatusNoContent)
+	return got
 }
 
-func (rc *receiver) counts() (distinct int, byInstance map[string]int) {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
+func (rc receiver) counts() (distinct int, byInstance map[string]int) {
+	got := rc.byInstance()
 	byInstance = map[string]int{}
-	for _, m := range rc.got {
+	for _, m := range got {
 		for inst, n := range m {
 			byInstance[inst] += n
 		}
 	}
-	return len(rc.got), byInstance
+	return len(got), byInstance
 }
 
 // parseRecordID splits "kafka:<topic>:<partition>:<offset>".
@@ -215,43 +208,30 @@ func TestKillConsumerOtherTakesOver(t *testing.T) {
 	begin := time.Now()
 	c := newCluster(t, kfakeSeed(parts, "in")...)
 	brokers := c.ListenAddrs()
-	rc := &receiver{got: map[string]map[string]int{}}
-	srv := httptest.NewServer(rc)
-	t.Cleanup(srv.Close)
+	rc := receiver{testkit.NewReceiver(t, "Idempotency-Key", nil)}
 	cl := admin(t, brokers)
 	p := newProducer(t, brokers, "in")
 
-	parentSink := &httpSink{url: srv.URL, instance: "parent"}
+	parentSink := &httpSink{url: rc.URL, instance: "parent"}
 	o := openOutbox(t, dbPath(t, "parent"), parentSink, nil)
 	parent := startRunner(t, o, testConfig(brokers, "in"))
-	waitFor(t, 20*time.Second, "the parent to hold every partition", func() bool { return parent.in.assigned.Load() == parts })
+	testkit.WaitFor(t, 20*time.Second, "the parent to hold every partition", func() bool { return parent.in.assigned.Load() == parts })
 
 	childDB := dbPath(t, "child")
-	startChild := func() *exec.Cmd {
-		child := exec.Command(os.Args[0], "-test.run=^$")
-		child.Env = append(os.Environ(), childEnv+"=1",
+	startChild := func() *testkit.Process {
+		child, lines := testkit.StartLines(t, testkit.TestBinary(childEnv+"=1",
 			"KAFKA_TEST_BROKERS="+strings.Join(brokers, ","),
-			"KAFKA_TEST_RECEIVER="+srv.URL,
-			"KAFKA_TEST_DB="+childDB)
-		stdout, err := child.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		child.Stderr = os.Stderr
-		if err := child.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = child.Process.Kill()
-			_ = child.Wait()
-		})
-		lines := bufio.NewScanner(stdout)
-		for lines.Scan() && lines.Text() != "child ready" {
+			"KAFKA_TEST_RECEIVER="+rc.URL,
+			"KAFKA_TEST_DB="+childDB))
+		for line := range lines {
+			if line == "child ready" {
+				break
+			}
 		}
 		return child
 	}
 	child := startChild()
-	waitFor(t, 20*time.Second, "the group to split the partitions", func() bool { return parent.in.assigned.Load() == parts/2 })
+	testkit.WaitFor(t, 20*time.Second, "the group to split the partitions", func() bool { return parent.in.assigned.Load() == parts/2 })
 	complement := func(ps []int) map[int]bool {
 		out := map[int]bool{}
 		for part := range parts {
@@ -271,10 +251,10 @@ func TestKillConsumerOtherTakesOver(t *testing.T) {
 	// Phase A: the child consumes and delivers its share; a rebalance (the
 	// parent's runner leaves and comes back) makes it commit.
 	p.produce(t, records(0, 600, 50)...)
-	waitFor(t, 30*time.Second, "the child to deliver phase A", func() bool { return childDelivered() >= 100 })
+	testkit.WaitFor(t, 30*time.Second, "the child to deliver phase A", func() bool { return childDelivered() >= 100 })
 	closeRunner(t, parent)
 	parent = startRunner(t, o, testConfig(brokers, "in"))
-	waitFor(t, 20*time.Second, "the group to split again", func() bool { return parent.in.assigned.Load() == parts/2 })
+	testkit.WaitFor(t, 20*time.Second, "the group to split again", func() bool { return parent.in.assigned.Load() == parts/2 })
 	atRebalance := committedOffsets(t, cl, "g", "in", parts)
 
 	// Phase B: the stream goes on while the child is killed once it has
@@ -292,20 +272,18 @@ func TestKillConsumerOtherTakesOver(t *testing.T) {
 			}
 		}
 	}()
-	waitFor(t, 30*time.Second, "the child to deliver past its commit", func() bool {
-		rc.mu.Lock()
-		defer rc.mu.Unlock()
-		for id, m := range rc.got {
+	testkit.WaitFor(t, 30*time.Second, "the child to deliver past its commit", func() bool {
+		for id, m := range rc.byInstance() {
 			if part, off := parseRecordID(t, id); m["child"] > 0 && off >= atRebalance[part] {
 				return true
 			}
 		}
 		return false
 	})
-	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+
+	if err := child.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	_ = child.Wait()
 	atKill := committedOffsets(t, cl, "g", "in", parts)
 	childParts := complement(parent.Assigned())
 	for part := range childParts {
@@ -318,8 +296,7 @@ func TestKillConsumerOtherTakesOver(t *testing.T) {
 	// offset at the kill must.
 	committed, redo := map[string]bool{}, map[string]bool{}
 	parentBefore := map[string]int{}
-	rc.mu.Lock()
-	for id, m := range rc.got {
+	for id, m := range rc.byInstance() {
 		parentBefore[id] = m["parent"]
 		if m["child"] == 0 {
 			continue
@@ -332,16 +309,15 @@ func TestKillConsumerOtherTakesOver(t *testing.T) {
 			redo[id] = true
 		}
 	}
-	rc.mu.Unlock()
 	t.Logf("%s: killed the child after %d deliveries: %d of its records committed, %d not", time.Since(begin).Round(time.Millisecond),
 		childDelivered(), len(committed), len(redo))
 
 	<-streamed
-	waitFor(t, 20*time.Second, "the parent to take every partition over", func() bool { return parent.in.assigned.Load() == parts })
+	testkit.WaitFor(t, 20*time.Second, "the parent to take every partition over", func() bool { return parent.in.assigned.Load() == parts })
 	ends := endOffsets(t, cl, "in", parts)
 	want := expectedIDs("in", ends)
 	last := time.Now()
-	waitFor(t, 30*time.Second, "the parent to consume to the end", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the parent to consume to the end", func() bool {
 		got := committedOffsets(t, cl, "g", "in", parts)
 		if os.Getenv("KAFKA_TEST_LOG") != "" && time.Since(last) > 500*time.Millisecond {
 			last = time.Now()
@@ -354,30 +330,31 @@ func TestKillConsumerOtherTakesOver(t *testing.T) {
 		}
 		return true
 	})
+
 	t.Logf("%s: the parent consumed to the end", time.Since(begin).Round(time.Millisecond))
 	startChild()
-	waitFor(t, 60*time.Second, "every record delivered", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "every record delivered", func() bool {
 		d, _ := rc.counts()
 		return d == len(want)
 	})
+
 	t.Logf("%s: every record delivered", time.Since(begin).Round(time.Millisecond))
 
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	got := make([]string, 0, len(rc.got))
-	for id := range rc.got {
+	byID := rc.byInstance()
+	got := make([]string, 0, len(byID))
+	for id := range byID {
 		got = append(got, id)
 	}
 	if err := sameStrings(sortStrings(got), want); err != nil {
 		t.Fatalf("delivered IDs: %v", err)
 	}
 	for id := range committed {
-		if n := rc.got[id]["parent"] - parentBefore[id]; n > 0 {
+		if n := byID[id]["parent"] - parentBefore[id]; n > 0 {
 			t.Errorf("%s was delivered and committed by the child, then delivered again by the parent", id)
 		}
 	}
 	for id := range redo {
-		if rc.got[id]["parent"] == parentBefore[id] {
+		if byID[id]["parent"] == parentBefore[id] {
 			t.Errorf("%s was delivered by the child without being committed, and the parent did not read it again", id)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 
+	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/outbox"
 	"github.com/outboxd/outbox/store"
 )
@@ -66,11 +67,12 @@ func TestShipAndRestore(t *testing.T) {
 	if _, err := o.Enqueue(ctx, evs...); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "every event attempted", func() bool { return sink.distinct() == len(evs) })
-	waitFor(t, 10*time.Second, "the outcomes to be committed", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "every event attempted", func() bool { return sink.distinct() == len(evs) })
+	testkit.WaitFor(t, 10*time.Second, "the outcomes to be committed", func() bool {
 		st := o.Stats()
 		return st.Dead == 30 && st.Pending == 61 && st.InFlight == 0
 	})
+
 	if err := o.Delete(ctx, "drop-1"); err != nil {
 		t.Fatal(err)
 	}
@@ -96,15 +98,17 @@ func TestShipAndRestore(t *testing.T) {
 	if err := o.Replay(ctx, "dead-00"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the replayed event to be dead again", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the replayed event to be dead again", func() bool {
 		ev, err := o.Get(ctx, "dead-00")
 		return err == nil && ev.State == outbox.StateDead && sink.count("dead-00") == 2
 	})
-	waitFor(t, 10*time.Second, "the outcomes to be committed", func() bool { return o.Stats().InFlight == 0 })
-	waitFor(t, 10*time.Second, "shipping to catch up", func() bool {
+
+	testkit.WaitFor(t, 10*time.Second, "the outcomes to be committed", func() bool { return o.Stats().InFlight == 0 })
+	testkit.WaitFor(t, 10*time.Second, "shipping to catch up", func() bool {
 		n, _ := r.ShippingLag()
 		return n == 0
 	})
+
 	cl := o.Changelog()
 	shipped, err := cl.ShippedLSN()
 	if err != nil || shipped != cl.LastLSN() {
@@ -223,15 +227,16 @@ func TestShipSnapshotOfTrimmedChangelog(t *testing.T) {
 		outbox.Event{ID: "ok-1", Destination: "dest"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "outcomes", func() bool { s := o.Stats(); return s.Dead == 1 && s.Pending == 1 && s.InFlight == 0 })
-	waitFor(t, 10*time.Second, "the changelog trimmed", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "outcomes", func() bool { s := o.Stats(); return s.Dead == 1 && s.Pending == 1 && s.InFlight == 0 })
+	testkit.WaitFor(t, 10*time.Second, "the changelog trimmed", func() bool {
 		es, _ := o.Changelog().Entries(1, 1)
 		return len(es) == 1 && es[0].LSN > 1
 	})
+
 	cfg := testConfig(brokers, "")
 	cfg.ChangelogTopic = "cl"
 	r := startRunner(t, o, cfg)
-	waitFor(t, 10*time.Second, "shipping to catch up", func() bool { n, _ := r.ShippingLag(); return n == 0 })
+	testkit.WaitFor(t, 10*time.Second, "shipping to catch up", func() bool { n, _ := r.ShippingLag(); return n == 0 })
 	stats, err := Restore(ctx, cfg, dbPath(t, "restored"), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -74,7 +74,7 @@ func TestDamagedRecordMakesOutboxUnavailable(t *testing.T) {
 	if err := o.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "Health to report the damage", settle, func() bool { return o.Health() != nil })
+	testkit.WaitFor(t, settle, "Health to report the damage", func() bool { return o.Health() != nil })
 	if err := o.Health(); !errors.Is(err, outbox.ErrUnavailable) || !errors.Is(err, outbox.ErrDamaged) {
 		t.Fatalf("Health() = %v, want ErrUnavailable and ErrDamaged", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/outbox"
 )
 
@@ -102,7 +103,7 @@ func TestDeletedEventIsReportedAndItsIDRefused(t *testing.T) {
 	if _, err := o.Enqueue(ctx, outbox.Event{ID: "sent", Destination: "orders"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "sent delivered", settle, func() bool { return o.Stats().Pending == 0 && o.Stats().DeliveredTotal == 1 })
+	testkit.WaitFor(t, settle, "sent delivered", func() bool { return o.Stats().Pending == 0 && o.Stats().DeliveredTotal == 1 })
 	if _, err := o.Enqueue(ctx, outbox.Event{ID: "sent", Destination: "orders"}); err != nil {
 		t.Fatalf("Enqueue of a delivered ID: %v; want a silent duplicate", err)
 	}

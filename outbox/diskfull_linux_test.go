@@ -87,12 +87,12 @@ func TestFullDiskDoesNotRepeatDeliveries(t *testing.T) {
 	if err := o.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the first deliveries to reach the receiver", settle, func() bool { return o.Stats().InFlight == concurrency })
+	testkit.WaitFor(t, settle, "the first deliveries to reach the receiver", func() bool { return o.Stats().InFlight == concurrency })
 
 	// The disk fills while those deliveries are under way; they succeed.
 	restore := testkit.RedirectFD(t, fd, "/dev/full", os.O_WRONLY)
 	close(gate)
-	waitFor(t, "Health to report the failing commits", settle, func() bool { return o.Health() != nil })
+	testkit.WaitFor(t, settle, "Health to report the failing commits", func() bool { return o.Health() != nil })
 	err = o.Health()
 	if !errors.Is(err, outbox.ErrUnavailable) || errors.Is(err, outbox.ErrDamaged) || !strings.Contains(err.Error(), "deliveries paused") {
 		t.Errorf("Health() = %v, want ErrUnavailable saying deliveries are paused", err)
@@ -100,10 +100,10 @@ func TestFullDiskDoesNotRepeatDeliveries(t *testing.T) {
 	// The deliveries that started before the first commit failed finish;
 	// then many punctuations run while the disk is full, and none may
 	// deliver again.
-	waitFor(t, "the deliveries under way to finish", settle, func() bool { return o.Stats().InFlight == 0 })
+	testkit.WaitFor(t, settle, "the deliveries under way to finish", func() bool { return o.Stats().InFlight == 0 })
 	before := total.Load()
 	seen := punctuations.Load()
-	waitFor(t, "50 punctuations on the full disk", settle, func() bool { return punctuations.Load() >= seen+50 })
+	testkit.WaitFor(t, settle, "50 punctuations on the full disk", func() bool { return punctuations.Load() >= seen+50 })
 	if n := total.Load(); n != before {
 		t.Errorf("%d deliveries while outcomes could not be committed, want none after the %d under way", n-before, before)
 	}
@@ -126,10 +126,11 @@ func TestFullDiskDoesNotRepeatDeliveries(t *testing.T) {
 	mu.Unlock()
 
 	restore()
-	waitFor(t, "every event delivered once the disk takes writes", settle, func() bool {
+	testkit.WaitFor(t, settle, "every event delivered once the disk takes writes", func() bool {
 		s := o.Stats()
 		return s.Pending == 0 && s.InFlight == 0 && s.DeliveredTotal == events
 	})
+
 	if err := o.Health(); err != nil {
 		t.Errorf("Health() after recovery = %v, want nil", err)
 	}

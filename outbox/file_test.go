@@ -155,7 +155,7 @@ func TestHistoryAndDeliveries(t *testing.T) {
 	if err := o.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "h to be dead", settle, func() bool {
+	testkit.WaitFor(t, settle, "h to be dead", func() bool {
 		ev, err := o.Get(ctx, "h")
 		return err == nil && ev.State == outbox.StateDead
 	})

@@ -11,10 +11,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/outbox"
 )
 
@@ -120,88 +120,12 @@ func stop(t testing.TB, o *outbox.Outbox) {
 	}
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // fakeClock is an outbox.Clock whose time moves only by Advance.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*fakeTimer
-}
+type fakeClock struct{ *testkit.Clock }
 
-func newFakeClock(t time.Time) *fakeClock { return &fakeClock{now: t} }
+func newFakeClock(t time.Time) fakeClock { return fakeClock{testkit.NewClock(t)} }
 
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) NewTimer(d time.Duration) outbox.Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ft := &fakeTimer{c: c, ch: make(chan time.Time, 1), at: c.now.Add(d), active: true}
-	c.timers = append(c.timers, ft)
-	c.fireLocked()
-	return ft
-}
-
-// Advance moves the clock forward and fires the timers that became due.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	c.fireLocked()
-}
-
-func (c *fakeClock) fireLocked() {
-	for _, ft := range c.timers {
-		if ft.active && !ft.at.After(c.now) {
-			ft.active = false
-			select {
-			case ft.ch <- c.now:
-			default:
-			}
-		}
-	}
-}
-
-type fakeTimer struct {
-	c      *fakeClock
-	ch     chan time.Time
-	at     time.Time
-	active bool
-}
-
-func (t *fakeTimer) C() <-chan time.Time { return t.ch }
-
-func (t *fakeTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	was := t.active
-	t.active = false
-	return was
-}
-
-func (t *fakeTimer) Reset(d time.Duration) bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	was := t.active
-	t.at = t.c.now.Add(d)
-	t.active = true
-	t.c.fireLocked()
-	return was
-}
+func (c fakeClock) NewTimer(d time.Duration) outbox.Timer { return c.Clock.NewTimer(d) }
 
 var errTest = errors.New("test error")
 

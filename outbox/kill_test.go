@@ -1,21 +1,19 @@
 package outbox_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/outbox"
 )
 
@@ -125,39 +123,29 @@ func TestKillRestart(t *testing.T) {
 
 	run := func(gen, from, count int, drain bool, killAfter int) {
 		t.Helper()
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(),
-			childEnv+"=1", childDBEnv+"="+db, childURLEnv+"="+rc.srv.URL,
+		cmd := testkit.TestBinary(
+			childEnv+"=1", childDBEnv+"="+db, childURLEnv+"="+rc.URL,
 			childFromEnv+"="+strconv.Itoa(from), childCountEnv+"="+strconv.Itoa(count),
 			childGenEnv+"="+strconv.Itoa(gen))
 		if drain {
 			cmd.Env = append(cmd.Env, childDrainEnv+"=1")
 		}
-		cmd.Stderr = os.Stderr
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(stdout)
+		p, lines := testkit.StartLines(t, cmd)
 		n := 0
 		killed := false
-		for sc.Scan() {
-			line := sc.Text()
+		for line := range lines {
 			if id, ok := strings.CutPrefix(line, "ok "); ok {
 				acked[id] = true
 				n++
 			}
 			if !drain && n >= killAfter && !killed {
-				if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				if err := p.Kill(); err != nil {
 					t.Fatal(err)
 				}
 				killed = true
 			}
 		}
-		err = cmd.Wait()
+		err := p.Err()
 		if drain && err != nil {
 			t.Fatalf("drain child: %v", err)
 		}

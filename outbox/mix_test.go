@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/outbox"
 	"github.com/outboxd/outbox/store"
 )
@@ -72,7 +73,7 @@ func TestEndToEndMix(t *testing.T) {
 				if i%goneEvery == 1 {
 					path = "/gone"
 				}
-				batch = append(batch, outbox.Event{ID: fmt.Sprintf("m%d", i), Destination: rc.srv.URL + path, Payload: []byte(strconv.Itoa(i))})
+				batch = append(batch, outbox.Event{ID: fmt.Sprintf("m%d", i), Destination: rc.URL + path, Payload: []byte(strconv.Itoa(i))})
 				if len(batch) == 50 {
 					if _, err := o.Enqueue(ctx, batch...); err != nil {
 						t.Error(err)
@@ -95,7 +96,7 @@ func TestEndToEndMix(t *testing.T) {
 			goneCount++
 		}
 	}
-	waitFor(t, "every event settled", 2*time.Minute, func() bool {
+	testkit.WaitFor(t, 2*time.Minute, "every event settled", func() bool {
 		s := o.Stats()
 		return s.Pending == goneCount && s.InFlight == 0
 	})

@@ -4,61 +4,38 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/outbox"
 	"github.com/outboxd/outbox/store"
 )
 
-// receiver is an httptest server that records what it receives and answers
-// with the status its decide function returns.
-type receiver struct {
-	srv    *httptest.Server
-	mu     sync.Mutex
-	got    map[string][]int // ID -> statuses answered, in order
-	order  []string         // IDs of 2xx answers, in order
-	decide func(r *http.Request, id string, n int) (status int, hdr http.Header)
-}
+// receiver is a loopback receiver that records what it receives, by
+// Idempotency-Key, and answers with the status its decide function returns
+// (200 without one) and the body "answer <status text>".
+type receiver struct{ *testkit.Receiver }
 
-func newReceiver(t testing.TB, decide func(r *http.Request, id string, n int) (int, http.Header)) *receiver {
-	rc := &receiver{got: make(map[string][]int), decide: decide}
-	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get("Idempotency-Key")
-		rc.mu.Lock()
-		n := len(rc.got[id])
-		rc.mu.Unlock()
+func newReceiver(t testing.TB, decide func(r *http.Request, id string, n int) (int, http.Header)) receiver {
+	t.Helper()
+	return receiver{testkit.NewReceiver(t, "Idempotency-Key", func(r *http.Request, id string, n int) testkit.Reply {
 		status, hdr := http.StatusOK, http.Header(nil)
-		if rc.decide != nil {
-			status, hdr = rc.decide(r, id, n)
+		if decide != nil {
+			status, hdr = decide(r, id, n)
 		}
-		rc.mu.Lock()
-		rc.got[id] = append(rc.got[id], status)
-		if status/100 == 2 {
-			rc.order = append(rc.order, id)
-		}
-		rc.mu.Unlock()
-		for k, v := range hdr {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(status)
-		_, _ = w.Write([]byte("answer " + http.StatusText(status)))
-	}))
-	t.Cleanup(rc.srv.Close)
-	return rc
+		return testkit.Reply{Status: status, Header: hdr, Body: "answer " + http.StatusText(status)}
+	})}
 }
 
-func (rc *receiver) successes(id string) int {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
+// successes is the number of 2xx answers to id.
+func (rc receiver) successes(id string) int {
 	n := 0
-	for _, s := range rc.got[id] {
+	for _, s := range rc.Statuses(id) {
 		if s/100 == 2 {
 			n++
 		}
@@ -66,17 +43,11 @@ func (rc *receiver) successes(id string) int {
 	return n
 }
 
-func (rc *receiver) delivered() int {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return len(rc.order)
-}
+// delivered is the number of 2xx answers.
+func (rc receiver) delivered() int { return rc.Successes() }
 
-func (rc *receiver) requests(id string) []int {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return append([]int(nil), rc.got[id]...)
-}
+// requests returns the statuses answered to id, in order.
+func (rc receiver) requests(id string) []int { return rc.Statuses(id) }
 
 func TestConfigErrorsNameTheField(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "o.db")
@@ -180,8 +151,8 @@ func TestDeliveredToReceiver(t *testing.T) {
 	o := openStarted(t)
 	ctx := context.Background()
 	ids, err := o.Enqueue(ctx,
-		outbox.Event{ID: "one", Destination: rc.srv.URL + "/hook", Payload: []byte(`{"n":1}`)},
-		outbox.Event{Destination: rc.srv.URL + "/hook", Payload: []byte(`{"n":2}`), Headers: map[string]string{"X-Tenant": "t1"}},
+		outbox.Event{ID: "one", Destination: rc.URL + "/hook", Payload: []byte(`{"n":1}`)},
+		outbox.Event{Destination: rc.URL + "/hook", Payload: []byte(`{"n":2}`), Headers: map[string]string{"X-Tenant": "t1"}},
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -189,8 +160,8 @@ func TestDeliveredToReceiver(t *testing.T) {
 	if ids[0] != "one" || len(ids[1]) != 36 {
 		t.Fatalf("ids = %q, want the given one and a generated UUID", ids)
 	}
-	waitFor(t, "both delivered", settle, func() bool { return rc.delivered() == 2 })
-	waitFor(t, "delete committed", settle, func() bool { return o.Stats().Pending == 0 })
+	testkit.WaitFor(t, settle, "both delivered", func() bool { return rc.delivered() == 2 })
+	testkit.WaitFor(t, settle, "delete committed", func() bool { return o.Stats().Pending == 0 })
 	for _, id := range ids {
 		ev, err := o.Get(ctx, id)
 		if err != nil || ev.State != outbox.StateDelivered {
@@ -198,7 +169,7 @@ func TestDeliveredToReceiver(t *testing.T) {
 		}
 	}
 	// Re-enqueueing a delivered ID within the dedup window is a duplicate.
-	if _, err := o.Enqueue(ctx, outbox.Event{ID: "one", Destination: rc.srv.URL + "/hook", Payload: []byte(`{"n":1}`)}); err != nil {
+	if _, err := o.Enqueue(ctx, outbox.Event{ID: "one", Destination: rc.URL + "/hook", Payload: []byte(`{"n":1}`)}); err != nil {
 		t.Fatalf("re-enqueue of a delivered ID: %v", err)
 	}
 	s := o.Stats()
@@ -250,12 +221,12 @@ func TestAdminOperations(t *testing.T) {
 	ctx := context.Background()
 	var evs []outbox.Event
 	for i := range 5 {
-		evs = append(evs, outbox.Event{ID: "d" + string(rune('0'+i)), Key: "k" + string(rune('0'+i%2)), Destination: rc.srv.URL + "/a"})
+		evs = append(evs, outbox.Event{ID: "d" + string(rune('0'+i)), Key: "k" + string(rune('0'+i%2)), Destination: rc.URL + "/a"})
 	}
 	if _, err := o.Enqueue(ctx, evs...); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "dead letters", settle, func() bool { return o.Stats().Dead == 5 })
+	testkit.WaitFor(t, settle, "dead letters", func() bool { return o.Stats().Dead == 5 })
 	ev, err := o.Get(ctx, "d0")
 	if err != nil || ev.State != outbox.StateDead || ev.LastStatus != 400 || !strings.Contains(ev.DeadReason, "400") || ev.DeadAt.IsZero() {
 		t.Fatalf("Get dead = %+v, %v", ev, err)
@@ -284,7 +255,7 @@ func TestAdminOperations(t *testing.T) {
 	if err := o.Replay(ctx, "d0"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "replayed event delivered", settle, func() bool { return rc.successes("d0") == 1 })
+	testkit.WaitFor(t, settle, "replayed event delivered", func() bool { return rc.successes("d0") == 1 })
 	// Left dead: d1 (k1), d2 (k0), d3 (k1).
 	n, err := o.ReplayDead(ctx, outbox.ReplayFilter{KeyPrefix: "k1", Rate: 1000})
 	if err != nil || n != 2 {
@@ -294,16 +265,16 @@ func TestAdminOperations(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("ReplayDead(all) = %d, %v; want 1", n, err)
 	}
-	waitFor(t, "all replayed delivered", settle, func() bool { return rc.delivered() == 4 })
+	testkit.WaitFor(t, settle, "all replayed delivered", func() bool { return rc.delivered() == 4 })
 	if err := o.Replay(ctx, "d0"); !errors.Is(err, outbox.ErrNotFound) && !errors.Is(err, outbox.ErrNotDead) {
 		t.Fatalf("Replay delivered: %v", err)
 	}
 
 	// A 410 disables the endpoint; its event stays pending with no attempt.
-	if _, err := o.Enqueue(ctx, outbox.Event{ID: "g", Destination: rc.srv.URL + "/gone"}); err != nil {
+	if _, err := o.Enqueue(ctx, outbox.Event{ID: "g", Destination: rc.URL + "/gone"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "endpoint disabled", settle, func() bool { return o.Stats().EndpointsDisabled == 1 })
+	testkit.WaitFor(t, settle, "endpoint disabled", func() bool { return o.Stats().EndpointsDisabled == 1 })
 	eps, err := o.Endpoints(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -327,10 +298,10 @@ func TestAdminOperations(t *testing.T) {
 	if err := o.EnableEndpoint(ctx, gone.Name); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "retried after enable", settle, func() bool { return len(rc.requests("g")) > before })
+	testkit.WaitFor(t, settle, "retried after enable", func() bool { return len(rc.requests("g")) > before })
 
 	stop(t, o)
-	if _, err := o.Enqueue(ctx, outbox.Event{Destination: rc.srv.URL + "/a"}); !errors.Is(err, outbox.ErrClosed) {
+	if _, err := o.Enqueue(ctx, outbox.Event{Destination: rc.URL + "/a"}); !errors.Is(err, outbox.ErrClosed) {
 		t.Fatalf("Enqueue after Stop: %v", err)
 	}
 	if _, err := o.Get(ctx, "d0"); !errors.Is(err, outbox.ErrClosed) {
@@ -362,7 +333,7 @@ func TestEndpointAdminWaitsForACommittingDisable(t *testing.T) {
 	})
 	o := openStarted(t)
 	ctx := context.Background()
-	if _, err := o.Enqueue(ctx, outbox.Event{ID: "g", Destination: rc.srv.URL + "/gone"}); err != nil {
+	if _, err := o.Enqueue(ctx, outbox.Event{ID: "g", Destination: rc.URL + "/gone"}); err != nil {
 		t.Fatal(err)
 	}
 	<-arrived
@@ -380,7 +351,7 @@ func TestEndpointAdminWaitsForACommittingDisable(t *testing.T) {
 	}()
 	<-held
 	close(gate)
-	waitFor(t, "endpoint counted disabled", settle, func() bool { return o.Stats().EndpointsDisabled == 1 })
+	testkit.WaitFor(t, settle, "endpoint counted disabled", func() bool { return o.Stats().EndpointsDisabled == 1 })
 
 	var listed []outbox.EndpointState
 	var listErr, enableErr error
@@ -409,7 +380,7 @@ func TestEndpointAdminWaitsForACommittingDisable(t *testing.T) {
 	if enableErr != nil {
 		t.Fatalf("EnableEndpoint while the disable was committing: %v", enableErr)
 	}
-	waitFor(t, "delivered after enable", settle, func() bool { return rc.successes("g") == 1 })
+	testkit.WaitFor(t, settle, "delivered after enable", func() bool { return rc.successes("g") == 1 })
 	ep, ok, err := o.StoreForTest().Endpoint(listed[0].Name)
 	if err != nil || !ok || ep.Disabled {
 		t.Fatalf("stored endpoint after enable = %+v, %v, %v; want enabled", ep, ok, err)
@@ -464,7 +435,7 @@ func TestDeadOnFirstAttemptCountsIt(t *testing.T) {
 	if err := o.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the dead letter", settle, func() bool { return o.Stats().Dead == 1 })
+	testkit.WaitFor(t, settle, "the dead letter", func() bool { return o.Stats().Dead == 1 })
 	ev, err := o.Get(ctx, "bad")
 	if err != nil || ev.State != outbox.StateDead || ev.Attempts != 1 {
 		t.Fatalf("Get = %+v, %v; want dead after 1 attempt", ev, err)
@@ -494,11 +465,12 @@ func TestEndpointsListsConfiguredOnes(t *testing.T) {
 	if err := o.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a failed attempt", settle, func() bool { return o.Stats().FailedTotal >= 1 && o.Stats().InFlight == 0 })
-	waitFor(t, "the failure streak", settle, func() bool {
+	testkit.WaitFor(t, settle, "a failed attempt", func() bool { return o.Stats().FailedTotal >= 1 && o.Stats().InFlight == 0 })
+	testkit.WaitFor(t, settle, "the failure streak", func() bool {
 		eps, err = o.Endpoints(ctx)
 		return err == nil && len(eps) == 2 && eps[1].FailureStreak >= 1
 	})
+
 	if eps[0].Name != "billing" || eps[1].Name != "orders" {
 		t.Fatalf("Endpoints = %+v, want billing then orders", eps)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/outbox"
 	"github.com/outboxd/outbox/store"
 )
@@ -89,7 +90,7 @@ func TestStaleDeliveryDoesNotDeleteNewerVersion(t *testing.T) {
 	o := openStarted(t)
 	ctx := context.Background()
 	v1, err := o.Upsert(ctx, "room-2", func(*outbox.Event) (outbox.Event, error) {
-		return outbox.Event{Destination: rc.srv.URL + "/rooms", Payload: []byte("alice,bob")}, nil
+		return outbox.Event{Destination: rc.URL + "/rooms", Payload: []byte("alice,bob")}, nil
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -107,8 +108,8 @@ func TestStaleDeliveryDoesNotDeleteNewerVersion(t *testing.T) {
 		t.Fatalf("upsert of a pending key: %s v%d after %s v%d", v2.ID, v2.Version, v1.ID, v1.Version)
 	}
 	close(releaseFirst) // version n succeeds now
-	waitFor(t, "version n+1 delivered", settle, func() bool { return rc.delivered() == 2 })
-	waitFor(t, "delete committed", settle, func() bool { return o.Stats().Pending == 0 })
+	testkit.WaitFor(t, settle, "version n+1 delivered", func() bool { return rc.delivered() == 2 })
+	testkit.WaitFor(t, settle, "delete committed", func() bool { return o.Stats().Pending == 0 })
 	mu.Lock()
 	defer mu.Unlock()
 	if fmt.Sprint(payloads) != "[alice,bob alice]" {
@@ -154,13 +155,13 @@ func TestOrderedPerKey(t *testing.T) {
 	for seq := range per {
 		var batch []outbox.Event
 		for k := range keys {
-			batch = append(batch, outbox.Event{ID: fmt.Sprintf("k%d/%02d", k, seq), Key: fmt.Sprintf("k%d", k), Destination: rc.srv.URL + "/hook"})
+			batch = append(batch, outbox.Event{ID: fmt.Sprintf("k%d/%02d", k, seq), Key: fmt.Sprintf("k%d", k), Destination: rc.URL + "/hook"})
 		}
 		if _, err := o.Enqueue(ctx, batch...); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "all delivered", settle, func() bool { return rc.delivered() == keys*per })
+	testkit.WaitFor(t, settle, "all delivered", func() bool { return rc.delivered() == keys*per })
 	mu.Lock()
 	defer mu.Unlock()
 	next := map[string]int{} // key -> next expected seq
@@ -209,7 +210,7 @@ func TestStopWithHangingReceiver(t *testing.T) {
 	for w := range 4 {
 		wg.Go(func() {
 			for i := 0; ; i++ {
-				ids, err := o.Enqueue(ctx, outbox.Event{ID: fmt.Sprintf("w%d-%d", w, i), Destination: rc.srv.URL + "/hook"})
+				ids, err := o.Enqueue(ctx, outbox.Event{ID: fmt.Sprintf("w%d-%d", w, i), Destination: rc.URL + "/hook"})
 				if errors.Is(err, outbox.ErrClosed) {
 					return
 				}
@@ -223,7 +224,7 @@ func TestStopWithHangingReceiver(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, "deliveries hanging", settle, func() bool { return hanging.Load() >= 8 && o.Stats().InFlight == 8 })
+	testkit.WaitFor(t, settle, "deliveries hanging", func() bool { return hanging.Load() >= 8 && o.Stats().InFlight == 8 })
 	sctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
 	err = o.Stop(sctx)
@@ -283,12 +284,12 @@ func TestRetryAfterHoldsEndpoint(t *testing.T) {
 	ctx := context.Background()
 	var evs []outbox.Event
 	for i := range 5 {
-		evs = append(evs, outbox.Event{ID: fmt.Sprintf("t%d", i), Destination: rc.srv.URL + "/hook"})
+		evs = append(evs, outbox.Event{ID: fmt.Sprintf("t%d", i), Destination: rc.URL + "/hook"})
 	}
 	if _, err := o.Enqueue(ctx, evs...); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "endpoint throttled", settle, func() bool { return o.Stats().EndpointsThrottled == 1 })
+	testkit.WaitFor(t, settle, "endpoint throttled", func() bool { return o.Stats().EndpointsThrottled == 1 })
 	requests := func() int {
 		n := 0
 		for _, ev := range evs {
@@ -301,7 +302,7 @@ func TestRetryAfterHoldsEndpoint(t *testing.T) {
 	tick := func(o *outbox.Outbox, d time.Duration) {
 		before := puncts.Load()
 		clock.Advance(d)
-		waitFor(t, "a punctuation", settle, func() bool { return puncts.Load() > before })
+		testkit.WaitFor(t, settle, "a punctuation", func() bool { return puncts.Load() > before })
 	}
 	for range 6 {
 		tick(o, 10*time.Second)
@@ -331,7 +332,7 @@ func TestRetryAfterHoldsEndpoint(t *testing.T) {
 		t.Fatalf("%d requests within 119 s of a Retry-After: 120, across a restart", n)
 	}
 	tick(o2, 2*time.Second) // t0+121s
-	waitFor(t, "all delivered after the hold", settle, func() bool { return rc.delivered() == 5 })
+	testkit.WaitFor(t, settle, "all delivered after the hold", func() bool { return rc.delivered() == 5 })
 }
 
 // Deliveries in flight never exceed Concurrency overall nor MaxPerEndpoint
@@ -370,7 +371,7 @@ func TestConcurrencyLimits(t *testing.T) {
 	if err := o.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "all delivered", settle, func() bool { return o.Stats().DeliveredTotal == 300 })
+	testkit.WaitFor(t, settle, "all delivered", func() bool { return o.Stats().DeliveredTotal == 300 })
 	mu.Lock()
 	defer mu.Unlock()
 	if peakTotal > 8 {
@@ -404,11 +405,11 @@ func TestDedupWindowEndsAfterRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	ev := outbox.Event{ID: "once", Destination: rc.srv.URL + "/hook", Payload: []byte("1")}
+	ev := outbox.Event{ID: "once", Destination: rc.URL + "/hook", Payload: []byte("1")}
 	if _, err := o.Enqueue(ctx, ev); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "delivered", settle, func() bool { return rc.successes("once") == 1 && o.Stats().Pending == 0 })
+	testkit.WaitFor(t, settle, "delivered", func() bool { return rc.successes("once") == 1 && o.Stats().Pending == 0 })
 	if _, err := o.Enqueue(ctx, ev); err != nil {
 		t.Fatal(err)
 	}
@@ -417,7 +418,7 @@ func TestDedupWindowEndsAfterRetention(t *testing.T) {
 	}
 	// Past the retention, the next maintenance run trims the tombstone.
 	clock.Advance(time.Hour + time.Minute)
-	waitFor(t, "tombstone trimmed", settle, func() bool {
+	testkit.WaitFor(t, settle, "tombstone trimmed", func() bool {
 		_, err := o.Get(ctx, "once")
 		if errors.Is(err, outbox.ErrNotFound) {
 			return true
@@ -425,10 +426,11 @@ func TestDedupWindowEndsAfterRetention(t *testing.T) {
 		clock.Advance(time.Minute)
 		return false
 	})
+
 	if _, err := o.Enqueue(ctx, ev); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "delivered again", settle, func() bool { return rc.successes("once") == 2 })
+	testkit.WaitFor(t, settle, "delivered again", func() bool { return rc.successes("once") == 2 })
 	if s := o.Stats(); s.DuplicatesTotal != 1 || s.EnqueuedTotal != 2 {
 		t.Fatalf("stats %+v", s)
 	}
@@ -464,7 +466,7 @@ func TestNoKeyIndexDeliversKeyedEventsAndRefusesUpsert(t *testing.T) {
 	if !errors.Is(err, outbox.ErrNoKeyIndex) || !errors.Is(err, store.ErrNoKeyIndex) || called || !strings.Contains(err.Error(), "NoKeyIndex") {
 		t.Fatalf("Upsert without the key index = %v (fn called: %v), want store.ErrNoKeyIndex naming the option", err, called)
 	}
-	waitFor(t, "every keyed event delivered", 10*time.Second, func() bool {
+	testkit.WaitFor(t, 10*time.Second, "every keyed event delivered", func() bool {
 		for _, id := range ids {
 			if _, ok := got.Load(id); !ok {
 				return false
@@ -472,6 +474,7 @@ func TestNoKeyIndexDeliversKeyedEventsAndRefusesUpsert(t *testing.T) {
 		}
 		return o.Stats().Pending == 0
 	})
+
 }
 
 // A burst of throttle answers without Retry-After to deliveries that were
@@ -522,10 +525,11 @@ func TestThrottleBurstGrowsOncePerEpisode(t *testing.T) {
 	}
 	throttledFor := func(failed uint64) time.Duration {
 		t.Helper()
-		waitFor(t, "the throttle answers committed", settle, func() bool {
+		testkit.WaitFor(t, settle, "the throttle answers committed", func() bool {
 			s := o.Stats()
 			return s.FailedTotal >= failed && s.InFlight == 0
 		})
+
 		eps, err := o.Endpoints(ctx)
 		if err != nil || len(eps) != 1 {
 			t.Fatalf("Endpoints = %+v, %v", eps, err)
@@ -535,7 +539,7 @@ func TestThrottleBurstGrowsOncePerEpisode(t *testing.T) {
 	tick := func(d time.Duration) {
 		before := puncts.Load()
 		clock.Advance(d)
-		waitFor(t, "a punctuation", settle, func() bool { return puncts.Load() > before })
+		testkit.WaitFor(t, settle, "a punctuation", func() bool { return puncts.Load() > before })
 	}
 
 	// 32 answers of one burst: the backoff's first step, 1s ±50%.
@@ -552,7 +556,7 @@ func TestThrottleBurstGrowsOncePerEpisode(t *testing.T) {
 	// pending events are delivered.
 	succeed.Store(true)
 	tick(4 * time.Second)
-	waitFor(t, "every event delivered", settle, func() bool { s := o.Stats(); return s.Pending == 0 && s.InFlight == 0 })
+	testkit.WaitFor(t, settle, "every event delivered", func() bool { s := o.Stats(); return s.Pending == 0 && s.InFlight == 0 })
 	if s := o.Stats(); s.EndpointsThrottled != 0 {
 		t.Errorf("%d endpoints still throttled after the receiver recovered", s.EndpointsThrottled)
 	}

@@ -139,46 +139,17 @@ func TestWallClockLongRunSkipsTicks(t *testing.T) {
 }
 
 // manualClock is a Clock whose time and timer firings the test drives by hand, to simulate
-// a timer that fires late (a paused process), which the real clock never does in a bubble.
-type manualClock struct {
-	mu    sync.Mutex
-	now   time.Time
-	timer *manualTimer
-}
+// a timer that fires early or late (a paused process), which the real clock never does in a
+// bubble.
+type manualClock struct{ *testkit.Clock }
 
-type manualTimer struct{ c chan time.Time }
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-func (c *manualClock) NewTimer(time.Duration) Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.timer = &manualTimer{c: make(chan time.Time, 1)}
-	return c.timer
-}
-func (c *manualClock) set(t time.Time) {
-	c.mu.Lock()
-	c.now = t
-	c.mu.Unlock()
-}
-func (c *manualClock) fire() {
-	c.mu.Lock()
-	tm, now := c.timer, c.now
-	c.mu.Unlock()
-	tm.c <- now
-}
-func (t *manualTimer) C() <-chan time.Time      { return t.c }
-func (t *manualTimer) Stop() bool               { return true }
-func (t *manualTimer) Reset(time.Duration) bool { return true }
+func (c manualClock) NewTimer(d time.Duration) Timer { return c.Clock.NewTimer(d) }
 
 // Row "late timer" of the table in doc.go.
 func TestWallClockLateTimerRunsOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-		clk := &manualClock{now: base}
+		clk := manualClock{testkit.NewClock(base)}
 		s := New(Config{Clock: clk})
 		defer mustClose(t, s)
 		rec := &recorder{base: base}
@@ -186,15 +157,14 @@ func TestWallClockLateTimerRunsOnce(t *testing.T) {
 		synctest.Wait()
 
 		// A spurious early firing runs nothing.
-		clk.set(base.Add(500 * time.Millisecond))
-		clk.fire()
+		clk.Set(base.Add(500 * time.Millisecond))
+		clk.Fire()
 		synctest.Wait()
 		if got := rec.runs(); len(got) != 0 {
 			t.Fatalf("early timer ran %v", got)
 		}
 		// The timer fires 2.5 intervals late: one run, ticks 1s and 2s skipped, tick 3s runs.
-		clk.set(base.Add(3500 * time.Millisecond))
-		clk.fire()
+		clk.Set(base.Add(3500 * time.Millisecond))
 		synctest.Wait()
 		if got, want := rec.runs(), []time.Duration{3500 * time.Millisecond}; !equalDurations(got, want) {
 			t.Fatalf("runs at %v, want %v", got, want)

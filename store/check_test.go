@@ -77,7 +77,7 @@ func busyStore(t *testing.T, opts Options) string {
 	if _, err := s.Update(ctx, "evt-00007", func(r *Record) error { r.Payload = []byte("changed"); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	clock.Add(time.Hour)
+	clock.Advance(time.Hour)
 	if _, err := s.Apply(ctx, []Outcome{{Kind: OutcomeDelete, ID: "evt-00009", Version: stored[9].Version}}, nil); err != nil {
 		t.Fatal(err)
 	}

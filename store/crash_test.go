@@ -1,19 +1,18 @@
 package store
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/outboxd/outbox/internal/testkit"
 )
 
 const (
@@ -83,30 +82,22 @@ func TestCrashSafety(t *testing.T) {
 	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), 7))
 	want := map[string]string{} // ID -> "I" (pending v1), "U" (pending v2), "D" (delivered)
 	for round := range 5 {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), crashChildEnv+"="+fmt.Sprintf("r%d", round), crashPathEnv+"="+path)
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		cmd := testkit.TestBinary(crashChildEnv+"="+fmt.Sprintf("r%d", round), crashPathEnv+"="+path)
+		stderr := &testkit.Buffer{}
+		cmd.Stderr = stderr
+		p, lines := testkit.StartLines(t, cmd)
 		killAfter := 30 + rng.IntN(400)
-		sc := bufio.NewScanner(out)
 		acks := 0
-		for sc.Scan() {
-			op, id, _ := strings.Cut(sc.Text(), " ")
+		for line := range lines {
+			op, id, _ := strings.Cut(line, " ")
 			want[id] = op
 			if acks++; acks == killAfter {
-				if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				if err := p.Kill(); err != nil {
 					t.Fatal(err)
 				}
 			}
 		}
-		err = cmd.Wait()
+		err := p.Err()
 		if acks < killAfter {
 			t.Fatalf("round %d: child exited after %d acks (%v): %s", round, acks, err, stderr.String())
 		}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/outboxd/outbox/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -33,13 +35,10 @@ func openAt(t testing.TB, path string, opts Options) *Store {
 	return s
 }
 
-// fakeClock is a manual clock for tests that need to control time.
-type fakeClock struct{ t time.Time }
+// newClock is a manual clock for tests that need to control time.
+func newClock() *testkit.Clock { return testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)) }
 
-func (c *fakeClock) Now() time.Time      { return c.t }
-func (c *fakeClock) Add(d time.Duration) { c.t = c.t.Add(d) }
-func newClock() *fakeClock               { return &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
-func ctxT(t testing.TB) context.Context  { return t.Context() }
+func ctxT(t testing.TB) context.Context { return t.Context() }
 func rec(id string, payload string) *Record {
 	return &Record{ID: id, Destination: "orders", Endpoint: "orders", Method: "POST", Payload: []byte(payload)}
 }

@@ -27,7 +27,7 @@ func TestDeletesStayDeleted(t *testing.T) {
 		recs = append(recs, r)
 	}
 	mustInsert(t, s, recs...)
-	clk.Add(time.Second)
+	clk.Advance(time.Second)
 
 	snap, err := s.Due(DueQuery{Now: clk.Now(), Limit: 20})
 	if err != nil || len(snap) != 20 {

@@ -373,7 +373,7 @@ func TestTrimTombstones(t *testing.T) {
 		if err := s.Drop(t.Context(), r.ID, ""); err != nil {
 			t.Fatal(err)
 		}
-		clk.Add(time.Hour)
+		clk.Advance(time.Hour)
 	}
 	n, err := s.TrimTombstones(t.Context(), clk.Now().Add(-5*time.Hour))
 	if err != nil || n != 5 {
@@ -400,7 +400,7 @@ func TestTrimChangelog(t *testing.T) {
 	ctx := t.Context()
 	for i := range 20 {
 		mustInsert(t, s, rec(fmt.Sprint(i), ""))
-		clk.Add(time.Minute)
+		clk.Advance(time.Minute)
 	}
 	if n, _ := s.TrimChangelog(ctx, TrimPolicy{}); n != 0 {
 		t.Fatalf("zero policy trimmed %d", n)

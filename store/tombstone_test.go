@@ -39,7 +39,7 @@ func TestTombstoneSaysWhy(t *testing.T) {
 	if res, err := s.Apply(ctx, []Outcome{{Kind: OutcomeDelete, ID: "delivered", Version: got.Version}}, nil); err != nil || res[0] != Applied {
 		t.Fatalf("Apply = %v, %v", res, err)
 	}
-	clk.Add(time.Minute)
+	clk.Advance(time.Minute)
 	droppedAt := clk.Now()
 	if err := s.Drop(ctx, "dropped", ""); err != nil {
 		t.Fatal(err)
@@ -93,7 +93,7 @@ func TestTombstoneSaysWhy(t *testing.T) {
 	check("reopened")
 
 	// Trimmed with the retention, the ID is free again.
-	clk.Add(time.Hour)
+	clk.Advance(time.Hour)
 	if n, err := s.TrimTombstones(ctx, clk.Now()); err != nil || n != 4 {
 		t.Fatalf("TrimTombstones = %d, %v", n, err)
 	}
@@ -201,7 +201,7 @@ func TestRestoreKeepsTombstoneReasons(t *testing.T) {
 	if _, err := s.Apply(ctx, []Outcome{{Kind: OutcomeDelete, ID: "delivered", Version: got.Version}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	clk.Add(time.Minute)
+	clk.Advance(time.Minute)
 	droppedAt := clk.Now()
 	for _, id := range []string{"dropped", "dropped-then-back"} {
 		if err := s.Drop(ctx, id, ""); err != nil {
@@ -221,7 +221,7 @@ func TestRestoreKeepsTombstoneReasons(t *testing.T) {
 	// A later entry for the same ID wins over the drop: the record is back.
 	entries = append(entries, &Entry{LSN: s.LastLSN() + 1, Op: OpEnqueue, ID: "dropped-then-back", Time: clk.Now(), Record: rec("dropped-then-back", "3")})
 
-	clk.Add(time.Hour) // the restore runs later; tombstones keep their times
+	clk.Advance(time.Hour) // the restore runs later; tombstones keep their times
 	fresh := openTest(t, Options{Now: clk.Now})
 	if err := fresh.Restore(ctx, entries); err != nil {
 		t.Fatal(err)

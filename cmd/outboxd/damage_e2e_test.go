@@ -79,11 +79,12 @@ func TestDamagedPageStopsServeFromAcceptingEvents(t *testing.T) {
 		t.Fatalf("outboxd did not listen within 20s:\n%s", p.log)
 	}
 	var status string
-	waitFor(t, 20*time.Second, "/readyz to say the file is damaged", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "/readyz to say the file is damaged", func() bool {
 		code, m := call(t, "GET", p.url("/readyz"), "", "")
 		status, _ = m["status"].(string)
 		return code == http.StatusServiceUnavailable && strings.Contains(status, "damaged")
 	})
+
 	if !strings.Contains(status, "outboxd check") {
 		t.Errorf("/readyz says %q; want it to point at outboxd check", status)
 	}

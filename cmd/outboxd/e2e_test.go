@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/outboxd/outbox/internal/testkit"
 )
 
 // Must show 1: defaults in an empty directory, a signed delivery with the
@@ -31,20 +33,19 @@ func TestServeOnDefaultsDeliversSignedEvent(t *testing.T) {
 		t.Fatalf("POST: %d %v", code, m)
 	}
 	id := m["ids"].([]any)[0].(string)
-	waitFor(t, 10*time.Second, "delivery", func() bool { return rc.ackedCount(id) > 0 })
-	rc.mu.Lock()
-	h, bad := rc.last, rc.badSig
-	rc.mu.Unlock()
+	testkit.WaitFor(t, 10*time.Second, "delivery", func() bool { return rc.ackedCount(id) > 0 })
+	h, bad := rc.lastHeader(), rc.badSignatures()
 	if len(bad) > 0 || h.Get("webhook-signature") == "" {
 		t.Errorf("signature missing or wrong: %q", h.Get("webhook-signature"))
 	}
 	if h.Get("Idempotency-Key") != id || h.Get("webhook-id") != id || h.Get("webhook-timestamp") == "" {
 		t.Errorf("headers %v, want Idempotency-Key and webhook-id %s and a timestamp", h, id)
 	}
-	waitFor(t, 10*time.Second, "GET to say delivered", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "GET to say delivered", func() bool {
 		_, m := call(t, "GET", p.url("/v1/events/"+id), "", "")
 		return m["state"] == "delivered"
 	})
+
 	code, _ = call(t, "GET", p.url("/healthz"), "", "")
 	if code != http.StatusOK {
 		t.Errorf("healthz: %d", code)
@@ -67,7 +68,7 @@ func TestServeOnDefaultsDeliversSignedEvent(t *testing.T) {
 		}
 		return lack
 	}
-	waitFor(t, 10*time.Second, "the delivery in /metrics", func() bool { return len(missing()) == 0 })
+	testkit.WaitFor(t, 10*time.Second, "the delivery in /metrics", func() bool { return len(missing()) == 0 })
 	if d := p.signal(syscall.SIGTERM, 10*time.Second); p.exitCode() != 0 {
 		t.Errorf("exit code %d after SIGTERM (%s)", p.exitCode(), d)
 	}
@@ -194,16 +195,7 @@ func TestSIGTERMUnderLoadExitsWithinGraceAndLosesNothing(t *testing.T) {
 	dir := t.TempDir()
 	release := make(chan struct{})
 	var inFlight atomic.Int64
-	rc := newReceiver(t, func(r *http.Request, id string) int {
-		inFlight.Add(1)
-		defer inFlight.Add(-1)
-		select {
-		case <-release:
-			return http.StatusNoContent
-		case <-r.Context().Done():
-			return http.StatusServiceUnavailable
-		}
-	})
+	rc := newReceiver(t, holdUntil(release, &inFlight))
 	defer func() {
 		select {
 		case <-release:
@@ -216,7 +208,7 @@ func TestSIGTERMUnderLoadExitsWithinGraceAndLosesNothing(t *testing.T) {
 		"--backoff-initial", "50ms", "--backoff-max", "200ms", "--shutdown-grace", grace.String()}
 	p := start(t, dir, args...)
 	acked := enqueueBatches(t, p, "term", "slow", 1000, 100)
-	waitFor(t, 30*time.Second, "1,000 deliveries in flight", func() bool { return inFlight.Load() >= 1000 })
+	testkit.WaitFor(t, 30*time.Second, "1,000 deliveries in flight", func() bool { return inFlight.Load() >= 1000 })
 	took := p.signal(syscall.SIGTERM, grace+5*time.Second)
 	// The process exits within the grace; slack for the signal's delivery
 	// and the process teardown on a busy machine (CI runs many test
@@ -237,13 +229,15 @@ func TestSIGTERMUnderLoadExitsWithinGraceAndLosesNothing(t *testing.T) {
 
 	close(release)
 	p2 := start(t, dir, args...)
-	waitFor(t, 60*time.Second, "every acknowledged event delivered after restart", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "every acknowledged event delivered after restart", func() bool {
 		return len(rc.missing(acked)) == 0
 	})
-	waitFor(t, 10*time.Second, "nothing pending", func() bool {
+
+	testkit.WaitFor(t, 10*time.Second, "nothing pending", func() bool {
 		_, m := call(t, "GET", p2.url("/v1/stats"), "", "")
 		return m["pending"] == float64(0)
 	})
+
 	p2.signal(syscall.SIGTERM, 10*time.Second)
 }
 
@@ -298,11 +292,12 @@ func TestSIGKILLUnderLoadLosesNothingAcknowledged(t *testing.T) {
 			}
 		}()
 	}
-	waitFor(t, 60*time.Second, "load: 500 acknowledged", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "load: 500 acknowledged", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(acked) >= 500
 	})
+
 	p.signal(syscall.SIGKILL, 5*time.Second)
 	close(stop)
 	wg.Wait()
@@ -313,9 +308,10 @@ func TestSIGKILLUnderLoadLosesNothingAcknowledged(t *testing.T) {
 
 	rc.setRespond(nil)
 	p2 := start(t, dir, args...)
-	waitFor(t, 60*time.Second, "every acknowledged event delivered after restart", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "every acknowledged event delivered after restart", func() bool {
 		return len(rc.missing(all)) == 0
 	})
+
 	p2.signal(syscall.SIGTERM, 10*time.Second)
 }
 
@@ -347,32 +343,34 @@ func TestReplayEnableAndInspectHistory(t *testing.T) {
 	mode.Store("/dead", http.StatusBadRequest)
 	mode.Store("/gone", http.StatusGone)
 	ep := func(name string) string {
-		return name + "=" + rc.srv.URL + "/" + name + ",secret=" + testSecret + ",allow-private"
+		return name + "=" + rc.URL + "/" + name + ",secret=" + testSecret + ",allow-private"
 	}
 	p := start(t, dir, "--endpoint", ep("dead"), "--endpoint", ep("gone"), "--endpoint", ep("later"),
 		"--interval", "50ms", "--park-interval", "100ms")
 
 	// Replay by filter.
 	call(t, "POST", p.url("/v1/events"), "", `[{"id":"d-a1","destination":"dead","key":"a/1"},{"id":"d-a2","destination":"dead","key":"a/2"},{"id":"d-b1","destination":"dead","key":"b/1"}]`)
-	waitFor(t, 10*time.Second, "three dead letters", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "three dead letters", func() bool {
 		_, m := call(t, "GET", p.url("/v1/events?state=dead"), "", "")
 		return len(m["events"].([]any)) == 3
 	})
+
 	mode.Store("/dead", http.StatusNoContent)
 	code, m := call(t, "POST", p.url("/v1/dead/replay"), "", `{"destination":"dead","key_prefix":"a/","status":400,"rate":1000}`)
 	if code != http.StatusAccepted || m["replayed"] != float64(2) {
 		t.Fatalf("replay by filter: %d %v, want 2 replayed", code, m)
 	}
-	waitFor(t, 10*time.Second, "the replayed events delivered", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the replayed events delivered", func() bool {
 		return rc.ackedCount("d-a1") == 1 && rc.ackedCount("d-a2") == 1
 	})
+
 	if _, m := call(t, "GET", p.url("/v1/events/d-b1"), "", ""); m["state"] != "dead" {
 		t.Errorf("d-b1 is %v, want still dead (not matched by the filter)", m["state"])
 	}
 
 	// Enable after a 410.
 	call(t, "POST", p.url("/v1/events"), "", `{"id":"g-1","destination":"gone"}`)
-	waitFor(t, 10*time.Second, "the endpoint disabled by 410", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the endpoint disabled by 410", func() bool {
 		_, m := call(t, "GET", p.url("/v1/endpoints"), "", "")
 		for _, e := range m["endpoints"].([]any) {
 			if e := e.(map[string]any); e["name"] == "gone" && e["disabled"] == true {
@@ -381,6 +379,7 @@ func TestReplayEnableAndInspectHistory(t *testing.T) {
 		}
 		return false
 	})
+
 	if _, m := call(t, "GET", p.url("/v1/events/g-1"), "", ""); m["state"] != "pending" {
 		t.Errorf("event of the disabled endpoint is %v, want pending", m["state"])
 	}
@@ -389,7 +388,7 @@ func TestReplayEnableAndInspectHistory(t *testing.T) {
 		t.Fatalf("enable: %d %v", code, m)
 	}
 	enabled := time.Now()
-	waitFor(t, 20*time.Second, "delivery after enable", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "delivery after enable", func() bool {
 		if rc.ackedCount("g-1") == 1 {
 			return true
 		}
@@ -406,7 +405,7 @@ func TestReplayEnableAndInspectHistory(t *testing.T) {
 	// A 404-parked event, then inspect --id. inspect refuses while the
 	// server runs.
 	call(t, "POST", p.url("/v1/events"), "", `{"id":"park-1","destination":"later","payload":"x"}`)
-	waitFor(t, 10*time.Second, "delivery after two parks", func() bool { return rc.ackedCount("park-1") == 1 })
+	testkit.WaitFor(t, 10*time.Second, "delivery after two parks", func() bool { return rc.ackedCount("park-1") == 1 })
 	code2, out := run(t, dir, "inspect", "--db", "outboxd.db", "--id", "park-1")
 	if code2 == 0 || !strings.Contains(out, "in use") || !strings.Contains(out, "outboxd.db") {
 		t.Errorf("inspect while serving: exit %d, output %q; want a polite refusal naming the file", code2, out)
@@ -528,26 +527,18 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 	dir := t.TempDir()
 	release := make(chan struct{})
 	var inFlight atomic.Int64
-	rc := newReceiver(t, func(r *http.Request, id string) int {
-		inFlight.Add(1)
-		defer inFlight.Add(-1)
-		select {
-		case <-release:
-			return http.StatusNoContent
-		case <-r.Context().Done():
-			return http.StatusServiceUnavailable
-		}
-	})
+	rc := newReceiver(t, holdUntil(release, &inFlight))
 	args := []string{"--endpoint", rc.endpoint("slow"), "--shutdown-grace", "1m", "--interval", "50ms"}
 	p := start(t, dir, args...)
 	acked := enqueueBatches(t, p, "twice", "slow", 10, 10)
-	waitFor(t, 10*time.Second, "deliveries in flight", func() bool { return inFlight.Load() >= 10 })
+	testkit.WaitFor(t, 10*time.Second, "deliveries in flight", func() bool { return inFlight.Load() >= 10 })
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the graceful shutdown to begin", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the graceful shutdown to begin", func() bool {
 		return strings.Contains(p.log.String(), `"msg":"shutting down"`)
 	})
+
 	took := p.signal(syscall.SIGINT, 5*time.Second)
 	if code := p.exitCode(); code == 0 || !strings.Contains(p.log.String(), "second signal") {
 		t.Errorf("second signal: exit code %d after %s, log:\n%s", code, took, p.log)
@@ -555,8 +546,9 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 	t.Logf("second signal: exited in %s (grace 1m)", took.Round(time.Millisecond))
 	close(release)
 	p2 := start(t, dir, args...)
-	waitFor(t, 30*time.Second, "every acknowledged event delivered after restart", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "every acknowledged event delivered after restart", func() bool {
 		return len(rc.missing(acked)) == 0
 	})
+
 	p2.signal(syscall.SIGTERM, 10*time.Second)
 }

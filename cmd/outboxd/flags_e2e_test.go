@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/outboxd/outbox/internal/testkit"
 )
 
 // The flags scripts and operators rely on do what they say: --db,
@@ -43,7 +45,7 @@ func TestOperatorFlagsWork(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "outboxd.db")); err == nil {
 		t.Error("--db ignored: ./outboxd.db created")
 	}
-	raw := rc.srv.URL
+	raw := rc.URL
 	code, m := call(t, "POST", p.url("/v1/events"), "", `[
 		{"id":"o-1","key":"k","destination":"`+raw+`/ok"},
 		{"id":"o-2","key":"k","destination":"`+raw+`/ok"},
@@ -54,17 +56,19 @@ func TestOperatorFlagsWork(t *testing.T) {
 	if code != http.StatusAccepted {
 		t.Fatalf("raw URL destinations with --allow-raw-urls: %d %v", code, m)
 	}
-	waitFor(t, 15*time.Second, "the ordered key delivered", func() bool {
+	testkit.WaitFor(t, 15*time.Second, "the ordered key delivered", func() bool {
 		return rc.ackedCount("o-3") > 0
 	})
+
 	if got, want := tries.String(), "try o-1, try o-1, try o-1, ok o-1, try o-2, ok o-2, try o-3, ok o-3"; got != want {
 		t.Errorf("--ordered: receiver saw %s\nwant %s", got, want)
 	}
-	waitFor(t, 15*time.Second, "dead letters by max attempts and max age", func() bool {
+	testkit.WaitFor(t, 15*time.Second, "dead letters by max attempts and max age", func() bool {
 		_, a := call(t, "GET", p.url("/v1/events/attempts"), "", "")
 		_, b := call(t, "GET", p.url("/v1/events/age"), "", "")
 		return a["state"] == "dead" && b["state"] == "dead"
 	})
+
 	_, a := call(t, "GET", p.url("/v1/events/attempts"), "", "")
 	if r, _ := a["dead_reason"].(string); !strings.Contains(r, "max attempts (2)") || a["attempts"] != float64(2) {
 		t.Errorf("--max-attempts 2: %v", a)
@@ -73,10 +77,11 @@ func TestOperatorFlagsWork(t *testing.T) {
 	if r, _ := b["dead_reason"].(string); !strings.Contains(r, "max age 700ms") {
 		t.Errorf("--max-age 700ms: %v", b)
 	}
-	waitFor(t, 15*time.Second, "--policy 409=success: the event answered 409 delivered", func() bool {
+	testkit.WaitFor(t, 15*time.Second, "--policy 409=success: the event answered 409 delivered", func() bool {
 		_, m := call(t, "GET", p.url("/v1/events/exists"), "", "")
 		return m["state"] == "delivered"
 	})
+
 	if !strings.Contains(p.log.String(), `"level":"DEBUG"`) {
 		t.Error("--log-level debug: no debug records in the log")
 	}
@@ -99,7 +104,7 @@ func TestOrderedAfterARestartWithoutIt(t *testing.T) {
 	args := []string{"--allow-raw-urls", "--allow-private-networks",
 		"--interval", "20ms", "--backoff-initial", "20ms", "--backoff-max", "50ms"}
 	p := start(t, dir, args...)
-	raw := rc.srv.URL
+	raw := rc.URL
 	code, m := call(t, "POST", p.url("/v1/events"), "", `[
 		{"id":"o-1","key":"k","destination":"`+raw+`/ok"},
 		{"id":"o-2","key":"k","destination":"`+raw+`/ok"},
@@ -108,16 +113,18 @@ func TestOrderedAfterARestartWithoutIt(t *testing.T) {
 		t.Fatalf("enqueue: %d %v", code, m)
 	}
 	// Unordered, all three are attempted while the receiver is down.
-	waitFor(t, 15*time.Second, "every event of the key attempted", func() bool {
+	testkit.WaitFor(t, 15*time.Second, "every event of the key attempted", func() bool {
 		return rc.attemptCount("o-1") > 0 && rc.attemptCount("o-2") > 0 && rc.attemptCount("o-3") > 0
 	})
+
 	p.signal(syscall.SIGTERM, 10*time.Second)
 
 	healthy.Store(true)
 	p = start(t, dir, append(args, "--ordered")...)
-	waitFor(t, 15*time.Second, "the key delivered in order", func() bool {
+	testkit.WaitFor(t, 15*time.Second, "the key delivered in order", func() bool {
 		return rc.ackedCount("o-1") > 0 && rc.ackedCount("o-2") > 0 && rc.ackedCount("o-3") > 0
 	})
+
 	if got, want := tries.String(), "try o-1, try o-1, try o-1, ok o-1, try o-2, ok o-2, try o-3, ok o-3"; got != want {
 		t.Errorf("after the restart with --ordered the receiver saw %s\nwant %s", got, want)
 	}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/outboxd/outbox/internal/testkit"
 )
 
 // An endpoint whose host resolves to loopback is refused by the address
@@ -12,13 +14,13 @@ import (
 // it, and does not blame the receiver, which never answered. A real 410 does.
 func TestGuardRefusalDisablesNamingTheFlags(t *testing.T) {
 	rc := newReceiver(t, func(r *http.Request, id string) int { return http.StatusGone })
-	port := rc.srv.URL[strings.LastIndex(rc.srv.URL, ":")+1:]
+	port := rc.URL[strings.LastIndex(rc.URL, ":")+1:]
 	p := start(t, t.TempDir(),
 		"--endpoint", "local=http://localhost:"+port+"/hook",
 		"--endpoint", rc.endpoint("gone"))
 	call(t, "POST", p.url("/v1/events"), "", `[{"id":"l-1","destination":"local"},{"id":"g-1","destination":"gone"}]`)
 	reasons := map[string]string{}
-	waitFor(t, 10*time.Second, "both endpoints disabled", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "both endpoints disabled", func() bool {
 		_, m := call(t, "GET", p.url("/v1/endpoints"), "", "")
 		for _, e := range m["endpoints"].([]any) {
 			e := e.(map[string]any)
@@ -28,6 +30,7 @@ func TestGuardRefusalDisablesNamingTheFlags(t *testing.T) {
 		}
 		return len(reasons) == 2
 	})
+
 	local := reasons["local"]
 	if !strings.HasPrefix(local, "disabled: ") || strings.Contains(local, "receiver") {
 		t.Errorf("guard refusal: reason %q, want one that starts with \"disabled: \" and does not blame the receiver", local)

@@ -16,6 +16,8 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/outboxd/outbox/internal/testkit"
 )
 
 // kafkaTuning shortens the Kafka intervals for tests, through the YAML file
@@ -59,7 +61,7 @@ func TestKafkaIngestShippingAndRestore(t *testing.T) {
 		"--kafka-brokers", brokers, "--kafka-topic", "events", "--kafka-group", "e2e",
 		"--kafka-destination", "orders", "--changelog-topic", "outboxd-changelog",
 		"--backoff-initial", "1h", "--backoff-max", "1h")
-	waitFor(t, 20*time.Second, "readyz with Kafka ingest connected", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "readyz with Kafka ingest connected", func() bool {
 		code, _ := call(t, "GET", p.url("/readyz"), "", "")
 		return code == http.StatusOK
 	})
@@ -92,7 +94,7 @@ func TestKafkaIngestShippingAndRestore(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "the ingested events delivered", func() bool { return len(rc.missing(deliver)) == 0 })
+	testkit.WaitFor(t, 20*time.Second, "the ingested events delivered", func() bool { return len(rc.missing(deliver)) == 0 })
 	for _, id := range keep {
 		code, m := call(t, "GET", p.url("/v1/events/"+id), "", "")
 		if code != http.StatusOK || m["state"] != "pending" {
@@ -100,7 +102,7 @@ func TestKafkaIngestShippingAndRestore(t *testing.T) {
 		}
 	}
 	lag := regexp.MustCompile(`(?m)^outboxd_kafka_changelog_lag_lsns (\S+)$`)
-	waitFor(t, 20*time.Second, "the changelog shipped", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the changelog shipped", func() bool {
 		resp, err := client.Get(p.url("/metrics"))
 		if err != nil {
 			return false
@@ -108,6 +110,7 @@ func TestKafkaIngestShippingAndRestore(t *testing.T) {
 		m := lag.FindStringSubmatch(readAll(t, resp))
 		return m != nil && m[1] == "0"
 	})
+
 	p.signal(syscall.SIGTERM, 15*time.Second)
 	if code := p.exitCode(); code != 0 {
 		t.Errorf("exit code %d", code)

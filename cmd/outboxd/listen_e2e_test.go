@@ -54,7 +54,7 @@ func startListen(t *testing.T, args ...string) *listenProc {
 			t.Logf("outboxd listen output:\n%s", out)
 		}
 	})
-	waitFor(t, 20*time.Second, "outboxd listen to receive", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "outboxd listen to receive", func() bool {
 		select {
 		case <-l.done:
 			t.Fatalf("outboxd listen exited: %s", out)
@@ -66,6 +66,7 @@ func startListen(t *testing.T, args ...string) *listenProc {
 		}
 		return m != nil
 	})
+
 	return l
 }
 
@@ -74,7 +75,7 @@ func startListen(t *testing.T, args ...string) *listenProc {
 func (l *listenProc) delivery(id, want string) string {
 	l.t.Helper()
 	var block string
-	waitFor(l.t, 10*time.Second, "listen to print "+id+" with "+want, func() bool {
+	testkit.WaitFor(l.t, 10*time.Second, "listen to print "+id+" with "+want, func() bool {
 		for b := range strings.SplitSeq(l.out.String(), "\n\n") {
 			if strings.Contains(b, "webhook-id "+id+" ") && strings.Contains(b, want) {
 				block = b
@@ -83,6 +84,7 @@ func (l *listenProc) delivery(id, want string) string {
 		}
 		return false
 	})
+
 	return block
 }
 
@@ -129,7 +131,7 @@ func TestListenVerifiesWhatServeDelivers(t *testing.T) {
 			t.Errorf("listen's report lacks %q:\n%s", want, block)
 		}
 	}
-	waitFor(t, 10*time.Second, "GET to say delivered", func() bool { return eventState(t, p, "order-42")["state"] == "delivered" })
+	testkit.WaitFor(t, 10*time.Second, "GET to say delivered", func() bool { return eventState(t, p, "order-42")["state"] == "delivered" })
 	// The same ID again is a duplicate: answered, and still delivered.
 	if code, m := call(t, "POST", p.url("/v1/events"), "", `{"id":"order-42","destination":"local","payload":{"order":42}}`); code != http.StatusAccepted {
 		t.Fatalf("POST again: %d %v", code, m)
@@ -173,7 +175,7 @@ func TestListenReportsAWrongSecret(t *testing.T) {
 	if strings.Contains(block, "✓") {
 		t.Errorf("listen reported a wrong secret as verified:\n%s", block)
 	}
-	waitFor(t, 10*time.Second, "the event to be dead", func() bool { return eventState(t, p, "forged-1")["state"] == "dead" })
+	testkit.WaitFor(t, 10*time.Second, "the event to be dead", func() bool { return eventState(t, p, "forged-1")["state"] == "dead" })
 	if ev := eventState(t, p, "forged-1"); ev["last_status"] != float64(401) || !strings.Contains(ev["last_error"].(string), "signature not verified") {
 		t.Errorf("dead letter %v, want status 401 saying the signature was not verified", ev)
 	}
@@ -204,7 +206,7 @@ func TestListenStatus404Parks(t *testing.T) {
 func TestServeWithoutEndpointSaysHowToAddOne(t *testing.T) {
 	p := start(t, t.TempDir())
 	hint := "no endpoint is configured"
-	waitFor(t, 10*time.Second, "the no-endpoint hint", func() bool { return strings.Contains(p.log.String(), hint) })
+	testkit.WaitFor(t, 10*time.Second, "the no-endpoint hint", func() bool { return strings.Contains(p.log.String(), hint) })
 	for _, want := range []string{"--endpoint NAME=URL", "endpoints: [{name: NAME, url: URL", "outboxd listen",
 		"--endpoint local=http://127.0.0.1:8081/hook,allow-private"} {
 		if !strings.Contains(p.log.String(), want) {

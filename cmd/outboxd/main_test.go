@@ -10,16 +10,17 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/outboxd/outbox/internal/testkit"
 )
 
 // binary is the outboxd built once for all end-to-end tests.
@@ -32,21 +33,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(floorEnv); dir != "" {
 		serveFloor(dir)
 	}
-	dir, err := os.MkdirTemp("", "outboxd-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "outboxd")
-	args := []string{"build", "-o", binary}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	build := exec.Command("go", append(args, ".")...)
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
+	var err error
+	if binary, err = testkit.Build("."); err != nil {
 		fmt.Fprintln(os.Stderr, "building outboxd:", err)
-		os.RemoveAll(dir)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -57,7 +46,7 @@ func TestMain(m *testing.M) {
 			code = 1
 		}
 	}
-	os.RemoveAll(dir)
+	testkit.RemoveBinaries()
 	os.Exit(code)
 }
 
@@ -250,68 +239,66 @@ func call(t *testing.T, method, url, token string, body string) (int, map[string
 	return resp.StatusCode, m
 }
 
-// waitFor polls cond until it holds, failing after limit.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+// receiver is a webhook receiver on loopback that records what it got, by
+// webhook-id, and answers with the status its respond func picks (204
+// without one).
+type receiver struct{ *testkit.Receiver }
+
+func newReceiver(t *testing.T, respond func(r *http.Request, id string) int) receiver {
 	t.Helper()
-	deadline := time.NewTimer(limit)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
+	return receiver{testkit.NewReceiver(t, "webhook-id", answer(respond))}
+}
+
+func answer(respond func(r *http.Request, id string) int) testkit.Answer {
+	if respond == nil {
+		return nil
+	}
+	return func(r *http.Request, id string, _ int) testkit.Reply { return testkit.Reply{Status: respond(r, id)} }
+}
+
+// holdUntil answers each request 204 once release is closed, or 503 if the
+// sender gives up first, counting in inFlight the requests it holds.
+func holdUntil(release <-chan struct{}, inFlight *atomic.Int64) func(r *http.Request, id string) int {
+	return func(r *http.Request, _ string) int {
+		inFlight.Add(1)
+		defer inFlight.Add(-1)
 		select {
-		case <-deadline.C:
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		case <-tick.C:
+		case <-release:
+			return http.StatusNoContent
+		case <-r.Context().Done():
+			return http.StatusServiceUnavailable
 		}
 	}
 }
 
-// receiver is a webhook receiver on loopback that verifies signatures and
-// records the IDs it acknowledged.
-type receiver struct {
-	srv *httptest.Server
+func (rc receiver) setRespond(fn func(r *http.Request, id string) int) { rc.SetAnswer(answer(fn)) }
 
-	mu       sync.Mutex
-	respond  func(r *http.Request, id string) int
-	acked    map[string]int // webhook-id -> 2xx answers
-	attempts map[string]int
-	badSig   []string
-	last     http.Header
+func (rc receiver) ackedCount(id string) int { return rc.Acked(id) }
+
+func (rc receiver) attemptCount(id string) int { return rc.Attempts(id) }
+
+// missing returns the IDs of ids the receiver has not acknowledged.
+func (rc receiver) missing(ids []string) []string { return rc.Missing(ids) }
+
+// badSignatures returns the IDs of the requests whose signature does not
+// verify with testSecret, in arrival order.
+func (rc receiver) badSignatures() []string {
+	var bad []string
+	for _, r := range rc.Requests() {
+		if !verify(r.Header, r.Body) {
+			bad = append(bad, r.ID)
+		}
+	}
+	return bad
 }
 
-func newReceiver(t *testing.T, respond func(r *http.Request, id string) int) *receiver {
-	t.Helper()
-	rc := &receiver{respond: respond, acked: map[string]int{}, attempts: map[string]int{}}
-	rc.srv = httptest.NewServer(http.HandlerFunc(rc.serve))
-	t.Cleanup(rc.srv.Close)
-	return rc
-}
-
-func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		return
+// lastHeader is the header of the last request received.
+func (rc receiver) lastHeader() http.Header {
+	reqs := rc.Requests()
+	if len(reqs) == 0 {
+		return nil
 	}
-	id := r.Header.Get("webhook-id")
-	ok := verify(r.Header, body)
-	rc.mu.Lock()
-	rc.attempts[id]++
-	rc.last = r.Header.Clone()
-	if !ok {
-		rc.badSig = append(rc.badSig, id)
-	}
-	respond := rc.respond
-	rc.mu.Unlock()
-	code := http.StatusNoContent
-	if respond != nil {
-		code = respond(r, id)
-	}
-	if code/100 == 2 && r.Context().Err() == nil {
-		rc.mu.Lock()
-		rc.acked[id]++
-		rc.mu.Unlock()
-	}
-	w.WriteHeader(code)
+	return reqs[len(reqs)-1].Header
 }
 
 // verify checks the Standard Webhooks signature with testSecret.
@@ -332,37 +319,6 @@ func verify(h http.Header, body []byte) bool {
 	return false
 }
 
-func (rc *receiver) setRespond(fn func(r *http.Request, id string) int) {
-	rc.mu.Lock()
-	rc.respond = fn
-	rc.mu.Unlock()
-}
-
-func (rc *receiver) ackedCount(id string) int {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return rc.acked[id]
-}
-
-func (rc *receiver) attemptCount(id string) int {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return rc.attempts[id]
-}
-
-// missing returns the IDs of ids the receiver has not acknowledged.
-func (rc *receiver) missing(ids []string) []string {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	var out []string
-	for _, id := range ids {
-		if rc.acked[id] == 0 {
-			out = append(out, id)
-		}
-	}
-	return out
-}
-
-func (rc *receiver) endpoint(name string) string {
-	return name + "=" + rc.srv.URL + "/hook,secret=" + testSecret + ",allow-private"
+func (rc receiver) endpoint(name string) string {
+	return name + "=" + rc.URL + "/hook,secret=" + testSecret + ",allow-private"
 }

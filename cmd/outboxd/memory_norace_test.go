@@ -101,9 +101,10 @@ func TestSlowClientsCannotExhaustMemory(t *testing.T) {
 		for _, sc := range conns {
 			sc.Conn.Close()
 		}
-		waitFor(t, 20*time.Second, "requests to be served once the slow clients are gone", func() bool {
+		testkit.WaitFor(t, 20*time.Second, "requests to be served once the slow clients are gone", func() bool {
 			return post(t, p).StatusCode == http.StatusAccepted
 		})
+
 	}
 
 	t.Run("defaults", func(t *testing.T) {

@@ -15,10 +15,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/outboxd/outbox/examples/internal/runexample"
+	"github.com/outboxd/outbox/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { runexample.Cleanup() }))
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { testkit.RemoveBinaries() }))
 }
 
 // receiver is the downstream service of the test.
@@ -77,7 +78,7 @@ func TestServiceAsAUserRunsIt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := runexample.Binary(t)
+	bin := testkit.BuildBinary(t, ".")
 	rc := &receiver{tries: map[string]int{}, orders: map[string][]string{}}
 	recv := httptest.NewServer(rc)
 	defer recv.Close()
@@ -85,7 +86,7 @@ func TestServiceAsAUserRunsIt(t *testing.T) {
 	p := runexample.Start(t, bin, nil, "--listen", "127.0.0.1:0", "--dir", t.TempDir(), "--receiver", recv.URL, "--allow-private",
 		"--interval", "50ms", "--backoff", "50ms", "--park-interval", "100ms")
 	var base string
-	runexample.WaitFor(t, "the listening line", 20*time.Second, func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the listening line", func() bool {
 		out := p.Output()
 		if i := strings.Index(out, "listening on "); i >= 0 {
 			base = strings.Fields(out[i+len("listening on "):])[0]
@@ -167,12 +168,13 @@ func TestServiceAsAUserRunsIt(t *testing.T) {
 	}
 
 	// The receiver ends with exactly that membership.
-	runexample.WaitFor(t, "the receiver to get the final membership", 30*time.Second, func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the receiver to get the final membership", func() bool {
 		rc.mu.Lock()
 		defer rc.mu.Unlock()
 		return rc.lobby.Revision == 240
 	})
-	runexample.WaitFor(t, "every order's events", 30*time.Second, func() bool {
+
+	testkit.WaitFor(t, 30*time.Second, "every order's events", func() bool {
 		rc.mu.Lock()
 		defer rc.mu.Unlock()
 		for i := range 5 {
@@ -182,6 +184,7 @@ func TestServiceAsAUserRunsIt(t *testing.T) {
 		}
 		return true
 	})
+
 	p.Interrupt(t)
 	if !strings.Contains(p.Output(), "stopped cleanly") {
 		t.Fatalf("no clean stop in the output:\n%s", p.Output())
@@ -207,24 +210,9 @@ func TestDemoRunsToTheEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := runexample.Binary(t)
-	p := runexample.Start(t, bin, nil, "--demo", "--demo-exit")
-	select {
-	case <-p.Done():
-	case <-time.After(60 * time.Second):
-		t.Fatal("the demo did not finish within 60s")
-	}
-	if err := p.Wait(); err != nil {
-		t.Fatalf("demo: %v\n%s", err, p.Output())
-	}
-	out := p.Output()
-	for _, want := range []string{
+	runexample.Demo(t, []string{"--demo", "--demo-exit"},
 		"order o-2 reached the receiver as order.created → order.paid → order.shipped",
 		"will retry", "parked", "dead letter order:o-3:created",
 		"exactly the expected 180 members", "stopped cleanly",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("demo output lacks %q:\n%s", want, out)
-		}
-	}
+	)
 }

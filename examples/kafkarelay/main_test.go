@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,50 +16,47 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/outboxd/outbox/examples/internal/runexample"
+	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/kafka"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { runexample.Cleanup() }))
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { testkit.RemoveBinaries() }))
 }
 
-// receiver counts what each endpoint accepted.
-type receiver struct {
-	mu    sync.Mutex
-	tries map[string]int
-	got   map[string]string // event ID -> "endpoint payload"
-	dups  int
+// newReceiver is the endpoints' receiver: every tenth record is "not there
+// yet" once (parked, then delivered); the rest is accepted.
+func newReceiver(t *testing.T) *testkit.Receiver {
+	return testkit.NewReceiver(t, "webhook-id", func(r *http.Request, _ string, n int) testkit.Reply {
+		body, _ := io.ReadAll(r.Body)
+		if strings.HasSuffix(string(body), "0") && n == 0 {
+			return testkit.Reply{Status: http.StatusNotFound}
+		}
+		return testkit.Reply{Status: http.StatusOK}
+	})
 }
 
-func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	id := r.Header.Get("webhook-id")
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	rc.tries[id]++
-	// Every tenth record is "not there yet" once: parked, then delivered.
-	if strings.HasSuffix(string(body), "0") && rc.tries[id] == 1 {
-		w.WriteHeader(http.StatusNotFound)
-		return
+// accepted returns, per event ID, "endpoint payload" of the last delivery
+// the receiver accepted, and how many it accepted again (redeliveries).
+func accepted(rc *testkit.Receiver) (got map[string]string, dups int) {
+	got = map[string]string{}
+	for _, r := range rc.Requests() {
+		if r.Status != http.StatusOK {
+			continue
+		}
+		if _, ok := got[r.ID]; ok {
+			dups++
+		}
+		got[r.ID] = strings.TrimPrefix(r.Path, "/") + " " + string(r.Body)
 	}
-	if _, ok := rc.got[id]; ok {
-		rc.dups++
-	}
-	rc.got[id] = strings.TrimPrefix(r.URL.Path, "/") + " " + string(body)
-	w.WriteHeader(http.StatusOK)
-}
-
-func (rc *receiver) count() int {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return len(rc.got)
+	return got, dups
 }
 
 func TestRelayDeliversEveryRecord(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := runexample.Binary(t)
+	bin := testkit.BuildBinary(t, ".")
 	// A broker that wants SCRAM-SHA-256, as production ones do.
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "orders"),
 		kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-256", "relay", "relay-password"))
@@ -70,9 +65,7 @@ func TestRelayDeliversEveryRecord(t *testing.T) {
 	}
 	defer cluster.Close()
 	brokers := cluster.ListenAddrs()
-	rc := &receiver{tries: map[string]int{}, got: map[string]string{}}
-	recv := httptest.NewServer(rc)
-	defer recv.Close()
+	recv := newReceiver(t)
 
 	// Records published before the relay first starts are not skipped.
 	const n = 300
@@ -106,7 +99,7 @@ func TestRelayDeliversEveryRecord(t *testing.T) {
 		"--interval", "50ms", "--park-interval", "100ms", "--backoff", "50ms")
 	produce(n/2, n)
 
-	runexample.WaitFor(t, "every record delivered", 60*time.Second, func() bool { return rc.count() == n })
+	testkit.WaitFor(t, 60*time.Second, "every record delivered", func() bool { got, _ := accepted(recv); return len(got) == n })
 
 	// The changelog topic ends with a tombstone (a delete) for every record.
 	deleted := map[string]bool{}
@@ -137,10 +130,9 @@ func TestRelayDeliversEveryRecord(t *testing.T) {
 		t.Fatalf("no clean stop in the output:\n%s", p.Output())
 	}
 
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
+	all, dups := accepted(recv)
 	seen := map[string]bool{}
-	for id, got := range rc.got {
+	for id, got := range all {
 		if !deleted[id] {
 			t.Errorf("%s delivered but its delete is not in the changelog topic", id)
 		}
@@ -157,8 +149,8 @@ func TestRelayDeliversEveryRecord(t *testing.T) {
 	if len(seen) != n {
 		t.Errorf("%d distinct records delivered, want %d", len(seen), n)
 	}
-	if rc.dups > 0 {
-		t.Logf("%d redeliveries (at-least-once; none expected in a clean run)", rc.dups)
+	if dups > 0 {
+		t.Logf("%d redeliveries (at-least-once; none expected in a clean run)", dups)
 	}
 }
 
@@ -166,20 +158,6 @@ func TestDemoRunsToTheEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := runexample.Binary(t)
-	p := runexample.Start(t, bin, nil, "--demo", "--demo-exit", "--db", filepath.Join(t.TempDir(), "demo.db"))
-	select {
-	case <-p.Done():
-	case <-time.After(60 * time.Second):
-		t.Fatal("the demo did not finish within 60s")
-	}
-	if err := p.Wait(); err != nil {
-		t.Fatalf("demo: %v\n%s", err, p.Output())
-	}
-	out := p.Output()
-	for _, want := range []string{"12 records delivered", "parked", "will retry", `unknown endpoint: "fax"`, "changelog topic kafkarelay-changelog holds", "stopped cleanly"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("demo output lacks %q:\n%s", want, out)
-		}
-	}
+	runexample.Demo(t, []string{"--demo", "--demo-exit", "--db", filepath.Join(t.TempDir(), "demo.db")},
+		"12 records delivered", "parked", "will retry", `unknown endpoint: "fax"`, "changelog topic kafkarelay-changelog holds", "stopped cleanly")
 }

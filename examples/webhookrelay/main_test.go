@@ -22,11 +22,12 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/outboxd/outbox/examples/internal/runexample"
+	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/outbox"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { runexample.Cleanup() }))
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { testkit.RemoveBinaries() }))
 }
 
 // The providers, signed the way their documentation says, written here
@@ -130,7 +131,7 @@ func TestRelayAsAUserRunsIt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := runexample.Binary(t)
+	bin := testkit.BuildBinary(t, ".")
 	dir := t.TempDir()
 
 	fast, slow := newTarget("fast", 0), newTarget("slow", 3)
@@ -175,7 +176,7 @@ sources:
 	p := runexample.Start(t, bin, []string{"TEST_GH_SECRET=" + ghSecret, "TEST_ADMIN_TOKEN=s3cret-admin"},
 		"--config", cfgPath, "--interval", "50ms", "--park-interval", "100ms", "--backoff", "50ms")
 	var base, admin string
-	runexample.WaitFor(t, "the listening lines", 20*time.Second, func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the listening lines", func() bool {
 		out := p.Output()
 		i, j := strings.Index(out, "listening on "), strings.Index(out, "admin API on ")
 		if i < 0 || j < 0 {
@@ -185,6 +186,7 @@ sources:
 		admin = strings.TrimSuffix(strings.Fields(out[j+len("admin API on "):])[0], "/v1/")
 		return true
 	})
+
 	adminGet := func(path, token string) int {
 		t.Helper()
 		req, err := http.NewRequest(http.MethodGet, admin+path, nil)
@@ -277,7 +279,7 @@ sources:
 		"st:evt_1NG8Du2eZvKYlo2CUI79vXWy:",
 		"sw:msg_2KWPBgLlAfxdpx2AI54pPJ85f4W:",
 	}
-	runexample.WaitFor(t, "every target to get every event", 30*time.Second, func() bool {
+	testkit.WaitFor(t, 30*time.Second, "every target to get every event", func() bool {
 		for _, tg := range []*target{fast, slow} {
 			got, _, _ := tg.snapshot()
 			for _, id := range ids {
@@ -288,6 +290,7 @@ sources:
 		}
 		return true
 	})
+
 	// The admin API wants its token, and knows nothing of the forgeries.
 	if code := adminGet("/v1/stats", ""); code != http.StatusUnauthorized {
 		t.Errorf("admin API without the token: %d, want 401", code)
@@ -369,24 +372,9 @@ func TestDemoRunsToTheEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := runexample.Binary(t)
-	p := runexample.Start(t, bin, nil, "--demo", "--demo-exit", "--db", filepath.Join(t.TempDir(), "demo.db"))
-	select {
-	case <-p.Done():
-	case <-time.After(60 * time.Second):
-		t.Fatal("the demo did not finish within 60s")
-	}
-	if err := p.Wait(); err != nil {
-		t.Fatalf("demo: %v\n%s", err, p.Output())
-	}
-	out := p.Output()
-	for _, want := range []string{
+	runexample.Demo(t, []string{"--demo", "--demo-exit", "--db", filepath.Join(t.TempDir(), "demo.db")},
 		"401 Unauthorized", "is a redelivery", "parked", "will retry", "dead letter",
 		"delivered per target: audit 3, billing 2, ci 1, crm 1", "dead letter stripe:evt_1003:audit: status 422",
 		"replays the dead letter", "delivered per target: audit 4, billing 2, ci 1, crm 1", "no dead letters", "stopped cleanly",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("demo output lacks %q:\n%s", want, out)
-		}
-	}
+	)
 }

@@ -3,15 +3,13 @@ package sinktest
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/outbox"
 )
 
@@ -26,62 +24,36 @@ const Destination = "receiver"
 // suite closes nothing: the factory registers the sink's cleanup with t.
 type Factory func(t *testing.T, url string) outbox.Sink
 
-// request is what the receiver saw of one delivery.
-type request struct {
-	method string
-	header http.Header
-	body   []byte
-}
-
-// receiver is a loopback HTTP server that answers each request with the
-// handler the current case set, and records what it received.
+// receiver is the loopback receiver of a case: it records what it
+// received, by Idempotency-Key, and answers as the case set.
 type receiver struct {
-	srv *httptest.Server
-
-	mu      sync.Mutex
-	answer  http.HandlerFunc
-	got     []request
-	release chan struct{} // closed at cleanup: hanging handlers return
+	*testkit.Receiver
+	release chan struct{} // closed at cleanup: hanging answers return
 }
 
 func newReceiver(t *testing.T) *receiver {
 	t.Helper()
-	r := &receiver{release: make(chan struct{})}
-	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		body, _ := io.ReadAll(io.LimitReader(req.Body, 1<<20))
-		r.mu.Lock()
-		r.got = append(r.got, request{method: req.Method, header: req.Header.Clone(), body: body})
-		answer := r.answer
-		r.mu.Unlock()
-		answer(w, req)
-	}))
-	t.Cleanup(func() {
-		close(r.release)
-		r.srv.Close()
-	})
+	r := &receiver{Receiver: testkit.NewReceiver(t, "Idempotency-Key", nil), release: make(chan struct{})}
+	t.Cleanup(func() { close(r.release) }) // before the server closes
 	return r
 }
 
-func (r *receiver) set(h http.HandlerFunc) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.answer = h
-	r.got = nil
+// set makes the receiver answer with a from now on, and forgets what it
+// received so far.
+func (r *receiver) set(a testkit.Answer) {
+	r.SetAnswer(a)
+	r.Forget()
 }
 
-func (r *receiver) requests() []request {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]request(nil), r.got...)
-}
-
-func status(code int, header ...string) http.HandlerFunc {
-	return func(w http.ResponseWriter, _ *http.Request) {
+// status answers code, with the header name/value pairs, and the body
+// "answer <code>".
+func status(code int, header ...string) testkit.Answer {
+	return func(*http.Request, string, int) testkit.Reply {
+		h := http.Header{}
 		for i := 0; i+1 < len(header); i += 2 {
-			w.Header().Set(header[i], header[i+1])
+			h.Set(header[i], header[i+1])
 		}
-		w.WriteHeader(code)
-		fmt.Fprintf(w, "answer %d", code)
+		return testkit.Reply{Status: code, Header: h, Body: fmt.Sprintf("answer %d", code)}
 	}
 }
 
@@ -112,7 +84,7 @@ func Run(t *testing.T, newSink Factory) {
 // webhook-id.
 func testSuccess(t *testing.T, newSink Factory) {
 	rcv := newReceiver(t)
-	s := newSink(t, rcv.srv.URL+"/hook")
+	s := newSink(t, rcv.URL+"/hook")
 	for _, code := range []int{200, 201, 204} {
 		rcv.set(status(code))
 		d := delivery(fmt.Sprintf("evt-%d", code))
@@ -120,20 +92,20 @@ func testSuccess(t *testing.T, newSink Factory) {
 		if res.Action != outbox.ActionSuccess || res.Status != code {
 			t.Fatalf("%d: %+v, want ActionSuccess with the status", code, res)
 		}
-		got := rcv.requests()
+		got := rcv.Requests()
 		if len(got) != 1 {
 			t.Fatalf("%d: %d requests, want 1", code, len(got))
 		}
 		r := got[0]
-		if r.method != d.Method || string(r.body) != string(d.Payload) {
-			t.Errorf("%d: %s %q, want %s %q", code, r.method, r.body, d.Method, d.Payload)
+		if r.Method != d.Method || string(r.Body) != string(d.Payload) {
+			t.Errorf("%d: %s %q, want %s %q", code, r.Method, r.Body, d.Method, d.Payload)
 		}
-		if r.header.Get("X-Tenant") != "acme" {
-			t.Errorf("%d: the event's header is missing: %v", code, r.header)
+		if r.Header.Get("X-Tenant") != "acme" {
+			t.Errorf("%d: the event's header is missing: %v", code, r.Header)
 		}
-		if r.header.Get("Idempotency-Key") != d.ID || r.header.Get("Webhook-Id") != d.ID {
+		if r.Header.Get("Idempotency-Key") != d.ID || r.Header.Get("Webhook-Id") != d.ID {
 			t.Errorf("%d: Idempotency-Key %q, webhook-id %q; want the event ID %q", code,
-				r.header.Get("Idempotency-Key"), r.header.Get("Webhook-Id"), d.ID)
+				r.Header.Get("Idempotency-Key"), r.Header.Get("Webhook-Id"), d.ID)
 		}
 	}
 }
@@ -141,9 +113,9 @@ func testSuccess(t *testing.T, newSink Factory) {
 // The default status policy table of the design.
 func testPolicyTable(t *testing.T, newSink Factory) {
 	rcv := newReceiver(t)
-	s := newSink(t, rcv.srv.URL+"/hook")
+	s := newSink(t, rcv.URL+"/hook")
 	cases := []struct {
-		answer     http.HandlerFunc
+		answer     testkit.Answer
 		code       int
 		want       outbox.Action
 		retryAfter time.Duration
@@ -176,12 +148,7 @@ func testPolicyTable(t *testing.T, newSink Factory) {
 // No response at all is a retry with status 0 and the error, never a
 // success or a dead letter.
 func testTransportError(t *testing.T, newSink Factory) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + ln.Addr().String() + "/hook"
-	ln.Close() // nothing listens there now: connection refused
+	url := "http://" + testkit.FreeAddr(t) + "/hook" // nothing listens there: connection refused
 	s := newSink(t, url)
 	res := s.Deliver(context.Background(), delivery("evt-refused"))
 	if res.Action != outbox.ActionRetry || res.Status != 0 || res.Err == nil {
@@ -193,14 +160,15 @@ func testTransportError(t *testing.T, newSink Factory) {
 // retry (the outbox then keeps the event without spending an attempt).
 func testCancel(t *testing.T, newSink Factory) {
 	rcv := newReceiver(t)
-	s := newSink(t, rcv.srv.URL+"/hook")
+	s := newSink(t, rcv.URL+"/hook")
 	arrived := make(chan struct{}, 1)
-	rcv.set(func(w http.ResponseWriter, req *http.Request) {
+	rcv.set(func(req *http.Request, _ string, _ int) testkit.Reply {
 		arrived <- struct{}{}
 		select {
 		case <-req.Context().Done():
 		case <-rcv.release:
 		}
+		return testkit.Reply{}
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan outbox.Result, 1)
@@ -222,7 +190,7 @@ func testCancel(t *testing.T, newSink Factory) {
 func testConcurrent(t *testing.T, newSink Factory) {
 	const n = 32
 	rcv := newReceiver(t)
-	s := newSink(t, rcv.srv.URL+"/hook")
+	s := newSink(t, rcv.URL+"/hook")
 	rcv.set(status(200))
 	var wg sync.WaitGroup
 	results := make([]outbox.Result, n)
@@ -235,8 +203,8 @@ func testConcurrent(t *testing.T, newSink Factory) {
 	}
 	wg.Wait()
 	seen := map[string]int{}
-	for _, r := range rcv.requests() {
-		seen[r.header.Get("Idempotency-Key")]++
+	for _, r := range rcv.Requests() {
+		seen[r.Header.Get("Idempotency-Key")]++
 	}
 	for i, res := range results {
 		id := fmt.Sprintf("evt-%02d", i)

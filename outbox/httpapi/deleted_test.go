@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/outbox/httpapi"
 )
 
@@ -22,7 +23,7 @@ func TestDeletedEventIsReportedAndItsIDRefused(t *testing.T) {
 		}
 		return http.StatusServiceUnavailable // the others stay pending
 	})
-	e := newEnv(t, httpapi.Config{}, map[string]string{"orders": rc.srv.URL})
+	e := newEnv(t, httpapi.Config{}, map[string]string{"orders": rc.URL})
 	gone := map[string]any{"id": "gone", "destination": "orders", "payload": "a"}
 	if code, m := e.post(t, "/v1/events", gone); code != http.StatusAccepted {
 		t.Fatalf("POST: %d %v", code, m)
@@ -85,7 +86,7 @@ func TestDeletedEventIsReportedAndItsIDRefused(t *testing.T) {
 	if code, m := e.post(t, "/v1/events", sent); code != http.StatusAccepted {
 		t.Fatalf("POST sent: %d %v", code, m)
 	}
-	waitFor(t, "sent delivered", func() bool { return e.eventState(t, "sent") == "delivered" })
+	testkit.WaitFor(t, 10*time.Second, "sent delivered", func() bool { return e.eventState(t, "sent") == "delivered" })
 	if code, m := e.post(t, "/v1/events", sent); code != http.StatusAccepted || ids(t, m)[0] != "sent" {
 		t.Errorf("POST of a delivered ID: %d %v, want 202", code, m)
 	}
@@ -93,8 +94,8 @@ func TestDeletedEventIsReportedAndItsIDRefused(t *testing.T) {
 		t.Errorf("delivered event re-posted: state %q, want delivered", s)
 	}
 	n := 0
-	for _, r := range rc.received() {
-		if r.header.Get("webhook-id") == "sent" {
+	for _, r := range rc.Requests() {
+		if r.Header.Get("webhook-id") == "sent" {
 			n++
 		}
 	}

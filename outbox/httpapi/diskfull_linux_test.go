@@ -4,10 +4,8 @@ package httpapi_test
 
 import (
 	"bytes"
-	"context"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,27 +52,14 @@ func newFaultyDisk(t *testing.T) *faultyDisk {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := o.Start(); err != nil {
-		t.Fatal(err)
-	}
 	logs := &testkit.Buffer{}
-	cfg := httpapi.Config{Logger: slog.New(slog.NewTextHandler(logs, nil))}
-	api := httptest.NewServer(httpapi.New(o, cfg))
-	t.Cleanup(func() {
-		api.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := o.Stop(ctx); err != nil {
-			t.Errorf("Stop: %v", err)
-		}
-		sink.Close()
-	})
+	e := serve(t, o, sink, httpapi.Config{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	mu.Lock()
 	defer mu.Unlock()
 	if db == nil {
 		t.Fatal("the store did not open its file through Options.OpenFile")
 	}
-	return &faultyDisk{env: &env{o: o, api: api, cfg: cfg}, dir: dir, logs: logs, fd: int(db.Fd())}
+	return &faultyDisk{env: e, dir: dir, logs: logs, fd: int(db.Fd())}
 }
 
 // A full disk answers 503 with Retry-After, which clients and load balancers

@@ -8,58 +8,32 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/outboxd/outbox/httpsink"
+	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/outbox"
 	"github.com/outboxd/outbox/outbox/httpapi"
 )
 
-// receiver is a loopback webhook receiver that records what it got and
-// answers with the status its respond func picks.
-type receiver struct {
-	srv     *httptest.Server
-	mu      sync.Mutex
-	got     []received
-	respond func(r *http.Request) int
-}
+// receiver is a loopback webhook receiver that records what it got, by
+// webhook-id, and answers with the status its respond func picks (204
+// without one).
+type receiver struct{ *testkit.Receiver }
 
-type received struct {
-	header http.Header
-	body   []byte
-}
-
-func newReceiver(t *testing.T, respond func(r *http.Request) int) *receiver {
+func newReceiver(t *testing.T, respond func(r *http.Request) int) receiver {
 	t.Helper()
-	rc := &receiver{respond: respond}
-	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		rc.mu.Lock()
-		rc.got = append(rc.got, received{r.Header.Clone(), b})
-		fn := rc.respond
-		rc.mu.Unlock()
-		code := http.StatusNoContent
-		if fn != nil {
-			code = fn(r)
-		}
-		w.WriteHeader(code)
-	}))
-	t.Cleanup(rc.srv.Close)
-	return rc
+	return receiver{testkit.NewReceiver(t, "webhook-id", answer(respond))}
 }
 
-func (rc *receiver) received() []received {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return append([]received(nil), rc.got...)
-}
+func (rc receiver) setRespond(fn func(r *http.Request) int) { rc.SetAnswer(answer(fn)) }
 
-func (rc *receiver) setRespond(fn func(r *http.Request) int) {
-	rc.mu.Lock()
-	rc.respond = fn
-	rc.mu.Unlock()
+func answer(respond func(r *http.Request) int) testkit.Answer {
+	if respond == nil {
+		return nil
+	}
+	return func(r *http.Request, _ string, _ int) testkit.Reply { return testkit.Reply{Status: respond(r)} }
 }
 
 // env is an outbox on a file in a temp dir with the API served on loopback.
@@ -92,6 +66,13 @@ func newEnv(t *testing.T, cfg httpapi.Config, endpoints map[string]string) *env 
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serve(t, o, sink, cfg)
+}
+
+// serve starts o and serves its API with cfg; the API, o and its sink are
+// closed at cleanup.
+func serve(t *testing.T, o *outbox.Outbox, sink *httpsink.Sink, cfg httpapi.Config) *env {
+	t.Helper()
 	if err := o.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -162,22 +143,6 @@ func (e *env) post(t *testing.T, path string, v any) (int, map[string]any) {
 func (e *env) get(t *testing.T, path string) (int, map[string]any) {
 	t.Helper()
 	return e.do(t, http.MethodGet, path, "", nil)
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(10 * time.Second)
-	defer deadline.Stop()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for %s", what)
-		case <-tick.C:
-		}
-	}
 }
 
 // eventState returns GET /v1/events/{id}'s state.

@@ -8,9 +8,11 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/outbox/httpapi"
 )
 
@@ -20,7 +22,7 @@ func TestMain(m *testing.M) {
 
 func TestEnqueueDeliversAndGetSaysDelivered(t *testing.T) {
 	rc := newReceiver(t, nil)
-	e := newEnv(t, httpapi.Config{}, map[string]string{"orders": rc.srv.URL})
+	e := newEnv(t, httpapi.Config{}, map[string]string{"orders": rc.URL})
 	code, m := e.post(t, "/v1/events", map[string]any{
 		"id": "order-1", "destination": "orders", "payload": map[string]any{"total": 42},
 		"headers": map[string]string{"X-Tenant": "acme"},
@@ -31,29 +33,29 @@ func TestEnqueueDeliversAndGetSaysDelivered(t *testing.T) {
 	if got := ids(t, m); len(got) != 1 || got[0] != "order-1" {
 		t.Fatalf("ids %v, want [order-1]", got)
 	}
-	waitFor(t, "delivery", func() bool { return e.eventState(t, "order-1") == "delivered" })
-	got := rc.received()
+	testkit.WaitFor(t, 10*time.Second, "delivery", func() bool { return e.eventState(t, "order-1") == "delivered" })
+	got := rc.Requests()
 	if len(got) != 1 {
 		t.Fatalf("receiver got %d requests, want 1", len(got))
 	}
 	r := got[0]
-	if string(r.body) != `{"total":42}` {
-		t.Errorf("payload %q, want the JSON text of the payload", r.body)
+	if string(r.Body) != `{"total":42}` {
+		t.Errorf("payload %q, want the JSON text of the payload", r.Body)
 	}
-	if r.header.Get("Idempotency-Key") != "order-1" || r.header.Get("webhook-id") != "order-1" {
-		t.Errorf("idempotency headers %v, want the event ID", r.header)
+	if r.Header.Get("Idempotency-Key") != "order-1" || r.Header.Get("webhook-id") != "order-1" {
+		t.Errorf("idempotency headers %v, want the event ID", r.Header)
 	}
-	if !strings.HasPrefix(r.header.Get("webhook-signature"), "v1,") {
-		t.Errorf("webhook-signature %q, want a v1 signature", r.header.Get("webhook-signature"))
+	if !strings.HasPrefix(r.Header.Get("webhook-signature"), "v1,") {
+		t.Errorf("webhook-signature %q, want a v1 signature", r.Header.Get("webhook-signature"))
 	}
-	if r.header.Get("X-Tenant") != "acme" {
-		t.Errorf("event header lost: %v", r.header)
+	if r.Header.Get("X-Tenant") != "acme" {
+		t.Errorf("event header lost: %v", r.Header)
 	}
 }
 
 func TestBatchIsOneCallWithIDsInOrder(t *testing.T) {
 	rc := newReceiver(t, func(*http.Request) int { return http.StatusServiceUnavailable })
-	e := newEnv(t, httpapi.Config{}, map[string]string{"orders": rc.srv.URL})
+	e := newEnv(t, httpapi.Config{}, map[string]string{"orders": rc.URL})
 	var batch []map[string]any
 	for i := range 5 {
 		ev := map[string]any{"destination": "orders", "key": "k"}
@@ -81,22 +83,23 @@ func TestBatchIsOneCallWithIDsInOrder(t *testing.T) {
 			t.Errorf("event %s is %s, want pending (receiver answers 503)", id, s)
 		}
 	}
-	waitFor(t, "an attempt of the base64 event", func() bool {
-		for _, r := range rc.received() {
-			if r.header.Get("webhook-id") == "given" {
-				if !bytes.Equal(r.body, []byte{0, 1, 2, 255}) {
-					t.Fatalf("payload_base64 delivered as %q", r.body)
+	testkit.WaitFor(t, 10*time.Second, "an attempt of the base64 event", func() bool {
+		for _, r := range rc.Requests() {
+			if r.Header.Get("webhook-id") == "given" {
+				if !bytes.Equal(r.Body, []byte{0, 1, 2, 255}) {
+					t.Fatalf("payload_base64 delivered as %q", r.Body)
 				}
 				return true
 			}
 		}
 		return false
 	})
+
 }
 
 func TestIdempotentByIDAndConflictOnOtherContent(t *testing.T) {
 	rc := newReceiver(t, func(*http.Request) int { return http.StatusServiceUnavailable })
-	e := newEnv(t, httpapi.Config{}, map[string]string{"orders": rc.srv.URL})
+	e := newEnv(t, httpapi.Config{}, map[string]string{"orders": rc.URL})
 	ev := map[string]any{"id": "same", "destination": "orders", "payload": "a"}
 	for range 2 {
 		if code, m := e.post(t, "/v1/events", ev); code != http.StatusAccepted {
@@ -118,7 +121,7 @@ func TestIdempotentByIDAndConflictOnOtherContent(t *testing.T) {
 func TestBadInputIsRefusedAndStoresNothing(t *testing.T) {
 	rc := newReceiver(t, nil)
 	e := newEnv(t, httpapi.Config{Token: "s3cret", MaxBodyBytes: 4096, MaxPayloadBytes: 100, MaxBatch: 3},
-		map[string]string{"orders": rc.srv.URL})
+		map[string]string{"orders": rc.URL})
 	ok := `{"destination":"orders"}`
 	cases := []struct {
 		name         string
@@ -212,14 +215,14 @@ func TestBadInputIsRefusedAndStoresNothing(t *testing.T) {
 	if st := e.o.Stats(); st.LastLSN != 0 {
 		t.Errorf("bad input wrote %d changelog entries", st.LastLSN)
 	}
-	if n := len(rc.received()); n != 0 {
+	if n := len(rc.Requests()); n != 0 {
 		t.Errorf("bad input reached the receiver %d times", n)
 	}
 }
 
 func TestListPaginationIsStableWhileEventsComeAndGo(t *testing.T) {
 	rc := newReceiver(t, func(*http.Request) int { return http.StatusServiceUnavailable })
-	e := newEnv(t, httpapi.Config{}, map[string]string{"orders": rc.srv.URL})
+	e := newEnv(t, httpapi.Config{}, map[string]string{"orders": rc.URL})
 	var batch []map[string]any
 	for i := range 30 {
 		batch = append(batch, map[string]any{"id": fmt.Sprintf("ev-%02d", i), "destination": "orders"})
@@ -278,7 +281,7 @@ func TestListPaginationIsStableWhileEventsComeAndGo(t *testing.T) {
 
 func TestGetDeleteAndReplayAnswers(t *testing.T) {
 	rc := newReceiver(t, func(*http.Request) int { return http.StatusBadRequest }) // dead by policy
-	e := newEnv(t, httpapi.Config{}, map[string]string{"orders": rc.srv.URL, "other": rc.srv.URL})
+	e := newEnv(t, httpapi.Config{}, map[string]string{"orders": rc.URL, "other": rc.URL})
 	if code, _ := e.get(t, "/v1/events/nope"); code != http.StatusNotFound {
 		t.Errorf("GET unknown: %d, want 404", code)
 	}
@@ -293,7 +296,7 @@ func TestGetDeleteAndReplayAnswers(t *testing.T) {
 		{"id": "d2", "destination": "orders", "key": "b/1"},
 		{"id": "d3", "destination": "other"},
 	})
-	waitFor(t, "three dead letters", func() bool { return e.o.Stats().Dead == 3 })
+	testkit.WaitFor(t, 10*time.Second, "three dead letters", func() bool { return e.o.Stats().Dead == 3 })
 	code, m := e.get(t, "/v1/events/d1")
 	if code != 200 || m["state"] != "dead" || m["last_status"] != float64(400) || m["attempts"] == nil || m["created_at"] == "" {
 		t.Fatalf("GET dead event: %d %v", code, m)
@@ -329,10 +332,10 @@ func TestGetDeleteAndReplayAnswers(t *testing.T) {
 
 func TestEndpointDisabledBy410IsEnabledAgain(t *testing.T) {
 	rc := newReceiver(t, func(*http.Request) int { return http.StatusGone })
-	e := newEnv(t, httpapi.Config{}, map[string]string{"orders": rc.srv.URL})
+	e := newEnv(t, httpapi.Config{}, map[string]string{"orders": rc.URL})
 	e.post(t, "/v1/events", map[string]any{"id": "g1", "destination": "orders"})
 	var ep map[string]any
-	waitFor(t, "the endpoint to be disabled", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the endpoint to be disabled", func() bool {
 		_, m := e.get(t, "/v1/endpoints")
 		for _, x := range m["endpoints"].([]any) {
 			if x := x.(map[string]any); x["name"] == "orders" && x["disabled"] == true {
@@ -342,6 +345,7 @@ func TestEndpointDisabledBy410IsEnabledAgain(t *testing.T) {
 		}
 		return false
 	})
+
 	if ep["last_status"] != float64(410) || ep["disabled_reason"] == "" {
 		t.Errorf("disabled endpoint %v, want status 410 and a reason", ep)
 	}
@@ -353,7 +357,7 @@ func TestEndpointDisabledBy410IsEnabledAgain(t *testing.T) {
 	if code != http.StatusOK || m["disabled"] != false {
 		t.Fatalf("enable: %d %v", code, m)
 	}
-	waitFor(t, "delivery after enable", func() bool { return e.eventState(t, "g1") == "delivered" })
+	testkit.WaitFor(t, 10*time.Second, "delivery after enable", func() bool { return e.eventState(t, "g1") == "delivered" })
 	if code, _ := e.post(t, "/v1/endpoints/nowhere/enable", []byte(nil)); code != http.StatusNotFound {
 		t.Errorf("enable unknown endpoint: %d, want 404", code)
 	}
@@ -361,7 +365,7 @@ func TestEndpointDisabledBy410IsEnabledAgain(t *testing.T) {
 
 func TestStats(t *testing.T) {
 	rc := newReceiver(t, func(*http.Request) int { return http.StatusServiceUnavailable })
-	e := newEnv(t, httpapi.Config{}, map[string]string{"orders": rc.srv.URL})
+	e := newEnv(t, httpapi.Config{}, map[string]string{"orders": rc.URL})
 	e.post(t, "/v1/events", []map[string]any{{"destination": "orders"}, {"destination": "orders"}})
 	code, m := e.get(t, "/v1/stats")
 	if code != 200 || m["pending"] != float64(2) {

@@ -29,7 +29,7 @@ func eventOfSize(n int) string {
 // once it is answered.
 func TestBodyMemoryBudget(t *testing.T) {
 	rc := newReceiver(t, func(*http.Request) int { return http.StatusServiceUnavailable })
-	e := newEnv(t, httpapi.Config{MaxBodyBytes: 4096, MaxBodyMemory: 4096}, map[string]string{"orders": rc.srv.URL})
+	e := newEnv(t, httpapi.Config{MaxBodyBytes: 4096, MaxBodyMemory: 4096}, map[string]string{"orders": rc.URL})
 
 	// A body declaring 4,000 bytes gets a buffer of its size before the
 	// server asks for it with 100 Continue: from then on only 96 bytes of
@@ -59,10 +59,11 @@ func TestBodyMemoryBudget(t *testing.T) {
 		t.Fatalf("the slow body: %d %s, want 202", resp.StatusCode, bodyOf(resp))
 	}
 	// Its memory is given back once it is answered.
-	waitFor(t, "requests to be served again", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "requests to be served again", func() bool {
 		code, _ := e.post(t, "/v1/events", probe)
 		return code == http.StatusAccepted
 	})
+
 	if s := e.o.Stats(); s.Pending != 2 {
 		t.Errorf("pending %d, want the slow event and the one after (the refused one stored nothing)", s.Pending)
 	}
@@ -74,7 +75,7 @@ func TestBodyMemoryBudget(t *testing.T) {
 func TestTricklingClientCannotStretchTheBodyDeadline(t *testing.T) {
 	rc := newReceiver(t, nil)
 	const timeout = 300 * time.Millisecond
-	e := newEnv(t, httpapi.Config{ReadBodyTimeout: timeout}, map[string]string{"orders": rc.srv.URL})
+	e := newEnv(t, httpapi.Config{ReadBodyTimeout: timeout}, map[string]string{"orders": rc.URL})
 	began := time.Now()
 	slow := testkit.StartSlowPost(t, e.api.Listener.Addr().String(), "/v1/events", 1000, 10*time.Second)
 	if first := slow.First; first.StatusCode != http.StatusContinue || first.Proto != "HTTP/1.1" {
@@ -114,7 +115,7 @@ func TestTricklingClientCannotStretchTheBodyDeadline(t *testing.T) {
 // refused naming the encoding; identity is the same as none.
 func TestCompressedBodyIs415(t *testing.T) {
 	rc := newReceiver(t, func(*http.Request) int { return http.StatusServiceUnavailable })
-	e := newEnv(t, httpapi.Config{}, map[string]string{"orders": rc.srv.URL})
+	e := newEnv(t, httpapi.Config{}, map[string]string{"orders": rc.URL})
 	ok := []byte(`{"destination":"orders"}`)
 	for _, enc := range []string{"gzip", "br", "deflate, gzip"} {
 		req, _ := http.NewRequest(http.MethodPost, e.api.URL+"/v1/events", strings.NewReader(string(ok)))
@@ -147,7 +148,7 @@ func TestCompressedBodyIs415(t *testing.T) {
 // one byte more is a 413.
 func TestBodyAtTheLimitFitsTheBudget(t *testing.T) {
 	rc := newReceiver(t, func(*http.Request) int { return http.StatusServiceUnavailable })
-	e := newEnv(t, httpapi.Config{MaxBodyBytes: 8192, MaxBodyMemory: 8192, MaxPayloadBytes: 8192}, map[string]string{"orders": rc.srv.URL})
+	e := newEnv(t, httpapi.Config{MaxBodyBytes: 8192, MaxBodyMemory: 8192, MaxPayloadBytes: 8192}, map[string]string{"orders": rc.URL})
 	for _, c := range []struct {
 		size    int
 		chunked bool

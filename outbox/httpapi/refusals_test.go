@@ -20,7 +20,7 @@ import (
 // UTF-16 surrogates (the same), and a key given twice (the last would win).
 func TestInputEncodingJSONWouldRewriteIsRefused(t *testing.T) {
 	rc := newReceiver(t, func(*http.Request) int { return http.StatusServiceUnavailable })
-	e := newEnv(t, httpapi.Config{}, map[string]string{"orders": rc.srv.URL})
+	e := newEnv(t, httpapi.Config{}, map[string]string{"orders": rc.URL})
 	cases := []struct {
 		name, body, want string
 	}{
@@ -71,7 +71,7 @@ func TestInputEncodingJSONWouldRewriteIsRefused(t *testing.T) {
 // rules.
 func TestReplayFilterEncodingIsChecked(t *testing.T) {
 	rc := newReceiver(t, nil)
-	e := newEnv(t, httpapi.Config{}, map[string]string{"orders": rc.srv.URL})
+	e := newEnv(t, httpapi.Config{}, map[string]string{"orders": rc.URL})
 	for body, want := range map[string]string{
 		"{\"key_prefix\":\"a\xff\"}":            "key_prefix: is not valid UTF-8",
 		`{"destination":"a","destination":"b"}`: `duplicate key "destination"`,
@@ -87,7 +87,7 @@ func TestReplayFilterEncodingIsChecked(t *testing.T) {
 // naming the event and the header or method that Enqueue refuses.
 func TestHeadersAndMethodsTheSinkWouldDropAreRefused(t *testing.T) {
 	rc := newReceiver(t, nil)
-	e := newEnv(t, httpapi.Config{}, map[string]string{"orders": rc.srv.URL})
+	e := newEnv(t, httpapi.Config{}, map[string]string{"orders": rc.URL})
 	for body, want := range map[string]string{
 		`{"destination":"orders","headers":{"Host":"evil.example"}}`:                           `headers: header "Host" is set by the HTTP transport`,
 		`[{"destination":"orders"},{"destination":"orders","headers":{"Content-Length":"9"}}]`: `events[1].headers: header "Content-Length" is set by the HTTP transport`,
@@ -107,7 +107,7 @@ func TestHeadersAndMethodsTheSinkWouldDropAreRefused(t *testing.T) {
 	if s := e.o.Stats(); s.Pending != 0 || s.EnqueuedTotal != 0 {
 		t.Fatalf("refused events were stored: %+v", s)
 	}
-	if n := len(rc.received()); n != 0 {
+	if n := len(rc.Requests()); n != 0 {
 		t.Errorf("refused events reached the receiver %d times", n)
 	}
 }
@@ -116,7 +116,7 @@ func TestHeadersAndMethodsTheSinkWouldDropAreRefused(t *testing.T) {
 // without the wrapping prefixes of the library's error.
 func TestConflictInABatchNamesTheEventOnce(t *testing.T) {
 	rc := newReceiver(t, func(*http.Request) int { return http.StatusServiceUnavailable })
-	e := newEnv(t, httpapi.Config{}, map[string]string{"orders": rc.srv.URL})
+	e := newEnv(t, httpapi.Config{}, map[string]string{"orders": rc.URL})
 	if code, m := e.post(t, "/v1/events", []byte(`{"id":"b","destination":"orders"}`)); code != http.StatusAccepted {
 		t.Fatalf("POST: %d %v", code, m)
 	}
@@ -148,7 +148,7 @@ func TestConflictInABatchNamesTheEventOnce(t *testing.T) {
 // is out of range, not a parse error.
 func TestNumbersOutOfRangeSaySo(t *testing.T) {
 	rc := newReceiver(t, nil)
-	e := newEnv(t, httpapi.Config{}, map[string]string{"orders": rc.srv.URL})
+	e := newEnv(t, httpapi.Config{}, map[string]string{"orders": rc.URL})
 	for path, want := range map[string]string{
 		"/v1/events?limit=99999999999999999999": "limit: 99999999999999999999 is out of range: must be from 1 to 1000",
 		"/v1/events?limit=1001":                 "limit: 1001 is out of range",

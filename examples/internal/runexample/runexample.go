@@ -1,150 +1,73 @@
 package runexample
 
 import (
-	"bufio"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/outboxd/outbox/internal/testkit"
 )
-
-// built is the example's binary, built once for all the tests of the
-// package (under -race when the tests are).
-var built struct {
-	once      sync.Once
-	dir, path string
-	out       []byte
-	err       error
-}
-
-// Binary builds the example in the current directory (the package under
-// test) the first time it is called, under -race when the test is, and
-// returns the path of the binary. Later calls return the same binary; a
-// failed build fails every test that asks for it. Cleanup removes it.
-func Binary(t testing.TB) string {
-	t.Helper()
-	built.once.Do(func() {
-		wd, err := os.Getwd()
-		if err != nil {
-			built.err = err
-			return
-		}
-		name := filepath.Base(wd)
-		if built.dir, built.err = os.MkdirTemp("", name+"-test-"); built.err != nil {
-			return
-		}
-		built.path = filepath.Join(built.dir, name)
-		args := []string{"build", "-o", built.path}
-		if raceEnabled {
-			args = append(args, "-race")
-		}
-		built.out, built.err = exec.Command("go", append(args, ".")...).CombinedOutput()
-	})
-	if built.err != nil {
-		t.Fatalf("go build: %v\n%s", built.err, built.out)
-	}
-	return built.path
-}
-
-// Cleanup removes the binary Binary built, if any. Call it once all the
-// tests are done, from TestMain (goleak.Cleanup fits).
-func Cleanup() {
-	if built.dir != "" {
-		os.RemoveAll(built.dir)
-	}
-}
 
 // Proc is the example binary running.
 type Proc struct {
-	cmd   *exec.Cmd
-	mu    sync.Mutex
-	lines []string
-	done  chan struct{}
+	*testkit.Process
+	out *testkit.Buffer
 }
 
-// Start runs bin with args, its environment being the test's plus env
-// (NAME=value entries). Its standard error goes to the test's; its standard
-// output is collected line by line for Output. A process still running when
-// the test ends is killed.
+// Start runs bin (built with testkit.BuildBinary) with args, its
+// environment being the test's plus env (NAME=value entries). Its standard
+// error goes to the test's; its standard output is collected for Output. A
+// process still running when the test ends is killed.
 func Start(t testing.TB, bin string, env []string, args ...string) *Proc {
 	t.Helper()
-	p := &Proc{cmd: exec.Command(bin, args...), done: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stderr = os.Stderr
-	stdout, err := p.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(p.done)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.lines = append(p.lines, sc.Text())
-			p.mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			_ = p.cmd.Process.Kill()
-			<-p.done
-			_ = p.cmd.Wait()
-		}
-	})
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	p := &Proc{out: &testkit.Buffer{}}
+	cmd.Stdout, cmd.Stderr = p.out, os.Stderr
+	p.Process = testkit.StartProcess(t, cmd)
 	return p
 }
 
 // Output returns the lines the process printed so far, joined by newlines.
-func (p *Proc) Output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return strings.Join(p.lines, "\n")
-}
-
-// Done is closed once the process has closed its standard output, which it
-// does when it exits.
-func (p *Proc) Done() <-chan struct{} { return p.done }
+func (p *Proc) Output() string { return strings.TrimSuffix(p.out.String(), "\n") }
 
 // Wait waits for the process to exit and returns its exit error, as
-// exec.Cmd.Wait does. Call it after Done is closed.
-func (p *Proc) Wait() error { return p.cmd.Wait() }
+// exec.Cmd.Wait does.
+func (p *Proc) Wait() error { return p.Err() }
 
 // Interrupt sends SIGINT and waits for a clean exit, failing the test if the
 // process takes more than 30s or exits with an error.
 func (p *Proc) Interrupt(t testing.TB) {
 	t.Helper()
-	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
+	if _, err := p.Stop(os.Interrupt, 30*time.Second); err != nil {
+		t.Fatalf("no exit within 30s of SIGINT: %v", err)
 	}
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("no exit within 30s of SIGINT")
-	}
-	if err := p.cmd.Wait(); err != nil {
+	if err := p.Err(); err != nil {
 		t.Fatalf("exit after SIGINT: %v\n%s", err, p.Output())
 	}
 }
 
-// WaitFor polls cond every 10ms until it holds, failing the test with what
-// if d passes first.
-func WaitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
+// Demo builds the example in the current directory and runs it with args
+// (its demo flags) to the end, failing the test if it takes more than 60s
+// or exits with an error. Each want is a piece of text its output must
+// hold; a missing one fails the test (after the others are checked).
+func Demo(t testing.TB, args []string, want ...string) {
 	t.Helper()
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for %s", what)
-		case <-tick.C:
+	p := Start(t, testkit.BuildBinary(t, "."), nil, args...)
+	select {
+	case <-p.Done():
+	case <-time.After(60 * time.Second):
+		t.Fatal("the demo did not finish within 60s")
+	}
+	if err := p.Wait(); err != nil {
+		t.Fatalf("demo: %v\n%s", err, p.Output())
+	}
+	out := p.Output()
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("demo output lacks %q:\n%s", w, out)
 		}
 	}
 }
