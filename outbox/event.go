@@ -86,19 +86,12 @@ const (
 )
 
 // String returns "pending", "dead", "delivered" or "deleted" ("unknown"
-// otherwise).
+// otherwise): the store's names, the states being the store's.
 func (s State) String() string {
-	switch s {
-	case StatePending:
-		return "pending"
-	case StateDead:
-		return "dead"
-	case StateDelivered:
-		return "delivered"
-	case StateDeleted:
-		return "deleted"
+	if s < StatePending || s > StateDeleted {
+		return "unknown"
 	}
-	return "unknown"
+	return store.State(s).String()
 }
 
 // ParseState parses a state name as returned by State.String.

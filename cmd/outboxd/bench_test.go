@@ -297,7 +297,7 @@ func BenchmarkIngest(b *testing.B) {
 			_ = rc.Serve(ln)
 		}()
 		dir := b.TempDir()
-		p := startBench(b, dir, "--endpoint", "sink=http://"+ln.Addr().String()+"/,allow-private,timeout=1h",
+		p := start(b, dir, "--endpoint", "sink=http://"+ln.Addr().String()+"/,allow-private,timeout=1h",
 			"--max-body-bytes", "5MiB")
 		url := p.url("/v1/events")
 		metrics := p.url("/metrics")
@@ -313,39 +313,6 @@ func BenchmarkIngest(b *testing.B) {
 		_ = rc.Close()
 		<-served
 	}
-}
-
-// startBench is start for benchmarks.
-func startBench(b *testing.B, dir string, args ...string) *proc {
-	b.Helper()
-	all := append([]string{"serve", "--listen", "127.0.0.1:0", "--log-format", "json"}, args...)
-	cmd := exec.Command(binary, all...)
-	cmd.Dir = dir
-	cmd.Env = childEnv()
-	lw := &logWriter{listening: make(chan string, 1)}
-	cmd.Stdout, cmd.Stderr = lw, lw
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	p := &proc{cmd: cmd, log: lw, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	b.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-p.done
-	})
-	timer := time.NewTimer(20 * time.Second)
-	defer timer.Stop()
-	select {
-	case p.addr = <-lw.listening:
-	case <-p.done:
-		b.Fatalf("outboxd exited: %v\n%s", p.err, lw)
-	case <-timer.C:
-		b.Fatalf("outboxd did not listen:\n%s", lw)
-	}
-	return p
 }
 
 // withCommits runs fn and reports outboxd's store commits in it, from the

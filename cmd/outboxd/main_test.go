@@ -62,7 +62,7 @@ const testSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 // proc is one running outboxd.
 type proc struct {
-	t    *testing.T
+	t    testing.TB
 	cmd  *exec.Cmd
 	log  *logWriter
 	done chan struct{} // closed when the process has exited
@@ -131,7 +131,7 @@ func run(t *testing.T, dir string, args ...string) (int, string) {
 
 // start starts outboxd serve in dir with args (plus --listen 127.0.0.1:0
 // and JSON logs) and waits until it listens.
-func start(t *testing.T, dir string, args ...string) *proc {
+func start(t testing.TB, dir string, args ...string) *proc {
 	t.Helper()
 	p := startNoWait(t, dir, args...)
 	timer := time.NewTimer(20 * time.Second)
@@ -146,7 +146,7 @@ func start(t *testing.T, dir string, args ...string) *proc {
 	return p
 }
 
-func startNoWait(t *testing.T, dir string, args ...string) *proc {
+func startNoWait(t testing.TB, dir string, args ...string) *proc {
 	t.Helper()
 	all := append([]string{"serve", "--listen", "127.0.0.1:0", "--log-format", "json"}, args...)
 	cmd := exec.Command(binary, all...)
