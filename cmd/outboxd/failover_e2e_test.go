@@ -59,7 +59,7 @@ func TestFailoverWithDiskLostDeliversEveryRecord(t *testing.T) {
 	for _, in := range []*instance{b, c} {
 		for _, rec := range in.logRecords("kafka: partition restored") {
 			if p, ok := rec["partition"].(float64); ok && slices.Contains(lostParts, int(p)) {
-				t.Logf("%s restored partition %v: mode=%v records=%v took=%v", in.name, p, rec["mode"], rec["records"], rec["took"])
+				t.Logf("%s restored partition %v: mode=%v records=%v took=%s", in.name, p, rec["mode"], rec["records"], logDuration(rec["took"]))
 			}
 		}
 	}
@@ -173,7 +173,8 @@ func TestScaleOutAndInUnderLoadLosesNothing(t *testing.T) {
 // Must show 5: an instance paused past its session timeout while its
 // partitions hold pending events is a zombie once resumed: the survivors
 // took over and delivered, and what the zombie writes before it notices is
-// not applied over their state by a later restore.
+// not applied over their state by a later restore, neither by the zombie
+// catching up its kept stores nor by a rebuild from the whole changelog.
 func TestZombieWritesAreFencedFromRestore(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t)
@@ -199,9 +200,11 @@ func TestZombieWritesAreFencedFromRestore(t *testing.T) {
 	f.waitTombstoned(waitLong, all)
 	before := f.ackedCounts(all)
 
-	// The zombie's deliveries fail: it records their outcomes (pending
-	// again, with their new attempt times) and ships them, the writes a
-	// restore must not apply over the tombstones of the new owners.
+	// From now on the receiver refuses everything, so that whatever is
+	// pending after a restore stays pending where the test reads it, and
+	// the zombie's deliveries fail: it records their outcomes (pending
+	// again, with new attempt times) and ships them, the writes a restore
+	// must not apply over the tombstones of the new owners.
 	f.rc.setRespond(answerAll503)
 	if err := f.view.refresh(); err != nil {
 		t.Fatal(err)
@@ -209,41 +212,45 @@ func TestZombieWritesAreFencedFromRestore(t *testing.T) {
 	mark := slices.Clone(f.view.next)
 	a.resume()
 	f.waitBalanced(waitLong, a, b, c)
-	f.waitPending(waitLong, 0)
 	if err := f.view.refresh(); err != nil {
 		t.Fatal(err)
 	}
 	written := 0
-	for p := range f.view.next {
-		if slices.Contains(zparts, p) && p < len(mark) {
+	for _, p := range zparts {
+		if p < len(mark) {
 			written += int(f.view.next[p] - mark[p])
 		}
 	}
-	t.Logf("after its resume the zombie's partitions got %d changelog records; a owns %v; restores %v", written, a.owned(), a.restores())
+	t.Logf("the zombie rejoined owning %v; its old partitions %v got %d changelog records since its resume", a.owned(), zparts, written)
 
-	// A restore that reads the zombie's writes: every state lost, one fresh
-	// instance rebuilds every partition from the changelog.
-	f.rc.setRespond(nil)
-	for _, in := range []*instance{a, b, c} {
-		in.kill()
-		in.deleteState()
-	}
+	// Its partitions back to the zombie, restored from the stores it kept
+	// (and the checkpoints it wrote at its late hand-over).
+	b.stop()
+	c.stop()
+	f.waitBalanced(waitLong, a)
+	t.Logf("a alone: restores %v", a.restores())
+	requireNothingPending(t, "a, catching up the stores it kept as a zombie", a)
+
+	// Every state lost: a fresh instance rebuilds every partition from the
+	// whole changelog, the zombie's writes included.
+	a.kill()
+	a.deleteState()
 	d := f.add("d")
 	f.waitBalanced(waitLong, d)
-	testkit.WaitFor(t, waitLong, "nothing pending on the rebuilt stores", func() bool {
-		n, ok := pending(d)
-		return ok && n == 0
-	})
 	fenced := int64(0)
 	if s, ok := d.stats(); ok && s.Kafka != nil {
 		for _, p := range s.Kafka.Partitions {
 			fenced += p.Restore.Fenced
 		}
 	}
+	t.Logf("d rebuilt every partition (%v), skipping %d fenced records", d.restores(), fenced)
+	requireNothingPending(t, "d, rebuilt from the changelog", d)
+
+	f.rc.setRespond(nil)
+	f.waitPending(waitLong, 0)
 	again := f.redelivered(before)
 	bound := inFlightBound(len(zparts))
-	t.Logf("zombie: %d redeliveries after the survivors delivered (bound %d); the rebuild skipped %d fenced records; restores %v",
-		again, bound, fenced, d.restores())
+	t.Logf("zombie: %d redeliveries of the %d records the survivors delivered (bound %d)", again, len(all), bound)
 	if again > bound {
 		t.Errorf("%d deliveries of records the survivors had delivered, more than the %d a zombie can have in flight", again, bound)
 	}
@@ -285,7 +292,7 @@ func TestWarmRestartCatchesUpFromCheckpoint(t *testing.T) {
 		}
 	}
 	for _, rec := range a.logRecords("kafka: partition restored") {
-		t.Logf("partition %v: mode=%v records=%v took=%v", rec["partition"], rec["mode"], rec["records"], rec["took"])
+		t.Logf("partition %v: mode=%v records=%v took=%s", rec["partition"], rec["mode"], rec["records"], logDuration(rec["took"]))
 	}
 	f.waitPending(waitLong, len(rest))
 	if v, ok := a.metric("outboxd_kafka_restores_total", `mode="checkpoint"`); !ok || v == 0 {

@@ -260,6 +260,29 @@ func (s instanceStats) pendingIngested() int {
 	return n
 }
 
+// requireNothingPending fails the test (and goes on) if the instance holds
+// pending events, naming the partitions that hold them and how they were
+// restored.
+func requireNothingPending(t *testing.T, what string, in *instance) {
+	t.Helper()
+	s, ok := in.stats()
+	if !ok {
+		t.Fatalf("%s: no stats", what)
+	}
+	if n := s.pendingIngested(); n > 0 {
+		var parts []string
+		if s.Kafka != nil {
+			for _, p := range s.Kafka.Partitions {
+				if p.Pending > 0 {
+					parts = append(parts, fmt.Sprintf("partition %d: %d pending (restore mode=%s from offset %d to %d, %d records, %d fenced)",
+						p.Partition, p.Pending, p.Restore.Mode, p.Restore.From, p.Restore.To, p.Restore.Records, p.Restore.Fenced))
+				}
+			}
+		}
+		t.Errorf("%s: %d delivered events are pending again: %s", what, n, strings.Join(parts, "; "))
+	}
+}
+
 // owned returns the partitions the instance delivers: the active ones of
 // its stats, or (without the kafka object in the stats) those of its last
 // "partitions assigned" log record.
@@ -312,6 +335,13 @@ func (in *instance) logRecords(msg string) []map[string]any {
 		}
 	}
 	return out
+}
+
+// logDuration reads a duration attribute of a JSON log record (slog writes
+// nanoseconds).
+func logDuration(v any) time.Duration {
+	ns, _ := v.(float64)
+	return time.Duration(ns).Round(time.Millisecond)
 }
 
 // restores returns the restore mode of each partition the current process
