@@ -57,8 +57,14 @@ func TestFailoverWithDiskLostDeliversEveryRecord(t *testing.T) {
 	t.Logf("SIGKILL to the survivors owning every partition: %s; to every record delivered: %s (session timeout %s)",
 		takeover.Round(time.Millisecond), total.Round(time.Millisecond), fleetSession)
 	for _, in := range []*instance{b, c} {
+		for _, rec := range in.logRecords("kafka: partitions assigned") {
+			if at := logTime(rec); at.After(killed) {
+				t.Logf("%s: partitions %v assigned in generation %v, %s after the SIGKILL", in.name, rec["partitions"], rec["generation"], at.Sub(killed).Round(time.Millisecond))
+				break
+			}
+		}
 		for _, rec := range in.logRecords("kafka: partition restored") {
-			if p, ok := rec["partition"].(float64); ok && slices.Contains(lostParts, int(p)) {
+			if p, ok := rec["partition"].(float64); ok && slices.Contains(lostParts, int(p)) && logTime(rec).After(killed) {
 				t.Logf("%s restored partition %v: mode=%v records=%v took=%s", in.name, p, rec["mode"], rec["records"], logDuration(rec["took"]))
 			}
 		}

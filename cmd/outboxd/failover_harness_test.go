@@ -344,6 +344,13 @@ func logDuration(v any) time.Duration {
 	return time.Duration(ns).Round(time.Millisecond)
 }
 
+// logTime is the time of a JSON log record.
+func logTime(rec map[string]any) time.Time {
+	s, _ := rec["time"].(string)
+	at, _ := time.Parse(time.RFC3339Nano, s)
+	return at
+}
+
 // restores returns the restore mode of each partition the current process
 // restored, by partition (the last restore of each).
 func (in *instance) restores() map[int]string {
