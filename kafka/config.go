@@ -38,6 +38,7 @@ const (
 	DefaultRetryBackoffMax   = 5 * time.Second
 	DefaultDialTimeout       = 10 * time.Second
 	DefaultChangelogMaxBytes = 8 << 20
+	DefaultHandoverTimeout   = 10 * time.Second
 )
 
 // TLSConfig configures TLS towards the brokers.
@@ -142,6 +143,12 @@ type Config struct {
 	RetryBackoffMax time.Duration `yaml:"retry_backoff_max"`
 	// DialTimeout bounds connecting to a broker. Default 10s.
 	DialTimeout time.Duration `yaml:"dial_timeout"`
+	// HandoverTimeout bounds, in group mode, how long the deliveries in
+	// flight of a revoked partition may run before they are cancelled (they
+	// stay pending, for the next owner); shipping the store's changelog
+	// then gets as long again. Keep it well below RebalanceTimeout, which
+	// bounds the whole hand-over. Default 10s.
+	HandoverTimeout time.Duration `yaml:"handover_timeout"`
 
 	// BeforeEnqueue, when set, is called before each enqueue of ingested
 	// records with the events about to be stored; an error fails that
@@ -190,6 +197,7 @@ func (c Config) WithDefaults() Config {
 	dur(&c.RetryBackoff, DefaultRetryBackoff)
 	dur(&c.RetryBackoffMax, DefaultRetryBackoffMax)
 	dur(&c.DialTimeout, DefaultDialTimeout)
+	dur(&c.HandoverTimeout, DefaultHandoverTimeout)
 	return c
 }
 
@@ -248,6 +256,7 @@ func (c Config) Validate() error {
 		{"HeartbeatInterval", c.HeartbeatInterval}, {"RebalanceTimeout", c.RebalanceTimeout},
 		{"ShipInterval", c.ShipInterval}, {"RetryBackoff", c.RetryBackoff},
 		{"RetryBackoffMax", c.RetryBackoffMax}, {"DialTimeout", c.DialTimeout},
+		{"HandoverTimeout", c.HandoverTimeout},
 	} {
 		if d.v < 0 {
 			return bad(d.name, "must not be negative (got %s)", d.v)

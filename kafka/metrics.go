@@ -31,6 +31,23 @@ type Metrics struct {
 	// Shipping holds the changelog shipping figures; nil when shipping is
 	// off.
 	Shipping *ShippingMetrics
+	// Partitions is the status of each partition this instance owns, in
+	// group mode (Group); nil outside it.
+	Partitions []PartitionStatus
+	// Restores counts the partition restores of a Group since it started.
+	Restores RestoreCounts
+}
+
+// RestoreCounts counts partition restores.
+type RestoreCounts struct {
+	// Checkpoint is the number of restores finished from a checkpoint (a
+	// local store kept from an earlier ownership, caught up).
+	Checkpoint uint64
+	// Rebuild is the number of stores rebuilt from the whole changelog
+	// partition.
+	Rebuild uint64
+	// Failed is the number of restores that failed (each is retried).
+	Failed uint64
 }
 
 // IngestMetrics are the figures of ingest from the ingest topic.

@@ -235,23 +235,7 @@ func restoreFrom(ctx context.Context, cfg Config, cn *conns, st *outbox.Outbox, 
 // readPartition reads one partition from p.first up to p.last and sends the
 // decoded entries. It finishes early when the reader's position passes the
 // end (the last records were compacted away).
-func readPartition(ctx context.Context, cfg Config, cn *conns, p partRange, out chan<- outbox.ChangelogEntry, pr *restoreProgress) (err error) {
-	r := kafkago.NewReader(kafkago.ReaderConfig{
-		Brokers:        cfg.brokers(),
-		Topic:          cfg.ChangelogTopic,
-		Partition:      p.id,
-		Dialer:         cn.dialer,
-		MinBytes:       1,
-		MaxBytes:       32 << 20,
-		MaxWait:        250 * time.Millisecond,
-		QueueCapacity:  restoreBatch,
-		ReadBackoffMin: cfg.RetryBackoff,
-		ReadBackoffMax: cfg.RetryBackoffMax,
-	})
-	defer r.Close()
-	if err = r.SetOffset(p.first); err != nil {
-		return err
-	}
+func readPartition(ctx context.Context, cfg Config, cn *conns, p partRange, out chan<- outbox.ChangelogEntry, pr *restoreProgress) error {
 	// Progress counts offsets, so that it reaches the end offsets exactly
 	// however many records compaction removed.
 	pos := p.first
@@ -261,37 +245,7 @@ func readPartition(ctx context.Context, cfg Config, cn *conns, p partRange, out 
 			pos = to
 		}
 	}
-	defer func() {
-		if err == nil {
-			advance(p.last)
-		}
-	}()
-	idle := 0
-	for {
-		fctx, cancel := context.WithTimeout(ctx, restoreIdle)
-		msg, err := r.FetchMessage(fctx)
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return context.Cause(ctx)
-			}
-			if !errors.Is(err, context.DeadlineExceeded) {
-				return fmt.Errorf("kafka: restore: read %s/%d: %w", cfg.ChangelogTopic, p.id, err)
-			}
-			if r.Offset() >= p.last {
-				return nil
-			}
-			idle++
-			if time.Duration(idle)*restoreIdle >= max(30*time.Second, 3*cfg.RetryBackoffMax) {
-				return fmt.Errorf("kafka: restore: %s/%d delivers nothing at offset %d, before its end offset %d",
-					cfg.ChangelogTopic, p.id, r.Offset(), p.last)
-			}
-			continue
-		}
-		idle = 0
-		if msg.Offset >= p.last {
-			return nil
-		}
+	err := readRange(ctx, cfg, cn, cfg.ChangelogTopic, p, func(msg *kafkago.Message) error {
 		e, err := decodeChangelogRecord(msg.Key, msg.Value, msg.Headers, msg.Time)
 		if err != nil {
 			return fmt.Errorf("kafka: restore: %s/%d@%d: %w", cfg.ChangelogTopic, p.id, msg.Offset, err)
@@ -302,6 +256,68 @@ func readPartition(ctx context.Context, cfg Config, cn *conns, p partRange, out 
 			return context.Cause(ctx)
 		}
 		advance(msg.Offset + 1)
+		return nil
+	})
+	if err == nil {
+		advance(p.last)
+	}
+	return err
+}
+
+// readRange calls fn with every record of topic's partition p.id from
+// p.first up to p.last, in offset order, and returns fn's first error. It
+// finishes early when the reader's position passes the end (the last
+// records were compacted away), and fails when the partition delivers
+// nothing for long before its end.
+func readRange(ctx context.Context, cfg Config, cn *conns, topic string, p partRange, fn func(*kafkago.Message) error) error {
+	if p.last <= p.first {
+		return nil
+	}
+	r := kafkago.NewReader(kafkago.ReaderConfig{
+		Brokers:        cfg.brokers(),
+		Topic:          topic,
+		Partition:      p.id,
+		Dialer:         cn.dialer,
+		MinBytes:       1,
+		MaxBytes:       32 << 20,
+		MaxWait:        250 * time.Millisecond,
+		QueueCapacity:  restoreBatch,
+		ReadBackoffMin: cfg.RetryBackoff,
+		ReadBackoffMax: cfg.RetryBackoffMax,
+	})
+	defer r.Close()
+	if err := r.SetOffset(p.first); err != nil {
+		return err
+	}
+	idle := 0
+	for {
+		fctx, cancel := context.WithTimeout(ctx, restoreIdle)
+		msg, err := r.FetchMessage(fctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			if !errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("kafka: restore: read %s/%d: %w", topic, p.id, err)
+			}
+			if r.Offset() >= p.last {
+				return nil
+			}
+			idle++
+			if time.Duration(idle)*restoreIdle >= max(30*time.Second, 3*cfg.RetryBackoffMax) {
+				return fmt.Errorf("kafka: restore: %s/%d delivers nothing at offset %d, before its end offset %d",
+					topic, p.id, r.Offset(), p.last)
+			}
+			continue
+		}
+		idle = 0
+		if msg.Offset >= p.last {
+			return nil
+		}
+		if err := fn(&msg); err != nil {
+			return err
+		}
 		if msg.Offset >= p.last-1 {
 			return nil
 		}
