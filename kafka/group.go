@@ -431,3 +431,7 @@ func (g *Group) Metrics() Metrics {
 	out.Shipping = sh
 	return out
 }
+
+// Ready reports whether this instance is a member of the group's current
+// generation.
+func (g *Group) Ready() bool { return g.in.ready.Load() }

@@ -37,7 +37,8 @@ const restoreIdle = time.Second
 // Restore rebuilds an outbox from cfg.ChangelogTopic into a new database file
 // at dbPath: it reads every partition from its beginning up to the end
 // offsets it finds when it starts, and applies the records in order, so the
-// last record of each event ID wins, a tombstone deletes (the event stays
+// last record of each event ID wins (records fenced off by a later owner of
+// their partition, in a Group's changelog, are skipped), a tombstone deletes (the event stays
 // deleted: its tombstone is kept in the new store too), a dead letter comes
 // back dead and everything else pending. It refuses a dbPath that already
 // holds data (ErrNotEmpty) and stops at the first record it cannot decode
@@ -245,11 +246,27 @@ func readPartition(ctx context.Context, cfg Config, cn *conns, p partRange, out 
 			pos = to
 		}
 	}
+	var maxEpoch int64
 	err := readRange(ctx, cfg, cn, cfg.ChangelogTopic, p, func(msg *kafkago.Message) error {
+		epoch, fence, err := recordEpoch(msg.Headers)
+		if err != nil {
+			return fmt.Errorf("kafka: restore: %s/%d@%d: %w", cfg.ChangelogTopic, p.id, msg.Offset, err)
+		}
+		if epoch < maxEpoch || fence {
+			// Written by an owner fenced off by then, or a fence.
+			maxEpoch = max(maxEpoch, epoch)
+			advance(msg.Offset + 1)
+			return nil
+		}
+		maxEpoch = epoch
 		e, err := decodeChangelogRecord(msg.Key, msg.Value, msg.Headers, msg.Time)
 		if err != nil {
 			return fmt.Errorf("kafka: restore: %s/%d@%d: %w", cfg.ChangelogTopic, p.id, msg.Offset, err)
 		}
+		// The records of one ID are all in this partition, in the order
+		// they were written; their LSNs may come from the stores of
+		// several owners (a group's changelog), their offsets do not.
+		e.LSN = uint64(msg.Offset) + 1
 		select {
 		case out <- e:
 		case <-ctx.Done():

@@ -95,7 +95,7 @@ func (s *server) run(sigs <-chan os.Signal) int {
 	}
 
 	reg := prometheus.NewRegistry()
-	collector, _ := outboxprom.New(o) // installs its hooks on o
+	collector, hooks := outboxprom.New(o) // installs its hooks on o
 	reg.MustRegister(collector,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -111,7 +111,11 @@ func (s *server) run(sigs <-chan os.Signal) int {
 		return s.fail(exitError, "starting the outbox: %v", err)
 	}
 	if cfg.Kafka.Enabled() {
-		r, err := startKafka(context.Background(), o, cfg.Kafka, s.log)
+		// In group mode every partition store counts into the same
+		// collector as the local store.
+		pcfg := cfg.OutboxConfig(sink, s.log)
+		pcfg.Hooks = hooks
+		r, err := startKafka(context.Background(), o, cfg.Kafka, partitionStores(cfg.DB, pcfg), s.log)
 		if err != nil {
 			ln.Close()
 			_ = stopOutbox(context.Background())
