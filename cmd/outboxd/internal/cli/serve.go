@@ -20,10 +20,12 @@ import (
 
 	"github.com/outboxd/outbox/cmd/outboxd/internal/config"
 	"github.com/outboxd/outbox/httpsink"
+	"github.com/outboxd/outbox/kafka"
 	"github.com/outboxd/outbox/kafka/kafkaprom"
 	"github.com/outboxd/outbox/outbox"
 	"github.com/outboxd/outbox/outbox/httpapi"
 	"github.com/outboxd/outbox/outbox/outboxprom"
+	"github.com/outboxd/outbox/outbox/union"
 )
 
 // serve runs the sidecar until SIGTERM or SIGINT.
@@ -251,8 +253,32 @@ func (s *server) routes(reg *prometheus.Registry) http.Handler {
 	for _, p := range []string{"/metrics", "/healthz", "/readyz"} {
 		mux.Handle(p, httpapi.MethodNotAllowed(http.MethodGet))
 	}
-	mux.Handle("/", httpapi.New(s.o, apiConfig(s.cfg, s.log)))
+	mux.Handle("/", s.api())
 	return mux
+}
+
+// api is the HTTP API: over the local store, and in Kafka group mode over
+// the stores of the partitions this instance owns too, with their status
+// in /v1/stats under "kafka".
+func (s *server) api() http.Handler {
+	cfg := apiConfig(s.cfg, s.log)
+	g, ok := s.kafka.(*kafka.Group)
+	if !ok {
+		return httpapi.New(s.o, cfg)
+	}
+	cfg.ExtraStats = func() map[string]any {
+		h := g.Health()
+		k := map[string]any{
+			"joined":     h.Joined,
+			"generation": h.Generation,
+			"partitions": g.Partitions(),
+		}
+		if h.Err != nil {
+			k["error"] = h.Err.Error()
+		}
+		return map[string]any{"kafka": k}
+	}
+	return httpapi.New(union.New(s.o, g.Stores), cfg)
 }
 
 // commitStallLimit is how long a store commit may run before /readyz says
