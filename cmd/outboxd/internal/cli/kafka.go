@@ -8,9 +8,11 @@ import (
 	"github.com/outboxd/outbox/outbox"
 )
 
-// kafkaRunner is what serve needs of a running Kafka integration.
+// kafkaRunner is what serve needs of a running Kafka integration: a
+// *kafka.Runner, or a *kafka.Group in group mode. /readyz's kafka and
+// restores checks find what they read by type assertion (kafkaGroup,
+// kafkaReadiness in ready.go).
 type kafkaRunner interface {
-	Ready() bool
 	Close(ctx context.Context) error
 	Metrics() kafka.Metrics
 }
