@@ -111,11 +111,16 @@ func serveRoutes(t *testing.T, s *server) readyzClient {
 	return readyzClient{t: t, url: srv.URL}
 }
 
-// readyzAnswer is the JSON answer of /readyz (error for a 400).
+// readyzAnswer is the JSON answer of /readyz (error for a 400), as a
+// client reads it.
 type readyzAnswer struct {
-	Status string        `json:"status"`
-	Checks []checkResult `json:"checks"`
-	Error  string        `json:"error"`
+	Status string `json:"status"`
+	Checks []struct {
+		Name   string `json:"name"`
+		OK     bool   `json:"ok"`
+		Reason string `json:"reason"`
+	} `json:"checks"`
+	Error string `json:"error"`
 }
 
 // get calls GET /readyz with query and decodes the answer.
