@@ -246,9 +246,9 @@ func (s *server) routes(reg *prometheus.Registry) http.Handler {
 }
 
 // commitStallLimit is how long a store commit may run before /readyz's store
-// check fails: commits take milliseconds, so one running this
-// long means the disk is not answering (an fsync that does not return), and
-// every enqueue and delivery outcome waits behind it.
+// check fails: commits take milliseconds, so one running this long means the
+// disk is not answering (an fsync that does not return), and every enqueue
+// and delivery outcome waits behind it.
 var commitStallLimit = 30 * time.Second
 
 func writeStatus(w http.ResponseWriter, code int, status string) {
