@@ -31,22 +31,22 @@ type Metrics struct {
 	// Shipping holds the changelog shipping figures; nil when shipping is
 	// off.
 	Shipping *ShippingMetrics
-	// Partitions is the status of each partition this instance owns, in
-	// group mode (Group); nil outside it.
+	// Partitions describes the partitions this instance owns in group mode,
+	// sorted by partition: nil outside group mode, empty (not nil) in group
+	// mode while it owns none.
 	Partitions []PartitionStatus
-	// Restores counts the partition restores of a Group since it started.
+	// Restores counts the restores of partition stores since start (zero
+	// outside group mode).
 	Restores RestoreCounts
 }
 
-// RestoreCounts counts partition restores.
+// RestoreCounts count the restores of partition stores since start.
 type RestoreCounts struct {
-	// Checkpoint is the number of restores finished from a checkpoint (a
-	// local store kept from an earlier ownership, caught up).
+	// Checkpoint is the number of restores finished from a checkpoint.
 	Checkpoint uint64
-	// Rebuild is the number of stores rebuilt from the whole changelog
-	// partition.
+	// Rebuild is the number of rebuilds from the changelog finished.
 	Rebuild uint64
-	// Failed is the number of restores that failed (each is retried).
+	// Failed is the number of restores that failed.
 	Failed uint64
 }
 

@@ -9,10 +9,10 @@ import (
 )
 
 // kafkaRunner is what serve needs of a running Kafka integration: a
-// kafka.Group (group mode) or a kafka.Runner (shipping the local store's
-// changelog only).
+// *kafka.Runner, or a *kafka.Group in group mode. /readyz's kafka and
+// restores checks find what they read by type assertion (kafkaGroup,
+// kafkaReadiness in ready.go).
 type kafkaRunner interface {
-	Ready() bool
 	Close(ctx context.Context) error
 	Metrics() kafka.Metrics
 }

@@ -128,6 +128,10 @@ func (s *server) run(sigs <-chan os.Signal) int {
 			return s.fail(exitError, "starting Kafka: %v", err)
 		}
 		s.kafka = r
+		if g, ok := r.(*kafka.Group); ok {
+			// The outbox_* gauges sum the local and the partition stores.
+			collector.AttachSource(union.New(o, g.Stores))
+		}
 		reg.MustRegister(kafkaprom.New(r))
 	}
 
@@ -243,13 +247,7 @@ func (s *server) routes(reg *prometheus.Registry) http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, http.StatusOK, "ok")
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if reason := s.notReady(); reason != "" {
-			writeStatus(w, http.StatusServiceUnavailable, "not ready: "+reason)
-			return
-		}
-		writeStatus(w, http.StatusOK, "ready")
-	})
+	mux.HandleFunc("GET /readyz", readyz(s.readyChecks()))
 	for _, p := range []string{"/metrics", "/healthz", "/readyz"} {
 		mux.Handle(p, httpapi.MethodNotAllowed(http.MethodGet))
 	}
@@ -281,34 +279,11 @@ func (s *server) api() http.Handler {
 	return httpapi.New(union.New(s.o, g.Stores), cfg)
 }
 
-// commitStallLimit is how long a store commit may run before /readyz says
-// the server is not ready: commits take milliseconds, so one running this
-// long means the disk is not answering (an fsync that does not return), and
-// every enqueue and delivery outcome waits behind it.
+// commitStallLimit is how long a store commit may run before /readyz's store
+// check fails: commits take milliseconds, so one running this long means the
+// disk is not answering (an fsync that does not return), and every enqueue
+// and delivery outcome waits behind it.
 var commitStallLimit = 30 * time.Second
-
-// notReady says why the server is not ready, or "" when it is.
-func (s *server) notReady() string {
-	running := s.o.CommitStats().Running
-	switch {
-	case s.stopping.Load():
-		return "shutting down"
-	case !s.o.Ready():
-		return "outbox not running"
-	case s.o.Health() != nil:
-		err := s.o.Health()
-		if errors.Is(err, outbox.ErrDamaged) {
-			return fmt.Sprintf("%v; verify it with: outboxd check --db %s", err, s.o.Path())
-		}
-		return err.Error()
-	case running > commitStallLimit:
-		return fmt.Sprintf("a store commit has been running for %s; the disk holding %s is not answering",
-			running.Round(time.Second), s.o.Path())
-	case s.kafka != nil && !s.kafka.Ready():
-		return "Kafka ingest not connected"
-	}
-	return ""
-}
 
 func writeStatus(w http.ResponseWriter, code int, status string) {
 	w.Header().Set("Content-Type", "application/json")
