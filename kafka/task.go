@@ -464,7 +464,15 @@ func (t *task) apply(ctx context.Context, o *outbox.Outbox, pr partRange, maxEpo
 		batch = batch[:0]
 		return nil
 	}
+	begin, lastLog := time.Now(), time.Now()
 	err = readRange(ctx, t.g.cfg, t.g.conns, topic, pr, func(m *kafkago.Message) error {
+		if time.Since(lastLog) >= restoreLogEvery {
+			lastLog = time.Now()
+			done := applied + int64(len(batch))
+			t.log.Info("kafka: restoring the partition store", "records", done,
+				"records_per_second", int64(float64(done)/time.Since(begin).Seconds()),
+				"remaining", max(pr.last-m.Offset, 0), "fenced", fenced)
+		}
 		e, fence, err := recordEpoch(m.Headers)
 		if err != nil {
 			return &TopicError{Topic: topic, Partition: t.p, Reason: fmt.Sprintf("record at offset %d: %v", m.Offset, err)}
@@ -499,6 +507,9 @@ func (t *task) apply(ctx context.Context, o *outbox.Outbox, pr partRange, maxEpo
 	}
 	return applied, fenced, maxEpoch, err
 }
+
+// restoreLogEvery is how often a restore under way logs its progress.
+const restoreLogEvery = 5 * time.Second
 
 // changelogRange returns the first and end offsets of changelog partition p.
 func (g *Group) changelogRange(ctx context.Context, p int) (partRange, error) {
