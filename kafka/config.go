@@ -98,9 +98,11 @@ type Config struct {
 	// committed offset: "earliest" (the default: records published before
 	// the first start are not skipped) or "latest".
 	StartOffset string `yaml:"start_offset"`
-	// ChangelogTopic is the compacted topic the store's changelog is shipped
-	// to (created compacted when missing) and restored from. Empty: no
-	// shipping. Give each instance its own changelog topic.
+	// ChangelogTopic is the compacted topic changelogs are shipped to
+	// (created compacted when missing) and restored from. For a Group it is
+	// one topic for the whole group, with the ingest topic's partition count,
+	// default "<Group>-<Topic>-changelog". For Start it ships that one
+	// outbox (empty: no shipping); give each such outbox its own topic.
 	ChangelogTopic string `yaml:"changelog_topic"`
 	// ClientID identifies this client to the brokers. Default "outboxd".
 	ClientID string `yaml:"client_id"`
@@ -131,7 +133,8 @@ type Config struct {
 	// once it has caught up. Default 100ms.
 	ShipInterval time.Duration `yaml:"ship_interval"`
 	// ChangelogPartitions is the number of partitions of the changelog
-	// topic when it is created. Default 1.
+	// topic when Start creates it. Default 1. A Group
+	// creates its changelog with the ingest topic's partition count.
 	ChangelogPartitions int `yaml:"changelog_partitions"`
 	// ChangelogReplication is the replication factor of the changelog topic
 	// when it is created. Default: the broker's default.
