@@ -38,6 +38,7 @@ const (
 	DefaultRetryBackoffMax   = 5 * time.Second
 	DefaultDialTimeout       = 10 * time.Second
 	DefaultChangelogMaxBytes = 8 << 20
+	DefaultHandoverTimeout   = 10 * time.Second
 )
 
 // TLSConfig configures TLS towards the brokers.
@@ -97,9 +98,11 @@ type Config struct {
 	// committed offset: "earliest" (the default: records published before
 	// the first start are not skipped) or "latest".
 	StartOffset string `yaml:"start_offset"`
-	// ChangelogTopic is the compacted topic the store's changelog is shipped
-	// to (created compacted when missing) and restored from. Empty: no
-	// shipping. Give each instance its own changelog topic.
+	// ChangelogTopic is the compacted topic changelogs are shipped to
+	// (created compacted when missing) and restored from. For a Group it is
+	// one topic for the whole group, with the ingest topic's partition count,
+	// default "<Group>-<Topic>-changelog". For Start it ships that one
+	// outbox (empty: no shipping); give each such outbox its own topic.
 	ChangelogTopic string `yaml:"changelog_topic"`
 	// ClientID identifies this client to the brokers. Default "outboxd".
 	ClientID string `yaml:"client_id"`
@@ -130,7 +133,8 @@ type Config struct {
 	// once it has caught up. Default 100ms.
 	ShipInterval time.Duration `yaml:"ship_interval"`
 	// ChangelogPartitions is the number of partitions of the changelog
-	// topic when it is created. Default 1.
+	// topic when Start creates it. Default 1. A Group
+	// creates its changelog with the ingest topic's partition count.
 	ChangelogPartitions int `yaml:"changelog_partitions"`
 	// ChangelogReplication is the replication factor of the changelog topic
 	// when it is created. Default: the broker's default.
@@ -142,6 +146,12 @@ type Config struct {
 	RetryBackoffMax time.Duration `yaml:"retry_backoff_max"`
 	// DialTimeout bounds connecting to a broker. Default 10s.
 	DialTimeout time.Duration `yaml:"dial_timeout"`
+	// HandoverTimeout bounds, in group mode, how long the deliveries in
+	// flight of a revoked partition may run before they are cancelled (they
+	// stay pending, for the next owner); shipping the store's changelog
+	// then gets as long again. Keep it well below RebalanceTimeout, which
+	// bounds the whole hand-over. Default 10s.
+	HandoverTimeout time.Duration `yaml:"handover_timeout"`
 
 	// BeforeEnqueue, when set, is called before each enqueue of ingested
 	// records with the events about to be stored; an error fails that
@@ -190,6 +200,7 @@ func (c Config) WithDefaults() Config {
 	dur(&c.RetryBackoff, DefaultRetryBackoff)
 	dur(&c.RetryBackoffMax, DefaultRetryBackoffMax)
 	dur(&c.DialTimeout, DefaultDialTimeout)
+	dur(&c.HandoverTimeout, DefaultHandoverTimeout)
 	return c
 }
 
@@ -248,6 +259,7 @@ func (c Config) Validate() error {
 		{"HeartbeatInterval", c.HeartbeatInterval}, {"RebalanceTimeout", c.RebalanceTimeout},
 		{"ShipInterval", c.ShipInterval}, {"RetryBackoff", c.RetryBackoff},
 		{"RetryBackoffMax", c.RetryBackoffMax}, {"DialTimeout", c.DialTimeout},
+		{"HandoverTimeout", c.HandoverTimeout},
 	} {
 		if d.v < 0 {
 			return bad(d.name, "must not be negative (got %s)", d.v)

@@ -36,3 +36,30 @@ func (e *ConfigError) Error() string {
 
 // Unwrap returns ErrInvalidConfig.
 func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
+
+// ErrTopic is matched by every *TopicError.
+var ErrTopic = errors.New("kafka: topic unfit")
+
+// TopicError reports a topic that cannot serve its purpose: a changelog
+// topic with another partition count than the ingest topic, one that is not
+// compacted, or one the brokers refuse to create. Retrying does not help;
+// the topic must be changed.
+type TopicError struct {
+	// Topic is the topic's name.
+	Topic string
+	// Partition is the partition concerned, -1 for the whole topic.
+	Partition int
+	// Reason says what is wrong and what to do.
+	Reason string
+}
+
+// Error implements error.
+func (e *TopicError) Error() string {
+	if e.Partition >= 0 {
+		return fmt.Sprintf("kafka: topic %s partition %d: %s", e.Topic, e.Partition, e.Reason)
+	}
+	return fmt.Sprintf("kafka: topic %s: %s", e.Topic, e.Reason)
+}
+
+// Unwrap returns ErrTopic.
+func (e *TopicError) Unwrap() error { return ErrTopic }

@@ -49,8 +49,13 @@ type ingest struct {
 	work context.Context
 
 	ready    atomic.Bool
-	down     atomic.Bool // logged the loss of the group once
+	down     atomic.Bool           // logged the loss of the group once
+	joinErr  atomic.Pointer[error] // why the last join failed; nil once joined
 	assigned atomic.Int32
+
+	// onGeneration runs each generation; runGeneration unless group mode
+	// replaces it.
+	onGeneration func(*kafkago.Generation)
 
 	mu        sync.Mutex
 	committed map[int]int64 // last committed offset per partition (any generation)
@@ -85,6 +90,7 @@ func newIngest(cfg Config, o enqueuer, log *slog.Logger, cn *conns, met *metrics
 		return nil, fmt.Errorf("kafka: consumer group: %w", err)
 	}
 	in.cg = cg
+	in.onGeneration = in.runGeneration
 	return in, nil
 }
 
@@ -102,6 +108,7 @@ func (in *ingest) run(ctx context.Context) {
 				continue
 			}
 			in.ready.Store(false)
+			in.joinErr.Store(&err)
 			in.met.groupErrors.Add(1)
 			if in.down.CompareAndSwap(false, true) {
 				in.log.Warn("kafka: cannot join the consumer group; ingest paused, retrying",
@@ -115,8 +122,9 @@ func (in *ingest) run(ctx context.Context) {
 			in.log.Info("kafka: consumer group joined again; ingest resumed", "group", in.cfg.Group)
 		}
 		in.ready.Store(true)
+		in.joinErr.Store(nil)
 		in.met.generations.Add(1)
-		in.runGeneration(gen)
+		in.onGeneration(gen)
 	}
 }
 
@@ -142,7 +150,7 @@ func (in *ingest) runGeneration(gen *kafkago.Generation) {
 	for _, pa := range parts {
 		tr := trackers[pa.ID]
 		gen.Start(func(gctx context.Context) {
-			in.consume(gctx, pa, tr, consumers.Done)
+			in.consume(gctx, pa, tr, partStore{o: in.o}, consumers.Done)
 		})
 	}
 	gen.Start(func(gctx context.Context) {
@@ -174,7 +182,7 @@ func (in *ingest) commitLoop(gctx context.Context, gen *kafkago.Generation, trac
 func (in *ingest) commit(gen *kafkago.Generation, trackers map[int]*tracker, final bool) {
 	offsets := make(map[int]int64)
 	for p, tr := range trackers {
-		if off, ok := tr.toCommit(); ok {
+		if off, ok := tr.toCommit(^uint64(0)); ok {
 			offsets[p] = off
 		}
 	}
@@ -203,6 +211,15 @@ func (in *ingest) commit(gen *kafkago.Generation, trackers map[int]*tracker, fin
 	in.mu.Unlock()
 }
 
+// joinError returns why the last attempt to join the group failed, nil
+// once it joined (or while a rebalance is merely under way).
+func (in *ingest) joinError() error {
+	if p := in.joinErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
 // committedOffsets returns the last offsets this instance committed.
 func (in *ingest) committedOffsets() map[int]int64 {
 	in.mu.Lock()
@@ -227,10 +244,25 @@ type failedBatch struct {
 	msgs []kafkago.Message
 }
 
-// consume runs one partition for one generation. It calls stopped once it
-// has stopped fetching and its last write is done, so the final commit need
-// not wait for the reader to close.
-func (in *ingest) consume(gctx context.Context, pa kafkago.PartitionAssignment, tr *tracker, stopped func()) {
+// partStore is where consume stores one partition's records: o, and, in
+// group mode, lsn reads the store's last changelog LSN once a batch is
+// durable (so that its offset is committed only once that is shipped).
+type partStore struct {
+	o   enqueuer
+	lsn func() uint64
+}
+
+func (ps partStore) lastLSN() uint64 {
+	if ps.lsn == nil {
+		return 0
+	}
+	return ps.lsn()
+}
+
+// consume runs one partition for one generation, storing its records in ps.
+// It calls stopped once it has stopped fetching and its last write is done,
+// so the final commit need not wait for the reader to close.
+func (in *ingest) consume(gctx context.Context, pa kafkago.PartitionAssignment, tr *tracker, ps partStore, stopped func()) {
 	var once sync.Once
 	stop := func() { once.Do(stopped) }
 	defer stop()
@@ -285,7 +317,7 @@ func (in *ingest) consume(gctx context.Context, pa kafkago.PartitionAssignment, 
 	lane.Add(1)
 	go func() {
 		defer lane.Done()
-		in.retryLane(gctx, retry, tr)
+		in.retryLane(gctx, retry, tr, ps)
 	}()
 
 	batch := make([]kafkago.Message, 0, in.cfg.BatchSize)
@@ -317,9 +349,9 @@ loop:
 		}
 		in.met.records.Add(uint64(len(batch)))
 		sp := tr.add(batch[0].Offset, batch[len(batch)-1].Offset+1)
-		err := in.store(in.work, batch)
+		err := in.store(in.work, ps.o, batch)
 		if err == nil {
-			tr.done(sp.start)
+			tr.done(sp.start, ps.lastLSN())
 			continue
 		}
 		in.met.enqueueErrors.Add(1)
@@ -354,7 +386,7 @@ func msgSize(m *kafkago.Message) int {
 // retryLane retries failed batches of one partition in order, with backoff,
 // until each is durable or the generation ends (the next owner of the
 // partition reads them again from the committed offset).
-func (in *ingest) retryLane(gctx context.Context, retry <-chan failedBatch, tr *tracker) {
+func (in *ingest) retryLane(gctx context.Context, retry <-chan failedBatch, tr *tracker, ps partStore) {
 	for fb := range retry {
 		b := backoff.NewExponentialBackOff()
 		b.InitialInterval = in.cfg.RetryBackoff
@@ -369,9 +401,9 @@ func (in *ingest) retryLane(gctx context.Context, retry <-chan failedBatch, tr *
 				return
 			case <-t.C:
 			}
-			err := in.store(in.work, fb.msgs)
+			err := in.store(in.work, ps.o, fb.msgs)
 			if err == nil {
-				tr.done(fb.span.start)
+				tr.done(fb.span.start, ps.lastLSN())
 				in.log.Info("kafka: enqueue succeeded on retry", "topic", in.cfg.Topic,
 					"partition", fb.msgs[0].Partition, "from", fb.span.start, "to", fb.span.end-1)
 				break
@@ -386,7 +418,7 @@ func (in *ingest) retryLane(gctx context.Context, retry <-chan failedBatch, tr *
 // events in one Ingest (the common case), the others as dead letters. It
 // is idempotent (IDs are stable), so a failed batch is simply retried whole.
 // It returns an error only for failures worth retrying.
-func (in *ingest) store(ctx context.Context, batch []kafkago.Message) error {
+func (in *ingest) store(ctx context.Context, o enqueuer, batch []kafkago.Message) error {
 	ms := make([]mapped, len(batch))
 	events := make([]outbox.Event, 0, len(batch))
 	src := make([]int, 0, len(batch)) // index in batch of events[i]
@@ -398,7 +430,7 @@ func (in *ingest) store(ctx context.Context, batch []kafkago.Message) error {
 		}
 	}
 	for len(events) > 0 {
-		err := in.enqueue(ctx, events)
+		err := in.enqueue(ctx, o, events)
 		if err == nil {
 			in.met.enqueued.Add(uint64(len(events)))
 			break
@@ -417,7 +449,7 @@ func (in *ingest) store(ctx context.Context, batch []kafkago.Message) error {
 			// Some ID header reuses the ID of another event: find which,
 			// one by one (rare), and keep those as dead letters.
 			for j, ev := range events {
-				if err := in.enqueue(ctx, []outbox.Event{ev}); err != nil {
+				if err := in.enqueue(ctx, o, []outbox.Event{ev}); err != nil {
 					if !errors.Is(err, outbox.ErrConflict) && !errors.Is(err, outbox.ErrInvalid) {
 						return err
 					}
@@ -435,20 +467,20 @@ func (in *ingest) store(ctx context.Context, batch []kafkago.Message) error {
 		if ms[i].dead == "" {
 			continue
 		}
-		if err := in.storeDead(ctx, &batch[i], ms[i]); err != nil {
+		if err := in.storeDead(ctx, o, &batch[i], ms[i]); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (in *ingest) enqueue(ctx context.Context, events []outbox.Event) error {
+func (in *ingest) enqueue(ctx context.Context, o enqueuer, events []outbox.Event) error {
 	if in.cfg.BeforeEnqueue != nil {
 		if err := in.cfg.BeforeEnqueue(ctx, events); err != nil {
 			return err
 		}
 	}
-	_, err := in.o.Ingest(ctx, events...)
+	_, err := o.Ingest(ctx, events...)
 	return err
 }
 
@@ -456,12 +488,12 @@ func (in *ingest) enqueue(ctx context.Context, events []outbox.Event) error {
 // as mapped if the outbox takes it, else stripped down step by step. A record
 // the outbox refuses even bare is logged and counted: it is the one case
 // where a record is passed over.
-func (in *ingest) storeDead(ctx context.Context, msg *kafkago.Message, mp mapped) error {
+func (in *ingest) storeDead(ctx context.Context, o enqueuer, msg *kafkago.Message, mp mapped) error {
 	reason := mp.dead
 	cands := append([]outbox.Event{mp.ev}, deadFallbacks(msg, mp)...)
 	var last error
 	for _, ev := range cands {
-		_, err := in.o.EnqueueDead(ctx, ev, reason)
+		_, err := o.EnqueueDead(ctx, ev, reason)
 		if err == nil {
 			in.met.dead.Add(1)
 			in.log.Warn("kafka: record stored as a dead letter", "id", ev.ID, "reason", reason)

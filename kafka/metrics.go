@@ -31,6 +31,23 @@ type Metrics struct {
 	// Shipping holds the changelog shipping figures; nil when shipping is
 	// off.
 	Shipping *ShippingMetrics
+	// Partitions describes the partitions this instance owns in group mode,
+	// sorted by partition: nil outside group mode, empty (not nil) in group
+	// mode while it owns none.
+	Partitions []PartitionStatus
+	// Restores counts the restores of partition stores since start (zero
+	// outside group mode).
+	Restores RestoreCounts
+}
+
+// RestoreCounts count the restores of partition stores since start.
+type RestoreCounts struct {
+	// Checkpoint is the number of restores finished from a checkpoint.
+	Checkpoint uint64
+	// Rebuild is the number of rebuilds from the changelog finished.
+	Rebuild uint64
+	// Failed is the number of restores that failed.
+	Failed uint64
 }
 
 // IngestMetrics are the figures of ingest from the ingest topic.

@@ -37,7 +37,8 @@ const restoreIdle = time.Second
 // Restore rebuilds an outbox from cfg.ChangelogTopic into a new database file
 // at dbPath: it reads every partition from its beginning up to the end
 // offsets it finds when it starts, and applies the records in order, so the
-// last record of each event ID wins, a tombstone deletes (the event stays
+// last record of each event ID wins (records fenced off by a later owner of
+// their partition, in a Group's changelog, are skipped), a tombstone deletes (the event stays
 // deleted: its tombstone is kept in the new store too), a dead letter comes
 // back dead and everything else pending. It refuses a dbPath that already
 // holds data (ErrNotEmpty) and stops at the first record it cannot decode
@@ -235,10 +236,63 @@ func restoreFrom(ctx context.Context, cfg Config, cn *conns, st *outbox.Outbox, 
 // readPartition reads one partition from p.first up to p.last and sends the
 // decoded entries. It finishes early when the reader's position passes the
 // end (the last records were compacted away).
-func readPartition(ctx context.Context, cfg Config, cn *conns, p partRange, out chan<- outbox.ChangelogEntry, pr *restoreProgress) (err error) {
+func readPartition(ctx context.Context, cfg Config, cn *conns, p partRange, out chan<- outbox.ChangelogEntry, pr *restoreProgress) error {
+	// Progress counts offsets, so that it reaches the end offsets exactly
+	// however many records compaction removed.
+	pos := p.first
+	advance := func(to int64) {
+		if to > pos {
+			pr.add(to - pos)
+			pos = to
+		}
+	}
+	var maxEpoch int64
+	err := readRange(ctx, cfg, cn, cfg.ChangelogTopic, p, func(msg *kafkago.Message) error {
+		epoch, fence, err := recordEpoch(msg.Headers)
+		if err != nil {
+			return fmt.Errorf("kafka: restore: %s/%d@%d: %w", cfg.ChangelogTopic, p.id, msg.Offset, err)
+		}
+		if epoch < maxEpoch || fence {
+			// Written by an owner fenced off by then, or a fence.
+			maxEpoch = max(maxEpoch, epoch)
+			advance(msg.Offset + 1)
+			return nil
+		}
+		maxEpoch = epoch
+		e, err := decodeChangelogRecord(msg.Key, msg.Value, msg.Headers, msg.Time)
+		if err != nil {
+			return fmt.Errorf("kafka: restore: %s/%d@%d: %w", cfg.ChangelogTopic, p.id, msg.Offset, err)
+		}
+		// The records of one ID are all in this partition, in the order
+		// they were written; their LSNs may come from the stores of
+		// several owners (a group's changelog), their offsets do not.
+		e.LSN = uint64(msg.Offset) + 1
+		select {
+		case out <- e:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		advance(msg.Offset + 1)
+		return nil
+	})
+	if err == nil {
+		advance(p.last)
+	}
+	return err
+}
+
+// readRange calls fn with every record of topic's partition p.id from
+// p.first up to p.last, in offset order, and returns fn's first error. It
+// finishes early when the reader's position passes the end (the last
+// records were compacted away), and fails when the partition delivers
+// nothing for long before its end.
+func readRange(ctx context.Context, cfg Config, cn *conns, topic string, p partRange, fn func(*kafkago.Message) error) error {
+	if p.last <= p.first {
+		return nil
+	}
 	r := kafkago.NewReader(kafkago.ReaderConfig{
 		Brokers:        cfg.brokers(),
-		Topic:          cfg.ChangelogTopic,
+		Topic:          topic,
 		Partition:      p.id,
 		Dialer:         cn.dialer,
 		MinBytes:       1,
@@ -249,23 +303,9 @@ func readPartition(ctx context.Context, cfg Config, cn *conns, p partRange, out 
 		ReadBackoffMax: cfg.RetryBackoffMax,
 	})
 	defer r.Close()
-	if err = r.SetOffset(p.first); err != nil {
+	if err := r.SetOffset(p.first); err != nil {
 		return err
 	}
-	// Progress counts offsets, so that it reaches the end offsets exactly
-	// however many records compaction removed.
-	pos := p.first
-	advance := func(to int64) {
-		if to > pos {
-			pr.add(to - pos)
-			pos = to
-		}
-	}
-	defer func() {
-		if err == nil {
-			advance(p.last)
-		}
-	}()
 	idle := 0
 	for {
 		fctx, cancel := context.WithTimeout(ctx, restoreIdle)
@@ -276,7 +316,7 @@ func readPartition(ctx context.Context, cfg Config, cn *conns, p partRange, out 
 				return context.Cause(ctx)
 			}
 			if !errors.Is(err, context.DeadlineExceeded) {
-				return fmt.Errorf("kafka: restore: read %s/%d: %w", cfg.ChangelogTopic, p.id, err)
+				return fmt.Errorf("kafka: restore: read %s/%d: %w", topic, p.id, err)
 			}
 			if r.Offset() >= p.last {
 				return nil
@@ -284,7 +324,7 @@ func readPartition(ctx context.Context, cfg Config, cn *conns, p partRange, out 
 			idle++
 			if time.Duration(idle)*restoreIdle >= max(30*time.Second, 3*cfg.RetryBackoffMax) {
 				return fmt.Errorf("kafka: restore: %s/%d delivers nothing at offset %d, before its end offset %d",
-					cfg.ChangelogTopic, p.id, r.Offset(), p.last)
+					topic, p.id, r.Offset(), p.last)
 			}
 			continue
 		}
@@ -292,16 +332,9 @@ func readPartition(ctx context.Context, cfg Config, cn *conns, p partRange, out 
 		if msg.Offset >= p.last {
 			return nil
 		}
-		e, err := decodeChangelogRecord(msg.Key, msg.Value, msg.Headers, msg.Time)
-		if err != nil {
-			return fmt.Errorf("kafka: restore: %s/%d@%d: %w", cfg.ChangelogTopic, p.id, msg.Offset, err)
+		if err := fn(&msg); err != nil {
+			return err
 		}
-		select {
-		case out <- e:
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		}
-		advance(msg.Offset + 1)
 		if msg.Offset >= p.last-1 {
 			return nil
 		}

@@ -38,6 +38,10 @@ type Runner struct {
 // delivering what it holds. ctx bounds the start only; the Runner runs until
 // Close. logger may be nil (logs are discarded).
 //
+// What is ingested stays in o, on this instance: when it is lost, its
+// pending events wait for a Restore. For state that follows the partitions
+// to the surviving instances, use StartGroup.
+//
 // o must stay open until Close has returned.
 func Start(ctx context.Context, o *outbox.Outbox, cfg Config, logger *slog.Logger) (*Runner, error) {
 	if o == nil {

@@ -39,6 +39,9 @@ type shipper struct {
 	now   func() time.Time
 
 	w *kafkago.Writer
+	// stamp, in group mode, routes every record to the store's changelog
+	// partition and adds the owner's epoch and generation.
+	stamp *stamp
 
 	shipped atomic.Uint64
 	ready   atomic.Bool // the topic is there and the last write succeeded
@@ -157,6 +160,9 @@ func (s *shipper) shipOnce(ctx context.Context) (int, error) {
 	msgs := make([]kafkago.Message, len(entries))
 	for i, e := range entries {
 		msgs[i] = entryMessage(e)
+		if s.stamp != nil {
+			s.stamp.apply(&msgs[i])
+		}
 	}
 	if err := s.w.WriteMessages(ctx, msgs...); err != nil {
 		// Some of the batch may have landed: the whole batch is sent again

@@ -18,11 +18,23 @@ type tracker struct {
 	spans []span
 	// committed is the last offset committed to the group.
 	committed int64
+	// marks are the offsets base advanced to, each with the highest store
+	// LSN written by the records below it, in offset order. In group mode
+	// an offset may be committed only once its records' changelog entries
+	// are shipped: toCommit(shipped) takes the last mark at or below it.
+	marks []mark
 }
 
 type span struct {
 	start, end int64 // [start, end)
 	done       bool
+	lsn        uint64 // the store's last LSN once the range was durable
+}
+
+// mark is an offset base reached and the LSN its records need shipped.
+type mark struct {
+	offset int64
+	lsn    uint64
 }
 
 // newTracker starts at the offset the partition was assigned at; a negative
@@ -58,19 +70,26 @@ func (t *tracker) add(first, end int64) span {
 	return s
 }
 
-// done marks the range starting at start as durable.
-func (t *tracker) done(start int64) {
+// done marks the range starting at start as durable, its entries in the
+// store's changelog up to lsn (0 when the changelog does not matter).
+func (t *tracker) done(start int64, lsn uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for i := range t.spans {
 		if t.spans[i].start == start {
 			t.spans[i].done = true
+			t.spans[i].lsn = lsn
 			break
 		}
 	}
 	n := 0
 	for n < len(t.spans) && t.spans[n].done {
 		t.base = t.spans[n].end
+		need := t.spans[n].lsn
+		if k := len(t.marks); k > 0 {
+			need = max(need, t.marks[k-1].lsn)
+		}
+		t.marks = append(t.marks, mark{offset: t.base, lsn: need})
 		n++
 	}
 	if n > 0 {
@@ -78,14 +97,24 @@ func (t *tracker) done(start int64) {
 	}
 }
 
-// toCommit returns the committable offset when it is past the last commit.
-func (t *tracker) toCommit() (int64, bool) {
+// toCommit returns the committable offset when it is past the last commit:
+// the highest offset below which every record is durable and, with shipped
+// > 0, whose changelog entries are shipped up to shipped. Pass ^uint64(0)
+// when shipping does not matter.
+func (t *tracker) toCommit(shipped uint64) (int64, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.base < 0 || t.base <= t.committed {
+	off := int64(-1)
+	for _, m := range t.marks {
+		if m.lsn > shipped {
+			break
+		}
+		off = m.offset
+	}
+	if off < 0 || off <= t.committed {
 		return 0, false
 	}
-	return t.base, true
+	return off, true
 }
 
 // committedAt records a successful commit of offset.
@@ -95,6 +124,11 @@ func (t *tracker) committedAt(offset int64) {
 	if offset > t.committed {
 		t.committed = offset
 	}
+	n := 0
+	for n < len(t.marks) && t.marks[n].offset <= t.committed {
+		n++
+	}
+	t.marks = append(t.marks[:0], t.marks[n:]...)
 }
 
 // durable returns the committable offset (-1 when unknown) and the number of

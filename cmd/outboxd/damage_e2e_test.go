@@ -79,14 +79,21 @@ func TestDamagedPageStopsServeFromAcceptingEvents(t *testing.T) {
 		t.Fatalf("outboxd did not listen within 20s:\n%s", p.log)
 	}
 	var status string
+	var checks []any
 	testkit.WaitFor(t, 20*time.Second, "/readyz to say the file is damaged", func() bool {
 		code, m := call(t, "GET", p.url("/readyz"), "", "")
 		status, _ = m["status"].(string)
+		checks, _ = m["checks"].([]any)
 		return code == http.StatusServiceUnavailable && strings.Contains(status, "damaged")
 	})
 
 	if !strings.Contains(status, "outboxd check") {
 		t.Errorf("/readyz says %q; want it to point at outboxd check", status)
+	}
+	// The answer names the failed check: the store.
+	if len(checks) != 1 || checks[0].(map[string]any)["name"] != "store" || checks[0].(map[string]any)["ok"] != false ||
+		!strings.Contains(fmt.Sprint(checks[0].(map[string]any)["reason"]), "damaged") {
+		t.Errorf("/readyz checks %v; want the store check alone, failed, saying the file is damaged", checks)
 	}
 	code, m := call(t, "POST", p.url("/v1/events"), "", `{"destination":"orders","payload":{"after":"damage"}}`)
 	if msg, _ := m["error"].(string); code != http.StatusServiceUnavailable || !strings.Contains(msg, "damaged") {

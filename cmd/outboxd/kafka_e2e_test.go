@@ -65,6 +65,9 @@ func TestKafkaIngestShippingAndRestore(t *testing.T) {
 		code, _ := call(t, "GET", p.url("/readyz"), "", "")
 		return code == http.StatusOK
 	})
+	if _, m := call(t, "GET", p.url("/readyz?verbose"), "", ""); !strings.Contains(fmt.Sprint(m["checks"]), "name:kafka ok:true") {
+		t.Errorf("/readyz?verbose in Kafka mode: %v, want the kafka check listed, passing", m)
+	}
 
 	// Ten records to deliver, ten whose receiver keeps answering 503 (their
 	// events stay pending), identified by the outbox-id header.

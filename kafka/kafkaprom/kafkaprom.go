@@ -1,22 +1,27 @@
-// Package kafkaprom exports the figures of a kafka.Runner to Prometheus. It is
+// Package kafkaprom exports the figures of a kafka.Runner (or, in group
+// mode, of a kafka.Group) to Prometheus. It is
 // kept out of package kafka so that a user of kafka who does not use
 // Prometheus does not import it.
 package kafkaprom
 
 import (
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/outboxd/outbox/kafka"
 )
 
-// Source is what a Collector reads: a *kafka.Runner.
+// Source is what a Collector reads: a *kafka.Runner, or a *kafka.Group in
+// group mode.
 type Source interface {
 	Metrics() kafka.Metrics
 }
 
-// Collector is a prometheus.Collector for one Runner. Metrics (namespace
-// "outboxd_kafka"); the ingest ones only when ingest is on, the changelog ones
-// only when shipping is on:
+// Collector is a prometheus.Collector for one Runner or Group. Metrics
+// (namespace "outboxd_kafka"); the ingest ones only when ingest is on, the
+// changelog ones only when shipping is on, the partition ones only in group
+// mode (Metrics.Partitions not nil):
 //
 //	outboxd_kafka_ingest_records_total          counter  records consumed
 //	outboxd_kafka_ingest_enqueued_total         counter  stored pending (duplicates included)
@@ -35,18 +40,45 @@ type Source interface {
 //	outboxd_kafka_changelog_shipped_lsn         gauge    last LSN acknowledged
 //	outboxd_kafka_changelog_lag_lsns            gauge    entries not yet shipped
 //	outboxd_kafka_changelog_lag_seconds         gauge    age of the oldest of them
+//	outboxd_kafka_partitions_owned              gauge    partitions this instance owns
+//	outboxd_kafka_partition_state{partition,state}
+//	                                            gauge    1 for the partition's state, 0 for the others
+//	outboxd_kafka_partition_restore_records{partition}
+//	                                            gauge    changelog records its restore applied
+//	outboxd_kafka_partition_restore_remaining{partition}
+//	                                            gauge    changelog offsets its restore has left
+//	outboxd_kafka_partition_restore_records_per_second{partition}
+//	                                            gauge    its restore's rate
+//	outboxd_kafka_partition_pending{partition}  gauge    pending events in its store
+//	outboxd_kafka_partition_dead{partition}     gauge    dead letters in its store
+//	outboxd_kafka_partition_committed_offset{partition}
+//	                                            gauge    last input offset committed (absent before the first)
+//	outboxd_kafka_restores_total{mode}          counter  restores finished, mode checkpoint or rebuild
+//	outboxd_kafka_restore_failures_total        counter  restores that failed
+//
+// The states are those of kafka.PartitionStatus.State: restoring, active,
+// handing-over and failed; a partition has a series for each, so that
+// sum by (state) counts the partitions in each state and a state that ends
+// reads 0 rather than vanishing.
 type Collector struct {
 	src Source
 
 	records, enqueued, dead, unstorable, enqueueErrors, fetchErrors  *prometheus.Desc
 	commits, commitErrors, generations, groupErrors, ready, assigned *prometheus.Desc
 	shipped, shipErrors, shippedLSN, lagLSNs, lagSeconds             *prometheus.Desc
+
+	owned, partState, restoreRecords, restoreRemaining, restoreRate *prometheus.Desc
+	partPending, partDead, partCommitted, restores, restoreFailures *prometheus.Desc
 }
+
+// partitionStates are the states partition_state has a series for, in
+// order.
+var partitionStates = []string{kafka.PartitionRestoring, kafka.PartitionActive, kafka.PartitionHandingOver, kafka.PartitionFailed}
 
 // New returns a Collector reading src (a *kafka.Runner).
 func New(src Source) *Collector {
-	d := func(name, help string) *prometheus.Desc {
-		return prometheus.NewDesc("outboxd_kafka_"+name, help, nil, nil)
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("outboxd_kafka_"+name, help, labels, nil)
 	}
 	return &Collector{
 		src:           src,
@@ -67,6 +99,17 @@ func New(src Source) *Collector {
 		shippedLSN:    d("changelog_shipped_lsn", "Last changelog LSN acknowledged by the changelog topic."),
 		lagLSNs:       d("changelog_lag_lsns", "Changelog entries written but not yet shipped."),
 		lagSeconds:    d("changelog_lag_seconds", "Age of the oldest changelog entry not yet shipped, in seconds."),
+
+		owned:            d("partitions_owned", "Partitions of the input topic this instance owns (group mode)."),
+		partState:        d("partition_state", "1 for the owned partition's state (restoring, active, handing-over, failed), 0 for the others.", "partition", "state"),
+		restoreRecords:   d("partition_restore_records", "Changelog records applied by the restore of the partition's store.", "partition"),
+		restoreRemaining: d("partition_restore_remaining", "Changelog offsets the restore of the partition's store has left to read.", "partition"),
+		restoreRate:      d("partition_restore_records_per_second", "Changelog records applied per second by the restore of the partition's store.", "partition"),
+		partPending:      d("partition_pending", "Pending events in the partition's store (0 while it restores).", "partition"),
+		partDead:         d("partition_dead", "Dead letters in the partition's store (0 while it restores).", "partition"),
+		partCommitted:    d("partition_committed_offset", "Last input offset this instance committed for the partition (absent before the first).", "partition"),
+		restores:         d("restores_total", "Restores of partition stores finished, by mode: checkpoint (caught up from a kept store) or rebuild (from the whole changelog).", "mode"),
+		restoreFailures:  d("restore_failures_total", "Restores of partition stores that failed."),
 	}
 }
 
@@ -74,7 +117,9 @@ func New(src Source) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.records, c.enqueued, c.dead, c.unstorable, c.enqueueErrors,
 		c.fetchErrors, c.commits, c.commitErrors, c.generations, c.groupErrors, c.ready, c.assigned,
-		c.shipped, c.shipErrors, c.shippedLSN, c.lagLSNs, c.lagSeconds} {
+		c.shipped, c.shipErrors, c.shippedLSN, c.lagLSNs, c.lagSeconds,
+		c.owned, c.partState, c.restoreRecords, c.restoreRemaining, c.restoreRate,
+		c.partPending, c.partDead, c.partCommitted, c.restores, c.restoreFailures} {
 		ch <- d
 	}
 }
@@ -113,6 +158,50 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.lagLSNs, float64(sh.LagEntries))
 		gauge(c.lagSeconds, sh.LagAge.Seconds())
 	}
+	if m.Partitions != nil {
+		c.collectPartitions(ch, m)
+	}
+}
+
+// collectPartitions sends the group mode figures of m.
+func (c *Collector) collectPartitions(ch chan<- prometheus.Metric, m kafka.Metrics) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	seen := make(map[int]bool, len(m.Partitions))
+	for _, p := range m.Partitions {
+		if seen[p.Partition] {
+			continue // a second series of one partition would fail the whole scrape
+		}
+		seen[p.Partition] = true
+		part := strconv.Itoa(p.Partition)
+		known := false
+		for _, st := range partitionStates {
+			v := 0.0
+			if p.State == st {
+				v, known = 1, true
+			}
+			gauge(c.partState, v, part, st)
+		}
+		if !known && p.State != "" {
+			gauge(c.partState, 1, part, p.State)
+		}
+		gauge(c.restoreRecords, float64(p.Restore.Records), part)
+		gauge(c.restoreRemaining, float64(p.Restore.Remaining), part)
+		gauge(c.restoreRate, p.Restore.Rate, part)
+		gauge(c.partPending, float64(p.Pending), part)
+		gauge(c.partDead, float64(p.Dead), part)
+		if p.Committed >= 0 {
+			gauge(c.partCommitted, float64(p.Committed), part)
+		}
+	}
+	gauge(c.owned, float64(len(seen)))
+	counter(c.restores, m.Restores.Checkpoint, kafka.RestoreCheckpoint)
+	counter(c.restores, m.Restores.Rebuild, kafka.RestoreRebuild)
+	counter(c.restoreFailures, m.Restores.Failed)
 }
 
 var _ Source = (*kafka.Runner)(nil)

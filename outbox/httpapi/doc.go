@@ -20,7 +20,11 @@
 //	POST   /v1/dead/replay                 replay dead events matching a filter at a bounded rate: 202 {"replayed": n}
 //	GET    /v1/endpoints                   endpoint states
 //	POST   /v1/endpoints/{name}/enable     re-enable a disabled endpoint
-//	GET    /v1/stats                       counts
+//	GET    /v1/stats                       counts: {"pending", "dead", "in_flight", "delivered_total", "failed_total",
+//	                                       "oldest_pending_age_seconds"}, plus the fields of Config.ExtraStats
+//
+// New serves a Backend: an *outbox.Outbox, or several outboxes served as one
+// (package outbox/union, as outboxd does in Kafka group mode).
 //
 // An event as POST /v1/events takes it:
 //

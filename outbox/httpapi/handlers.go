@@ -3,11 +3,13 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"mime"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -450,12 +452,56 @@ type statsOut struct {
 // stats serves GET /v1/stats.
 func (h *handler) stats(w http.ResponseWriter, r *http.Request) {
 	s := h.o.Stats()
-	writeJSON(w, http.StatusOK, statsOut{
+	out := statsOut{
 		Pending:                 s.Pending,
 		Dead:                    s.Dead,
 		InFlight:                s.InFlight,
 		DeliveredTotal:          s.DeliveredTotal,
 		FailedTotal:             s.FailedTotal,
 		OldestPendingAgeSeconds: s.OldestPendingAge.Seconds(),
-	})
+	}
+	if h.cfg.ExtraStats == nil {
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	writeJSON(w, http.StatusOK, h.withExtraStats(r, out, h.cfg.ExtraStats()))
+}
+
+// statsFields are the JSON names of statsOut's fields, which Config.ExtraStats
+// cannot replace.
+var statsFields = func() map[string]bool {
+	t := reflect.TypeFor[statsOut]()
+	names := make(map[string]bool, t.NumField())
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		names[name] = true
+	}
+	return names
+}()
+
+// withExtraStats returns the JSON object of out with the entries of extra
+// added after its fields, in key order, leaving out those whose key is a
+// field of out and those whose value does not encode (logged).
+func (h *handler) withExtraStats(r *http.Request, out statsOut, extra map[string]any) any {
+	b, err := json.Marshal(out)
+	if err != nil || len(extra) == 0 {
+		return out // (a struct of finite numbers always encodes)
+	}
+	b = b[:len(b)-1] // the closing brace
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
+		if statsFields[k] {
+			continue
+		}
+		v, err := json.Marshal(extra[k])
+		if err != nil {
+			h.cfg.Logger.Error("stats: an extra field does not encode as JSON; left out", "path", r.URL.Path, "field", k, "err", err)
+			continue
+		}
+		key, _ := json.Marshal(k) // a string always encodes
+		b = append(b, ',')
+		b = append(b, key...)
+		b = append(b, ':')
+		b = append(b, v...)
+	}
+	return json.RawMessage(append(b, '}'))
 }

@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-
-	"github.com/outboxd/outbox/outbox"
 )
 
 // Default limits of Config.
@@ -68,6 +66,15 @@ type Config struct {
 	ReadBodyTimeout time.Duration
 	// Logger receives server-side errors (5xx). Default: discard.
 	Logger *slog.Logger
+	// ExtraStats, when set, is called on every GET /v1/stats, and its
+	// entries are added to the answer as top-level fields next to the
+	// Backend's Stats (pending, dead, in_flight, delivered_total,
+	// failed_total, oldest_pending_age_seconds), in the order of their keys.
+	// An entry whose key is one of those fields is ignored (the Backend's
+	// count stands), and so is one whose value does not encode as JSON
+	// (logged). outboxd uses it for the state of its Kafka group. Default:
+	// none.
+	ExtraStats func() map[string]any
 }
 
 // withDefaults returns c with every zero or negative field set to its default.
@@ -97,19 +104,20 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// handler serves the API of one outbox.
+// handler serves the API of one Backend.
 type handler struct {
-	o        *outbox.Outbox
+	o        Backend
 	cfg      Config
 	tokenSum [sha256.Size]byte // sha256 of cfg.Token, compared in constant time
 	mux      *http.ServeMux
 	budget   bodyBudget // request bodies in memory, up to cfg.MaxBodyMemory
 }
 
-// New returns the API handler for o. Mount it at the root of a mux (its
+// New returns the API handler for o: an *outbox.Outbox, or any Backend
+// that serves several as one (package outbox/union). Mount it at the root of a mux (its
 // routes start with /v1/); every path it does not know is answered with a
 // JSON 404, so mount it as the fallback ("/") or strip nothing in front of it.
-func New(o *outbox.Outbox, cfg Config) http.Handler {
+func New(o Backend, cfg Config) http.Handler {
 	h := &handler{o: o, cfg: cfg.withDefaults()}
 	h.budget.max = h.cfg.MaxBodyMemory
 	if h.cfg.Token != "" {

@@ -2,6 +2,7 @@ package outboxprom
 
 import (
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,8 +13,21 @@ import (
 // HooksName is the outbox.Hooks.Name of the collector's hooks.
 const HooksName = "outboxprom"
 
-// Collector is a prometheus.Collector for one Outbox. Metrics (namespace
-// "outbox"):
+// Source is what the Collector's gauges and store counters are read from at
+// each scrape: an *outbox.Outbox, or a view over several of them that
+// reports them as one (such as the partition stores an instance owns in
+// Kafka group mode: counts and commit counters summed, the oldest pending
+// age the oldest of all, Health an error when one of them fails).
+type Source interface {
+	Stats() outbox.Stats
+	Health() error
+	CommitStats() outbox.CommitStats
+}
+
+var _ Source = (*outbox.Outbox)(nil)
+
+// Collector is a prometheus.Collector for an Outbox, or for a Source over
+// several. Metrics (namespace "outbox"):
 //
 //	outbox_enqueued_total                       counter   events stored
 //	outbox_duplicates_total                     counter   events enqueued again (dedup)
@@ -39,8 +53,13 @@ const HooksName = "outboxprom"
 //
 // Endpoint labels are endpoint names; with raw URL destinations each
 // scheme://host:port is one endpoint.
+//
+// The counters and histograms fed by the hooks count for every Outbox the
+// hooks are installed on (in Config.Hooks or with AddHooks), each event
+// once: install the same hooks in each of several outboxes and attach a
+// Source that sums them for the gauges.
 type Collector struct {
-	o *outbox.Outbox
+	src atomic.Pointer[sourceRef]
 
 	enqueued     prometheus.Counter
 	duplicates   prometheus.Counter
@@ -58,8 +77,9 @@ type Collector struct {
 // New returns a Collector for o and the hooks that feed it. When o is not
 // nil the hooks are installed on it (o.AddHooks; installing them again
 // replaces them, it does not count twice). With a nil o, put the hooks in the
-// Config.Hooks of the Outbox you open and call Attach with it: the gauges
-// are read from the attached Outbox.
+// Config.Hooks of the Outbox you open (or of each of several) and call
+// Attach with it (or AttachSource with a Source over them): the gauges are
+// read from what is attached.
 func New(o *outbox.Outbox) (*Collector, outbox.Hooks) {
 	const ns = "outbox"
 	c := &Collector{
@@ -111,9 +131,30 @@ func New(o *outbox.Outbox) (*Collector, outbox.Hooks) {
 	return c, h
 }
 
-// Attach sets the Outbox whose Stats the gauges report. Call it before the
-// Collector is registered or scraped.
-func (c *Collector) Attach(o *outbox.Outbox) { c.o = o }
+// Attach sets the Outbox whose Stats the gauges report (nil: none, the
+// gauges are left out). It may be called at any time; the next scrape reads
+// o.
+func (c *Collector) Attach(o *outbox.Outbox) {
+	if o == nil {
+		c.AttachSource(nil)
+		return
+	}
+	c.AttachSource(o)
+}
+
+// AttachSource sets the Source the gauges and store counters are read from
+// (nil: none, they are left out). It may be called at any time; the next
+// scrape reads s. Attach(o) is AttachSource(o).
+func (c *Collector) AttachSource(s Source) {
+	if s == nil {
+		c.src.Store(nil)
+		return
+	}
+	c.src.Store(&sourceRef{s})
+}
+
+// sourceRef holds the attached Source for an atomic pointer.
+type sourceRef struct{ Source }
 
 // Hooks returns the hooks that feed the collector's counters and histograms.
 func (c *Collector) Hooks() outbox.Hooks {
@@ -159,10 +200,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.deliveryDur.Collect(ch)
 	c.sinceEnqueue.Collect(ch)
 	c.punctDur.Collect(ch)
-	if c.o == nil {
+	ref := c.src.Load()
+	if ref == nil {
 		return
 	}
-	s := c.o.Stats()
+	src := ref.Source
+	s := src.Stats()
 	gauge := func(d *prometheus.Desc, v float64) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
 	}
@@ -173,7 +216,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.throttledDesc, float64(s.EndpointsThrottled))
 	gauge(c.disabledDesc, float64(s.EndpointsDisabled))
 	damaged, commit := 0.0, 0.0
-	if err := c.o.Health(); errors.Is(err, outbox.ErrDamaged) {
+	if err := src.Health(); errors.Is(err, outbox.ErrDamaged) {
 		damaged = 1
 	} else if err != nil {
 		commit = 1
@@ -181,7 +224,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.unavailableDesc, prometheus.GaugeValue, damaged, "damaged")
 	ch <- prometheus.MustNewConstMetric(c.unavailableDesc, prometheus.GaugeValue, commit, "commit")
 
-	cs := c.o.CommitStats()
+	cs := src.CommitStats()
 	counter := func(d *prometheus.Desc, v float64) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v)
 	}

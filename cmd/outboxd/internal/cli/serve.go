@@ -20,10 +20,12 @@ import (
 
 	"github.com/outboxd/outbox/cmd/outboxd/internal/config"
 	"github.com/outboxd/outbox/httpsink"
+	"github.com/outboxd/outbox/kafka"
 	"github.com/outboxd/outbox/kafka/kafkaprom"
 	"github.com/outboxd/outbox/outbox"
 	"github.com/outboxd/outbox/outbox/httpapi"
 	"github.com/outboxd/outbox/outbox/outboxprom"
+	"github.com/outboxd/outbox/outbox/union"
 )
 
 // serve runs the sidecar until SIGTERM or SIGINT.
@@ -95,7 +97,7 @@ func (s *server) run(sigs <-chan os.Signal) int {
 	}
 
 	reg := prometheus.NewRegistry()
-	collector, _ := outboxprom.New(o) // installs its hooks on o
+	collector, hooks := outboxprom.New(o) // installs its hooks on o
 	reg.MustRegister(collector,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -111,7 +113,11 @@ func (s *server) run(sigs <-chan os.Signal) int {
 		return s.fail(exitError, "starting the outbox: %v", err)
 	}
 	if cfg.Kafka.Enabled() {
-		r, err := startKafka(context.Background(), o, cfg.Kafka, s.log)
+		// In group mode every partition store counts into the same
+		// collector as the local store.
+		pcfg := cfg.OutboxConfig(sink, s.log)
+		pcfg.Hooks = hooks
+		r, err := startKafka(context.Background(), o, cfg.Kafka, partitionStores(cfg.DB, pcfg), s.log)
 		if err != nil {
 			ln.Close()
 			_ = stopOutbox(context.Background())
@@ -122,6 +128,10 @@ func (s *server) run(sigs <-chan os.Signal) int {
 			return s.fail(exitError, "starting Kafka: %v", err)
 		}
 		s.kafka = r
+		if g, ok := r.(*kafka.Group); ok {
+			// The outbox_* gauges sum the local and the partition stores.
+			collector.AttachSource(union.New(o, g.Stores))
+		}
 		reg.MustRegister(kafkaprom.New(r))
 	}
 
@@ -237,48 +247,43 @@ func (s *server) routes(reg *prometheus.Registry) http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, http.StatusOK, "ok")
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if reason := s.notReady(); reason != "" {
-			writeStatus(w, http.StatusServiceUnavailable, "not ready: "+reason)
-			return
-		}
-		writeStatus(w, http.StatusOK, "ready")
-	})
+	mux.HandleFunc("GET /readyz", readyz(s.readyChecks()))
 	for _, p := range []string{"/metrics", "/healthz", "/readyz"} {
 		mux.Handle(p, httpapi.MethodNotAllowed(http.MethodGet))
 	}
-	mux.Handle("/", httpapi.New(s.o, apiConfig(s.cfg, s.log)))
+	mux.Handle("/", s.api())
 	return mux
 }
 
-// commitStallLimit is how long a store commit may run before /readyz says
-// the server is not ready: commits take milliseconds, so one running this
-// long means the disk is not answering (an fsync that does not return), and
-// every enqueue and delivery outcome waits behind it.
-var commitStallLimit = 30 * time.Second
-
-// notReady says why the server is not ready, or "" when it is.
-func (s *server) notReady() string {
-	running := s.o.CommitStats().Running
-	switch {
-	case s.stopping.Load():
-		return "shutting down"
-	case !s.o.Ready():
-		return "outbox not running"
-	case s.o.Health() != nil:
-		err := s.o.Health()
-		if errors.Is(err, outbox.ErrDamaged) {
-			return fmt.Sprintf("%v; verify it with: outboxd check --db %s", err, s.o.Path())
-		}
-		return err.Error()
-	case running > commitStallLimit:
-		return fmt.Sprintf("a store commit has been running for %s; the disk holding %s is not answering",
-			running.Round(time.Second), s.o.Path())
-	case s.kafka != nil && !s.kafka.Ready():
-		return "Kafka ingest not connected"
+// api is the HTTP API: over the local store, and in Kafka group mode over
+// the stores of the partitions this instance owns too, with their status
+// in /v1/stats under "kafka".
+func (s *server) api() http.Handler {
+	cfg := apiConfig(s.cfg, s.log)
+	g, ok := s.kafka.(*kafka.Group)
+	if !ok {
+		return httpapi.New(s.o, cfg)
 	}
-	return ""
+	cfg.ExtraStats = func() map[string]any {
+		h := g.Health()
+		k := map[string]any{
+			"joined":     h.Joined,
+			"generation": h.Generation,
+			"partitions": g.Partitions(),
+		}
+		if h.Err != nil {
+			k["error"] = h.Err.Error()
+		}
+		return map[string]any{"kafka": k}
+	}
+	return httpapi.New(union.New(s.o, g.Stores), cfg)
 }
+
+// commitStallLimit is how long a store commit may run before /readyz's store
+// check fails: commits take milliseconds, so one running this long means the
+// disk is not answering (an fsync that does not return), and every enqueue
+// and delivery outcome waits behind it.
+var commitStallLimit = 30 * time.Second
 
 func writeStatus(w http.ResponseWriter, code int, status string) {
 	w.Header().Set("Content-Type", "application/json")

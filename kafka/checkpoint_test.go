@@ -1,0 +1,88 @@
+package kafka
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	kafkago "github.com/segmentio/kafka-go"
+)
+
+func TestCheckpointRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "in-3.checkpoint")
+	if cp, err := readCheckpoint(path); cp != nil || err != nil {
+		t.Fatalf("missing checkpoint: %v %v, want nil, nil", cp, err)
+	}
+	want := checkpoint{Topic: "in", ChangelogTopic: "in-changelog", Partition: 3, Offset: 120, Epoch: 7, LastLSN: 99}
+	if err := writeCheckpoint(path, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readCheckpoint(path)
+	want.Version = checkpointVersion
+	if err != nil || *got != want {
+		t.Fatalf("read %+v %v, want %+v", got, err, want)
+	}
+	if err := removeDurably(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("checkpoint still there: %v", err)
+	}
+}
+
+// FuzzReadCheckpoint feeds arbitrary bytes as a checkpoint file: it must
+// never panic, and what it accepts has a known version and an offset that
+// is not negative (anything else is rebuilt from the changelog).
+func FuzzReadCheckpoint(f *testing.F) {
+	f.Add([]byte(`{"version":1,"topic":"in","changelog_topic":"c","partition":0,"offset":5,"epoch":2,"last_lsn":9}`))
+	f.Add([]byte(`{"version":2}`))
+	f.Add([]byte(`{"version":1,"offset":-1}`))
+	f.Add([]byte(`not json`))
+	f.Add([]byte{})
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, b []byte) {
+		path := filepath.Join(dir, "cp")
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cp, err := readCheckpoint(path)
+		if err != nil {
+			if cp != nil {
+				t.Fatalf("a checkpoint and an error: %+v %v", cp, err)
+			}
+			return
+		}
+		if cp.Version != checkpointVersion || cp.Offset < 0 {
+			t.Fatalf("accepted %+v", cp)
+		}
+	})
+}
+
+// FuzzRecordEpoch feeds arbitrary epoch and op headers to the fencing
+// decoder: it never panics; an epoch it accepts is the header's decimal
+// value, and a malformed one wraps ErrBadChangelogRecord.
+func FuzzRecordEpoch(f *testing.F) {
+	f.Add("7", "enqueue")
+	f.Add("0", opFence)
+	f.Add("-1", "")
+	f.Add("x", "delete")
+	f.Add("99999999999999999999", "")
+	f.Fuzz(func(t *testing.T, epoch, op string) {
+		hs := []kafkago.Header{{Key: HeaderEpoch, Value: []byte(epoch)}, {Key: HeaderOp, Value: []byte(op)}}
+		e, fence, err := recordEpoch(hs)
+		if err != nil {
+			if !errors.Is(err, ErrBadChangelogRecord) {
+				t.Fatalf("error %v does not wrap ErrBadChangelogRecord", err)
+			}
+			return
+		}
+		if n, perr := strconv.ParseInt(epoch, 10, 64); perr != nil || n != e || n < 0 {
+			t.Fatalf("epoch %q read as %d", epoch, e)
+		}
+		if fence != (op == opFence) {
+			t.Fatalf("op %q read as fence=%v", op, fence)
+		}
+	})
+}

@@ -1,0 +1,437 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/outboxd/outbox/outbox"
+)
+
+// StoreConfig says where and how a Group keeps its partition stores.
+type StoreConfig struct {
+	// Dir is the directory of the partition stores, created when missing:
+	// the store of partition p of Config.Topic is <Dir>/<topic>-<p>.db, and
+	// its checkpoint <Dir>/<topic>-<p>.checkpoint. Required.
+	Dir string
+	// Outbox is the configuration every partition store is opened with.
+	// Sink is required; Hooks, when set, are installed on every store (so
+	// that their counters sum over the partitions). ReadOnly must be false.
+	Outbox outbox.Config
+}
+
+// Group is this instance's share of a consumer group in which the state
+// follows the partitions: a store per assigned partition of Config.Topic,
+// restored from the co-partitioned Config.ChangelogTopic when it is
+// assigned, shipped there while it is owned, and handed over when it is
+// revoked. Create it with StartGroup and stop it with Close.
+type Group struct {
+	cfg   Config
+	sc    StoreConfig
+	log   *slog.Logger
+	conns *conns
+	met   *metrics
+	in    *ingest
+	w     *kafkago.Writer
+
+	work       context.Context // bounds writes and hand-overs; cancelled when Close runs out of time
+	abort      context.CancelFunc
+	stopIngest context.CancelFunc
+
+	restoresCheckpoint, restoresRebuild, restoreFailures atomic.Uint64
+
+	mu           sync.Mutex
+	tasks        map[int]*task // the current generation's partitions
+	generation   int32
+	preflightErr error
+
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closed    chan struct{}
+	closeErr  error
+}
+
+// StartGroup validates cfg and joins the consumer group cfg.Group on
+// cfg.Topic in the background, with a store per assigned partition kept in
+// sc.Dir. cfg.ChangelogTopic defaults to "<group>-<topic>-changelog"; it is
+// created compacted with the input topic's partition count when missing.
+//
+// StartGroup checks the topics once, within ctx: a changelog topic whose
+// partition count differs from the input's, one that is not compacted, or
+// a broker that refuses to create it is an error naming the topic, and
+// nothing is started. When the brokers cannot be reached in time the check
+// is retried in the background (Health reports why) and StartGroup returns
+// the Group. ctx bounds the start only; the Group runs until Close.
+// logger may be nil (logs are discarded).
+func StartGroup(ctx context.Context, cfg Config, sc StoreConfig, logger *slog.Logger) (*Group, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if cfg.Topic == "" {
+		return nil, &ConfigError{Field: "Topic", Reason: "required: the group's partitions are those of the ingest topic"}
+	}
+	if cfg.ChangelogTopic == "" {
+		cfg.ChangelogTopic = DefaultGroupChangelogTopic(cfg.Group, cfg.Topic)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.WithDefaults()
+	if sc.Dir == "" {
+		return nil, &ConfigError{Field: "Dir", Reason: "the directory of the partition stores is required"}
+	}
+	if sc.Outbox.Sink == nil || sc.Outbox.ReadOnly {
+		return nil, &ConfigError{Field: "Outbox", Reason: "partition stores need a Sink and must not be read-only"}
+	}
+	if err := os.MkdirAll(sc.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("kafka: partition store directory: %w", err)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	cn, err := cfg.conns()
+	if err != nil {
+		return nil, err
+	}
+	g := &Group{cfg: cfg, sc: sc, log: logger, conns: cn, met: &metrics{}, closed: make(chan struct{}), tasks: map[int]*task{}}
+
+	pctx, pcancel := context.WithTimeout(ctx, cfg.DialTimeout)
+	maxBytes, perr := g.preflight(pctx)
+	pcancel()
+	var permanent *TopicError
+	if errors.As(perr, &permanent) {
+		cn.close()
+		return nil, perr
+	}
+
+	work, abort := context.WithCancel(context.Background())
+	g.work, g.abort = work, abort
+	in, err := newIngest(cfg, nil, logger, cn, g.met, work)
+	if err != nil {
+		abort()
+		cn.close()
+		return nil, err
+	}
+	in.onGeneration = g.runGeneration
+	g.in = in
+	loop, stop := context.WithCancel(context.Background())
+	g.stopIngest = stop
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		if perr != nil {
+			if maxBytes, perr = g.retryPreflight(loop, perr); perr != nil {
+				return // closed before the brokers answered
+			}
+		}
+		g.w = g.newWriter(maxBytes)
+		in.run(loop)
+	}()
+	logger.Info("kafka: group mode started", "brokers", cfg.Brokers, "topic", cfg.Topic, "group", cfg.Group,
+		"changelog_topic", cfg.ChangelogTopic, "dir", sc.Dir)
+	return g, nil
+}
+
+// DefaultGroupChangelogTopic is the changelog topic of a group that names
+// none: "<group>-<topic>-changelog" (as Kafka Streams names its changelogs
+// after the application).
+func DefaultGroupChangelogTopic(group, topic string) string {
+	if group == "" {
+		group = DefaultGroup
+	}
+	return group + "-" + topic + "-changelog"
+}
+
+func (g *Group) newWriter(maxBytes int) *kafkago.Writer {
+	return &kafkago.Writer{
+		Addr:            kafkago.TCP(g.cfg.brokers()...),
+		Topic:           g.cfg.ChangelogTopic,
+		Balancer:        partitionBalancer{},
+		RequiredAcks:    kafkago.RequireAll,
+		BatchSize:       g.cfg.ShipBatch,
+		BatchBytes:      int64(maxBytes),
+		BatchTimeout:    time.Millisecond,
+		MaxAttempts:     3,
+		WriteBackoffMin: g.cfg.RetryBackoff,
+		WriteBackoffMax: g.cfg.RetryBackoffMax,
+		Transport:       g.conns.transport,
+		Logger:          kafkaLogger(g.log, slog.LevelDebug),
+		ErrorLogger:     kafkaLogger(g.log, slog.LevelDebug),
+	}
+}
+
+// retryPreflight repeats the topic check with backoff until it passes or
+// ctx ends.
+func (g *Group) retryPreflight(ctx context.Context, err error) (int, error) {
+	b := newBackoff(g.cfg)
+	g.log.Warn("kafka: cannot check the topics yet; the group waits", "topic", g.cfg.Topic,
+		"changelog_topic", g.cfg.ChangelogTopic, "err", err)
+	for {
+		if !sleepCtx(ctx, b.NextBackOff()) {
+			return 0, ctx.Err()
+		}
+		pctx, cancel := context.WithTimeout(ctx, g.cfg.DialTimeout)
+		maxBytes, err := g.preflight(pctx)
+		cancel()
+		if err == nil {
+			g.log.Info("kafka: topics checked; joining the group", "group", g.cfg.Group)
+			return maxBytes, nil
+		}
+		g.log.Debug("kafka: topic check", "err", err)
+	}
+}
+
+// runGeneration starts a task per assigned partition and the committer.
+// kafka-go ends the generation (cancelling their context) at a rebalance
+// and waits for all of them (the hand-overs) before it joins the next one.
+func (g *Group) runGeneration(gen *kafkago.Generation) {
+	parts := gen.Assignments[g.cfg.Topic]
+	tasks := make(map[int]*task, len(parts))
+	ids := make([]int, 0, len(parts))
+	for _, pa := range parts {
+		tasks[pa.ID] = newTask(g, gen, pa)
+		ids = append(ids, pa.ID)
+	}
+	slices.Sort(ids)
+	g.in.assigned.Store(int32(len(parts)))
+	g.in.mu.Lock()
+	g.in.current = ids
+	g.in.mu.Unlock()
+	g.mu.Lock()
+	g.tasks = tasks
+	g.generation = gen.ID
+	g.mu.Unlock()
+	g.log.Info("kafka: partitions assigned", "group", g.cfg.Group, "generation", gen.ID,
+		"member", gen.MemberID, "topic", g.cfg.Topic, "partitions", ids)
+	hand := &handover{final: make(chan struct{})}
+	hand.shipped.Add(len(tasks))
+	for _, t := range tasks {
+		gen.Start(func(gctx context.Context) { t.run(gctx, hand) })
+	}
+	gen.Start(func(gctx context.Context) { g.commitLoop(gctx, gen, tasks, hand) })
+}
+
+// handover coordinates the end of a generation: every task ships its
+// store's changelog (shipped), then the committer commits the offsets a
+// last time and publishes the result (final, committedOK).
+type handover struct {
+	shipped     sync.WaitGroup
+	final       chan struct{}
+	committedOK bool
+}
+
+// commitLoop commits the offsets every CommitInterval, each only as far as
+// the changelog of its partition's store is shipped, and a last time once
+// every task has shipped its store at the end of the generation.
+func (g *Group) commitLoop(gctx context.Context, gen *kafkago.Generation, tasks map[int]*task, hand *handover) {
+	t := time.NewTicker(g.cfg.CommitInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			g.commit(gen, tasks, false)
+		case <-gctx.Done():
+			hand.shipped.Wait()
+			hand.committedOK = g.commit(gen, tasks, true)
+			close(hand.final)
+			g.in.assigned.Store(0)
+			g.in.mu.Lock()
+			g.in.current = nil
+			g.in.mu.Unlock()
+			return
+		}
+	}
+}
+
+// commit commits what may be committed and reports whether that succeeded.
+func (g *Group) commit(gen *kafkago.Generation, tasks map[int]*task, final bool) bool {
+	offsets := make(map[int]int64)
+	for p, t := range tasks {
+		if off, ok := t.tr.toCommit(t.shippedLSN.Load()); ok {
+			offsets[p] = off
+		}
+	}
+	if len(offsets) == 0 {
+		return true
+	}
+	if err := gen.CommitOffsets(map[string]map[int]int64{g.cfg.Topic: offsets}); err != nil {
+		g.met.commitErrors.Add(1)
+		level := slog.LevelWarn
+		if final {
+			level = slog.LevelInfo
+		}
+		g.log.Log(context.Background(), level, "kafka: commit offsets", "group", g.cfg.Group,
+			"generation", gen.ID, "offsets", offsets, "final", final, "err", err)
+		return false
+	}
+	g.met.commits.Add(1)
+	g.in.mu.Lock()
+	for p, off := range offsets {
+		tasks[p].tr.committedAt(off)
+		g.in.committed[p] = off
+	}
+	g.in.mu.Unlock()
+	return true
+}
+
+// storePath and checkpointPath name partition p's files.
+func (g *Group) storePath(p int) string {
+	return filepath.Join(g.sc.Dir, g.cfg.Topic+"-"+strconv.Itoa(p)+".db")
+}
+
+func (g *Group) checkpointPath(p int) string {
+	return filepath.Join(g.sc.Dir, g.cfg.Topic+"-"+strconv.Itoa(p)+".checkpoint")
+}
+
+// Health reports this instance's part in the group, for readiness checks.
+func (g *Group) Health() GroupHealth {
+	h := GroupHealth{Joined: g.in.ready.Load()}
+	g.mu.Lock()
+	if h.Joined {
+		h.Generation = g.generation
+	}
+	h.Err = g.preflightErr
+	for _, t := range g.tasks {
+		switch t.status().State {
+		case PartitionRestoring:
+			h.Restoring++
+		case PartitionFailed:
+			h.Failed++
+		}
+	}
+	g.mu.Unlock()
+	if h.Err == nil {
+		h.Err = g.in.joinError()
+	}
+	return h
+}
+
+// Partitions returns the status of the partitions of the current
+// generation, sorted by partition.
+func (g *Group) Partitions() []PartitionStatus {
+	g.mu.Lock()
+	tasks := make([]*task, 0, len(g.tasks))
+	for _, t := range g.tasks {
+		tasks = append(tasks, t)
+	}
+	g.mu.Unlock()
+	out := make([]PartitionStatus, 0, len(tasks))
+	for _, t := range tasks {
+		out = append(out, t.status())
+	}
+	slices.SortFunc(out, func(a, b PartitionStatus) int { return a.Partition - b.Partition })
+	return out
+}
+
+// Stores returns the stores of the partitions that are active now
+// (restored, ingesting and delivering), in partition order. A store is
+// stopped when its partition is revoked: calls on it then fail with
+// outbox.ErrClosed.
+func (g *Group) Stores() []*outbox.Outbox {
+	g.mu.Lock()
+	tasks := make([]*task, 0, len(g.tasks))
+	for _, t := range g.tasks {
+		tasks = append(tasks, t)
+	}
+	g.mu.Unlock()
+	slices.SortFunc(tasks, func(a, b *task) int { return a.p - b.p })
+	var out []*outbox.Outbox
+	for _, t := range tasks {
+		if o := t.activeStore(); o != nil {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// Committed returns the offsets of the ingest topic this instance last
+// committed, by partition.
+func (g *Group) Committed() map[int]int64 { return g.in.committedOffsets() }
+
+// Close stops the group: every partition is handed over (deliveries finish
+// within Config.HandoverTimeout, the stores' changelogs are shipped, the
+// offsets committed, the stores closed with their checkpoints), and the
+// group is left. If ctx ends first, what is under way is cancelled
+// (nothing durable is lost: unshipped entries are shipped at the next
+// ownership or rebuilt by the next owner from what was shipped, and their
+// records read again) and ctx's error is returned. Close is idempotent and
+// joins every goroutine it started.
+func (g *Group) Close(ctx context.Context) error {
+	g.closeOnce.Do(func() {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			g.stopIngest()
+			_ = g.in.cg.Close() // ends the generation: hand-overs, final commits, leave
+			g.wg.Wait()
+		}()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			g.abort()
+			g.closeErr = fmt.Errorf("kafka: close: %w", ctx.Err())
+			<-done
+		}
+		g.abort()
+		if g.w != nil {
+			_ = g.w.Close()
+		}
+		g.conns.close()
+		close(g.closed)
+		g.log.Info("kafka: group mode stopped")
+	})
+	<-g.closed
+	return g.closeErr
+}
+
+// Metrics returns a snapshot of the group's figures.
+func (g *Group) Metrics() Metrics {
+	m := g.met
+	out := Metrics{
+		Ready: g.in.ready.Load(),
+		Ingest: &IngestMetrics{
+			Records:            m.records.Load(),
+			Enqueued:           m.enqueued.Load(),
+			Dead:               m.dead.Load(),
+			Unstorable:         m.unstorable.Load(),
+			EnqueueErrors:      m.enqueueErrors.Load(),
+			FetchErrors:        m.fetchErrors.Load(),
+			Commits:            m.commits.Load(),
+			CommitErrors:       m.commitErrors.Load(),
+			Generations:        m.generations.Load(),
+			GroupErrors:        m.groupErrors.Load(),
+			AssignedPartitions: int(g.in.assigned.Load()),
+		},
+		Partitions: g.Partitions(),
+		Restores: RestoreCounts{
+			Checkpoint: g.restoresCheckpoint.Load(),
+			Rebuild:    g.restoresRebuild.Load(),
+			Failed:     g.restoreFailures.Load(),
+		},
+	}
+	sh := &ShippingMetrics{Shipped: m.shipped.Load(), ShipErrors: m.shipErrors.Load()}
+	g.mu.Lock()
+	for _, t := range g.tasks {
+		if n, age := t.lag(); n > 0 {
+			sh.LagEntries += n
+			sh.LagAge = max(sh.LagAge, age)
+		}
+	}
+	g.mu.Unlock()
+	out.Shipping = sh
+	return out
+}
+
+// Ready reports whether this instance is a member of the group's current
+// generation.
+func (g *Group) Ready() bool { return g.in.ready.Load() }

@@ -1,0 +1,133 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/cenkalti/backoff/v4"
+	kafkago "github.com/segmentio/kafka-go"
+)
+
+// newBackoff is the package's retry backoff: from RetryBackoff doubling
+// up to RetryBackoffMax, forever.
+func newBackoff(cfg Config) *backoff.ExponentialBackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = cfg.RetryBackoff
+	b.MaxInterval = cfg.RetryBackoffMax
+	b.MaxElapsedTime = 0
+	b.Reset()
+	return b
+}
+
+// preflight checks the group's topics and records the outcome for Health:
+// the ingest topic must exist; the changelog topic is created compacted
+// with the ingest topic's partition count when missing, and otherwise must
+// have that count and be compacted. It returns the largest batch the
+// changelog topic accepts. A topic that is there but unfit, or that the
+// brokers refuse to create, is a *TopicError; other errors (brokers that
+// cannot be reached) are worth retrying.
+func (g *Group) preflight(ctx context.Context) (int, error) {
+	maxBytes, err := g.checkTopics(ctx)
+	g.mu.Lock()
+	g.preflightErr = err
+	g.mu.Unlock()
+	return maxBytes, err
+}
+
+func (g *Group) checkTopics(ctx context.Context) (int, error) {
+	cl := &kafkago.Client{Addr: kafkago.TCP(g.cfg.brokers()...), Transport: g.conns.transport, Timeout: g.cfg.DialTimeout}
+	in, cl0 := g.cfg.Topic, g.cfg.ChangelogTopic
+	md, err := cl.Metadata(ctx, &kafkago.MetadataRequest{Topics: []string{in, cl0}})
+	if err != nil {
+		return 0, fmt.Errorf("kafka: metadata of %s and %s: %w", in, cl0, err)
+	}
+	inParts, clParts := -1, -1
+	for _, t := range md.Topics {
+		switch {
+		case t.Error != nil && !errors.Is(t.Error, kafkago.UnknownTopicOrPartition):
+			return 0, fmt.Errorf("kafka: metadata of topic %s: %w", t.Name, t.Error)
+		case t.Error != nil:
+		case t.Name == in:
+			inParts = len(t.Partitions)
+		case t.Name == cl0:
+			clParts = len(t.Partitions)
+		}
+	}
+	if inParts <= 0 {
+		return 0, fmt.Errorf("kafka: the ingest topic %s does not exist (yet)", in)
+	}
+	if clParts < 0 {
+		if err := g.createChangelog(ctx, cl, inParts); err != nil {
+			return 0, err
+		}
+		clParts = inParts
+	}
+	if clParts != inParts {
+		return 0, &TopicError{Topic: cl0, Partition: -1, Reason: fmt.Sprintf(
+			"has %d partitions, the ingest topic %s has %d: a changelog topic must have the ingest topic's partition count "+
+				"(store p ships to changelog partition p); delete it to have it created with %d, or give the group another changelog topic",
+			clParts, in, inParts, inParts)}
+	}
+	return g.changelogLimits(ctx, cl)
+}
+
+func (g *Group) createChangelog(ctx context.Context, cl *kafkago.Client, partitions int) error {
+	topic := g.cfg.ChangelogTopic
+	resp, err := cl.CreateTopics(ctx, &kafkago.CreateTopicsRequest{Topics: []kafkago.TopicConfig{{
+		Topic:             topic,
+		NumPartitions:     partitions,
+		ReplicationFactor: g.cfg.ChangelogReplication,
+		ConfigEntries: []kafkago.ConfigEntry{
+			{ConfigName: "cleanup.policy", ConfigValue: "compact"},
+			{ConfigName: "max.message.bytes", ConfigValue: strconv.Itoa(DefaultChangelogMaxBytes)},
+		},
+	}}})
+	if err != nil {
+		return fmt.Errorf("kafka: create topic %s: %w", topic, err)
+	}
+	if err := resp.Errors[topic]; err != nil && !errors.Is(err, kafkago.TopicAlreadyExists) {
+		var ke kafkago.Error
+		if errors.As(err, &ke) {
+			return &TopicError{Topic: topic, Partition: -1, Reason: "the brokers refuse to create it: " + err.Error()}
+		}
+		return fmt.Errorf("kafka: create topic %s: %w", topic, err)
+	}
+	g.log.Info("kafka: created the changelog topic, compacted", "topic", topic, "partitions", partitions)
+	return nil
+}
+
+// changelogLimits checks that the changelog topic is compacted and returns
+// the largest batch it accepts. Brokers that do not describe topic
+// configurations are taken at their word.
+func (g *Group) changelogLimits(ctx context.Context, cl *kafkago.Client) (int, error) {
+	topic := g.cfg.ChangelogTopic
+	maxBytes := 1 << 20
+	dc, err := cl.DescribeConfigs(ctx, &kafkago.DescribeConfigsRequest{Resources: []kafkago.DescribeConfigRequestResource{{
+		ResourceType: kafkago.ResourceTypeTopic, ResourceName: topic,
+		ConfigNames: []string{"cleanup.policy", "max.message.bytes"},
+	}}})
+	if err != nil {
+		g.log.Debug("kafka: describe changelog topic", "err", err)
+		return maxBytes, nil
+	}
+	for _, res := range dc.Resources {
+		for _, ce := range res.ConfigEntries {
+			switch ce.ConfigName {
+			case "cleanup.policy":
+				if !strings.Contains(ce.ConfigValue, "compact") {
+					return 0, &TopicError{Topic: topic, Partition: -1, Reason: fmt.Sprintf(
+						"is not compacted (cleanup.policy=%s): a changelog topic must be compacted, or restores replay its whole history "+
+							"and, with deletion by time, lose the events still pending; set cleanup.policy=compact", ce.ConfigValue)}
+				}
+			case "max.message.bytes":
+				if n, err := strconv.Atoi(ce.ConfigValue); err == nil && n > 0 {
+					maxBytes = min(n, DefaultChangelogMaxBytes)
+				}
+			}
+		}
+	}
+	return maxBytes, nil
+}

@@ -1,0 +1,528 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/outboxd/outbox/outbox"
+)
+
+// task is one partition owned for one generation: it restores the
+// partition's store, writes its fence, ingests the partition into it while
+// the store delivers and its changelog is shipped, and hands it over when
+// the generation ends.
+type task struct {
+	g   *Group
+	gen *kafkago.Generation
+	pa  kafkago.PartitionAssignment
+	p   int
+	tr  *tracker
+	log *slog.Logger
+
+	shippedLSN atomic.Uint64 // the store's changelog is shipped up to here
+
+	mu     sync.Mutex
+	st     PartitionStatus
+	store  *outbox.Outbox // while active
+	ship   *shipper       // while active
+	begun  time.Time      // restore start
+	epochs int64          // highest epoch applied or written
+}
+
+func newTask(g *Group, gen *kafkago.Generation, pa kafkago.PartitionAssignment) *task {
+	t := &task{
+		g: g, gen: gen, pa: pa, p: pa.ID, tr: newTracker(pa.Offset),
+		log: g.log.With("partition", pa.ID, "generation", gen.ID),
+	}
+	t.st = PartitionStatus{Partition: pa.ID, State: PartitionRestoring, Generation: gen.ID, Committed: -1}
+	return t
+}
+
+// status returns the partition's status now.
+func (t *task) status() PartitionStatus {
+	t.mu.Lock()
+	st := t.st
+	o := t.store
+	if st.State == PartitionRestoring && !t.begun.IsZero() {
+		st.Restore.Duration = time.Since(t.begun)
+		if secs := st.Restore.Duration.Seconds(); secs > 0 {
+			st.Restore.Rate = float64(st.Restore.Records) / secs
+		}
+	}
+	t.mu.Unlock()
+	if o != nil {
+		s := o.Stats()
+		st.Pending, st.Dead = s.Pending, s.Dead
+	}
+	if off, ok := t.g.in.committedOffsets()[t.p]; ok {
+		st.Committed = off
+	}
+	return st
+}
+
+func (t *task) update(fn func(*PartitionStatus)) {
+	t.mu.Lock()
+	fn(&t.st)
+	t.mu.Unlock()
+}
+
+// activeStore returns the store while the partition is active.
+func (t *task) activeStore() *outbox.Outbox {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.st.State != PartitionActive {
+		return nil
+	}
+	return t.store
+}
+
+// lag is the shipping lag of the active store.
+func (t *task) lag() (uint64, time.Duration) {
+	t.mu.Lock()
+	sh := t.ship
+	t.mu.Unlock()
+	if sh == nil {
+		return 0, 0
+	}
+	n, secs := sh.lag()
+	return n, time.Duration(secs * float64(time.Second))
+}
+
+// storeConfig is the configuration of the partition's store.
+func (t *task) storeConfig() outbox.Config {
+	c := t.g.sc.Outbox
+	if c.Logger != nil {
+		c.Logger = c.Logger.With("partition", t.p)
+	}
+	return c
+}
+
+// run is the task's life in its generation. It returns only once gctx has
+// ended and the hand-over is done: kafka-go ends the whole generation as
+// soon as one of its functions returns.
+func (t *task) run(gctx context.Context, hand *handover) {
+	o, end := t.restoreLoop(gctx)
+	if o == nil {
+		hand.shipped.Done()
+		return
+	}
+	ok := t.fence(gctx)
+	if !ok || gctx.Err() != nil {
+		// Restored but never started: the store is the changelog up to end.
+		hand.shipped.Done()
+		<-hand.final
+		t.closeWithCheckpoint(o, end, true)
+		return
+	}
+	if err := o.Start(); err != nil {
+		t.log.Error("kafka: starting the partition store", "err", err)
+		hand.shipped.Done()
+		<-hand.final
+		_ = o.Stop(context.Background())
+		return
+	}
+	sh := &shipper{cfg: t.g.cfg, st: o.Changelog(), log: t.log, conns: t.g.conns, met: t.g.met, now: time.Now,
+		w: t.g.w, stamp: &stamp{partition: t.p, epoch: t.epoch(), generation: t.gen.ID}}
+	sh.shipped.Store(t.shippedLSN.Load())
+	t.mu.Lock()
+	t.store, t.ship = o, sh
+	t.st.State = PartitionActive
+	t.mu.Unlock()
+
+	shipCtx, stopShip := context.WithCancel(context.Background())
+	var shipping sync.WaitGroup
+	shipping.Add(1)
+	go func() {
+		defer shipping.Done()
+		t.shipLoop(shipCtx, sh)
+	}()
+
+	cl := o.Changelog()
+	t.g.in.consume(gctx, t.pa, t.tr, partStore{o: o, lsn: cl.LastLSN}, func() {})
+
+	// The generation ended: hand the partition over.
+	t.update(func(s *PartitionStatus) { s.State = PartitionHandingOver })
+	stopShip()
+	shipping.Wait()
+	t.handOver(o, hand)
+}
+
+// epoch returns the epoch this owner writes.
+func (t *task) epoch() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.st.Epoch
+}
+
+// handOver stops the store (deliveries finish within HandoverTimeout),
+// ships the rest of its changelog, lets the committer commit the offsets,
+// and closes the store with a checkpoint when all of that succeeded.
+func (t *task) handOver(o *outbox.Outbox, hand *handover) {
+	begin := time.Now()
+	deadline := begin.Add(t.g.cfg.HandoverTimeout)
+	stopCtx, cancel := context.WithDeadline(t.g.work, deadline)
+	defer cancel()
+	if err := o.Stop(stopCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		t.log.Warn("kafka: stopping the partition store", "err", err)
+	}
+	t.mu.Lock()
+	t.store, t.ship = nil, nil
+	t.mu.Unlock()
+	// Open it again, not started, to ship what the last deliveries wrote.
+	o2, err := outbox.Open(t.g.storePath(t.p), t.storeConfig())
+	if err != nil {
+		t.log.Error("kafka: reopening the partition store to ship its changelog", "err", err)
+		hand.shipped.Done()
+		<-hand.final
+		return
+	}
+	shipCtx, cancelShip := context.WithTimeout(t.g.work, max(time.Until(deadline), t.g.cfg.HandoverTimeout/2))
+	defer cancelShip()
+	sh := &shipper{cfg: t.g.cfg, st: o2.Changelog(), log: t.log, conns: t.g.conns, met: t.g.met, now: time.Now,
+		w: t.g.w, stamp: &stamp{partition: t.p, epoch: t.epoch(), generation: t.gen.ID}}
+	sh.shipped.Store(t.shippedLSN.Load())
+	shipped := 0
+	var shipErr error
+	for {
+		n, err := sh.shipOnce(shipCtx)
+		if err != nil {
+			shipErr = err
+			break
+		}
+		t.shippedLSN.Store(sh.shipped.Load())
+		if n == 0 {
+			break
+		}
+		shipped += n
+	}
+	hand.shipped.Done()
+	<-hand.final // the committer's last commit
+	if shipErr != nil {
+		t.log.Warn("kafka: partition handed over without shipping all of its changelog; the next owner rebuilds it from what was shipped and reads the uncommitted records again",
+			"err", shipErr)
+	}
+	t.closeWithCheckpoint(o2, -1, shipErr == nil && hand.committedOK)
+	t.log.Info("kafka: partition handed over", "shipped", shipped, "took", time.Since(begin).Round(time.Millisecond),
+		"checkpoint", shipErr == nil && hand.committedOK)
+}
+
+// closeWithCheckpoint closes the store and, when keep is true, writes its
+// checkpoint at the changelog partition's end offset (end, or read now when
+// end is negative), so that the next ownership catches up from there.
+func (t *task) closeWithCheckpoint(o *outbox.Outbox, end int64, keep bool) {
+	last := o.Changelog().LastLSN()
+	if err := o.Stop(context.Background()); err != nil {
+		t.log.Warn("kafka: closing the partition store", "err", err)
+		return
+	}
+	if !keep {
+		return
+	}
+	if end < 0 {
+		ctx, cancel := context.WithTimeout(t.g.work, t.g.cfg.DialTimeout)
+		pr, err := t.g.changelogRange(ctx, t.p)
+		cancel()
+		if err != nil {
+			t.log.Info("kafka: no checkpoint for the partition store; the next ownership rebuilds it", "err", err)
+			return
+		}
+		end = pr.last
+	}
+	cp := checkpoint{Topic: t.g.cfg.Topic, ChangelogTopic: t.g.cfg.ChangelogTopic, Partition: t.p,
+		Offset: end, Epoch: t.epoch(), LastLSN: last}
+	if err := writeCheckpoint(t.g.checkpointPath(t.p), cp); err != nil {
+		t.log.Warn("kafka: writing the partition checkpoint", "err", err)
+	}
+}
+
+// shipLoop ships the active store's changelog until ctx ends.
+func (t *task) shipLoop(ctx context.Context, sh *shipper) {
+	b := newBackoff(t.g.cfg)
+	failing := false
+	for ctx.Err() == nil {
+		n, err := sh.shipOnce(t.g.work)
+		t.shippedLSN.Store(sh.shipped.Load())
+		switch {
+		case errors.Is(err, outbox.ErrClosed):
+			return
+		case err != nil:
+			t.g.met.shipErrors.Add(1)
+			if !failing {
+				t.log.Warn("kafka: changelog shipping failed; retrying (offsets are committed only up to what is shipped)",
+					"topic", t.g.cfg.ChangelogTopic, "err", err)
+				failing = true
+			}
+			if !sleepCtx(ctx, b.NextBackOff()) {
+				return
+			}
+		default:
+			if failing {
+				t.log.Info("kafka: changelog shipping resumed", "topic", t.g.cfg.ChangelogTopic)
+				failing = false
+			}
+			b.Reset()
+			if n == 0 && !sleepCtx(ctx, t.g.cfg.ShipInterval) {
+				return
+			}
+		}
+	}
+}
+
+// fence writes the owner's fence record, retrying until it is acknowledged
+// or gctx ends.
+func (t *task) fence(gctx context.Context) bool {
+	b := newBackoff(t.g.cfg)
+	st := stamp{partition: t.p, epoch: t.epoch(), generation: t.gen.ID}
+	for {
+		ctx, cancel := context.WithTimeout(gctx, max(t.g.cfg.DialTimeout, 5*time.Second))
+		err := t.g.w.WriteMessages(ctx, fenceMessage(st))
+		cancel()
+		if err == nil {
+			return true
+		}
+		t.log.Warn("kafka: writing the fence record failed; retrying", "topic", t.g.cfg.ChangelogTopic, "err", err)
+		if !sleepCtx(gctx, b.NextBackOff()) {
+			return false
+		}
+	}
+}
+
+// restoreLoop restores the store, retrying with backoff while it fails,
+// until it succeeds or gctx ends (nil). It returns the store, restored but
+// not started, and the changelog offset it was restored up to.
+func (t *task) restoreLoop(gctx context.Context) (*outbox.Outbox, int64) {
+	b := newBackoff(t.g.cfg)
+	for {
+		o, end, err := t.restore(gctx)
+		if err == nil {
+			return o, end
+		}
+		if gctx.Err() != nil {
+			return nil, 0
+		}
+		t.g.restoreFailures.Add(1)
+		t.update(func(s *PartitionStatus) { s.State, s.Error = PartitionFailed, err.Error() })
+		t.log.Error("kafka: restoring the partition store failed; nothing of it is delivered, retrying", "err", err)
+		if !sleepCtx(gctx, b.NextBackOff()) {
+			return nil, 0
+		}
+	}
+}
+
+// restore opens the partition's local store and catches it up from its
+// checkpoint, or rebuilds it from the whole changelog partition into a new
+// file that replaces the old one only once complete. On failure no store is
+// left that a later attempt would trust.
+func (t *task) restore(gctx context.Context) (*outbox.Outbox, int64, error) {
+	g := t.g
+	path, cpPath, tmp := g.storePath(t.p), g.checkpointPath(t.p), g.storePath(t.p)+".restoring"
+	ctx, cancel := context.WithTimeout(gctx, g.cfg.DialTimeout)
+	pr, err := g.changelogRange(ctx, t.p)
+	cancel()
+	if err != nil {
+		return nil, 0, err
+	}
+
+	mode, from, maxEpoch := RestoreRebuild, pr.first, int64(0)
+	var o *outbox.Outbox
+	if cp, why := t.usableCheckpoint(cpPath, pr); cp != nil {
+		o, err = outbox.Open(path, t.storeConfig())
+		switch {
+		case err != nil:
+			why = "the local store does not open: " + err.Error()
+		case o.Changelog().LastLSN() != cp.LastLSN:
+			why = fmt.Sprintf("the local store changed after its checkpoint (LSN %d, checkpoint %d)", o.Changelog().LastLSN(), cp.LastLSN)
+			_ = o.Stop(context.Background())
+			o = nil
+		default:
+			mode, from, maxEpoch = RestoreCheckpoint, cp.Offset, cp.Epoch
+		}
+		if o == nil {
+			t.log.Info("kafka: rebuilding the partition store", "reason", why)
+		}
+	} else if why != "" {
+		t.log.Info("kafka: rebuilding the partition store", "reason", why)
+	}
+	// From here on the store changes: a crash must not leave a checkpoint
+	// that vouches for it.
+	if err := removeDurably(cpPath); err != nil {
+		if o != nil {
+			_ = o.Stop(context.Background())
+		}
+		return nil, 0, fmt.Errorf("removing checkpoint %s: %w", cpPath, err)
+	}
+	if o == nil {
+		if err := removeDurably(tmp); err != nil {
+			return nil, 0, err
+		}
+		if o, err = outbox.Open(tmp, t.storeConfig()); err != nil {
+			return nil, 0, fmt.Errorf("creating the partition store %s: %w", tmp, err)
+		}
+	}
+
+	begin := time.Now()
+	t.mu.Lock()
+	t.begun = begin
+	t.st.State, t.st.Error = PartitionRestoring, ""
+	t.st.Restore = RestoreStatus{Mode: mode, From: from, To: pr.last, Remaining: max(pr.last-from, 0)}
+	t.mu.Unlock()
+
+	applied, fenced, maxEpoch, err := t.apply(gctx, o, partRange{id: t.p, first: from, last: pr.last}, maxEpoch)
+	if err == nil && mode == RestoreRebuild {
+		err = o.Stop(context.Background())
+		if err == nil {
+			err = os.Rename(tmp, path)
+		}
+		if err == nil {
+			err = syncDir(g.sc.Dir)
+		}
+		if err == nil {
+			o, err = outbox.Open(path, t.storeConfig())
+		} else {
+			o = nil
+		}
+	}
+	if err == nil {
+		// What the restore wrote is in the changelog already.
+		err = o.Changelog().MarkShipped(gctx, o.Changelog().LastLSN())
+	}
+	if err != nil {
+		if o != nil {
+			_ = o.Stop(context.Background())
+		}
+		_ = removeDurably(tmp, path)
+		return nil, 0, err
+	}
+	t.shippedLSN.Store(o.Changelog().LastLSN())
+	epoch := max(int64(t.gen.ID), maxEpoch+1)
+	took := time.Since(begin)
+	rate := 0.0
+	if took > 0 {
+		rate = float64(applied) / took.Seconds()
+	}
+	t.mu.Lock()
+	t.st.Epoch = epoch
+	t.st.Restore.Records, t.st.Restore.Remaining, t.st.Restore.Fenced = applied, 0, fenced
+	t.st.Restore.Duration, t.st.Restore.Rate, t.st.Restore.Done = took, rate, true
+	t.mu.Unlock()
+	if mode == RestoreCheckpoint {
+		g.restoresCheckpoint.Add(1)
+	} else {
+		g.restoresRebuild.Add(1)
+	}
+	t.log.Info("kafka: partition restored", "mode", mode, "records", applied, "records_per_second", int64(rate),
+		"fenced", fenced, "from", from, "to", pr.last, "epoch", epoch, "took", took.Round(time.Millisecond))
+	return o, pr.last, nil
+}
+
+// usableCheckpoint reads the partition's checkpoint and says why it cannot
+// be used ("" when there is none at all).
+func (t *task) usableCheckpoint(path string, pr partRange) (*checkpoint, string) {
+	cp, err := readCheckpoint(path)
+	switch {
+	case err != nil:
+		return nil, err.Error()
+	case cp == nil:
+		if _, err := os.Stat(t.g.storePath(t.p)); err == nil {
+			return nil, "the local store has no checkpoint (it was not closed cleanly)"
+		}
+		return nil, ""
+	case cp.Topic != t.g.cfg.Topic || cp.ChangelogTopic != t.g.cfg.ChangelogTopic || cp.Partition != t.p:
+		return nil, fmt.Sprintf("the checkpoint is of %s/%s partition %d", cp.Topic, cp.ChangelogTopic, cp.Partition)
+	case cp.Offset < pr.first:
+		return nil, fmt.Sprintf("the changelog partition starts at offset %d, past the checkpoint %d", pr.first, cp.Offset)
+	case cp.Offset > pr.last:
+		return nil, fmt.Sprintf("the checkpoint %d is past the changelog partition's end %d (was the topic recreated?)", cp.Offset, pr.last)
+	}
+	return cp, ""
+}
+
+// apply reads the changelog partition over pr and applies it to o in
+// batches, skipping fenced records: a record whose epoch is below the
+// highest one seen so far was written by an owner that had lost the
+// partition. Entries are ordered by offset (their LSNs come from the
+// stores of several owners).
+func (t *task) apply(ctx context.Context, o *outbox.Outbox, pr partRange, maxEpoch int64) (applied, fenced, epoch int64, err error) {
+	topic := t.g.cfg.ChangelogTopic
+	batch := make([]outbox.ChangelogEntry, 0, restoreBatch)
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		if err := o.Restore(ctx, batch); err != nil {
+			return fmt.Errorf("kafka: restore %s/%d: apply: %w", topic, t.p, err)
+		}
+		applied += int64(len(batch))
+		batch = batch[:0]
+		return nil
+	}
+	begin, lastLog := time.Now(), time.Now()
+	err = readRange(ctx, t.g.cfg, t.g.conns, topic, pr, func(m *kafkago.Message) error {
+		if time.Since(lastLog) >= restoreLogEvery {
+			lastLog = time.Now()
+			done := applied + int64(len(batch))
+			t.log.Info("kafka: restoring the partition store", "records", done,
+				"records_per_second", int64(float64(done)/time.Since(begin).Seconds()),
+				"remaining", max(pr.last-m.Offset, 0), "fenced", fenced)
+		}
+		e, fence, err := recordEpoch(m.Headers)
+		if err != nil {
+			return &TopicError{Topic: topic, Partition: t.p, Reason: fmt.Sprintf("record at offset %d: %v", m.Offset, err)}
+		}
+		if e < maxEpoch {
+			fenced++
+		} else {
+			maxEpoch = e
+			if !fence {
+				en, err := decodeChangelogRecord(m.Key, m.Value, m.Headers, m.Time)
+				if err != nil {
+					return &TopicError{Topic: topic, Partition: t.p, Reason: fmt.Sprintf("record at offset %d: %v", m.Offset, err)}
+				}
+				en.LSN = uint64(m.Offset) + 1
+				batch = append(batch, en)
+				if len(batch) == cap(batch) {
+					if err := flush(); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		t.update(func(s *PartitionStatus) {
+			s.Restore.Records = applied + int64(len(batch))
+			s.Restore.Fenced = fenced
+			s.Restore.Remaining = max(pr.last-m.Offset-1, 0)
+		})
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	return applied, fenced, maxEpoch, err
+}
+
+// restoreLogEvery is how often a restore under way logs its progress.
+const restoreLogEvery = 5 * time.Second
+
+// changelogRange returns the first and end offsets of changelog partition p.
+func (g *Group) changelogRange(ctx context.Context, p int) (partRange, error) {
+	parts, err := changelogOffsets(ctx, g.cfg, g.conns)
+	if err != nil {
+		return partRange{}, err
+	}
+	for _, pr := range parts {
+		if pr.id == p {
+			return pr, nil
+		}
+	}
+	return partRange{}, &TopicError{Topic: g.cfg.ChangelogTopic, Partition: p, Reason: fmt.Sprintf(
+		"missing: the changelog topic has %d partitions and the ingest topic %s has more; give the changelog topic the ingest topic's partition count",
+		len(parts), g.cfg.Topic)}
+}

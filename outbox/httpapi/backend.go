@@ -1,0 +1,35 @@
+package httpapi
+
+import (
+	"context"
+
+	"github.com/outboxd/outbox/outbox"
+)
+
+// Backend is what the handler serves: the methods of *outbox.Outbox the API
+// calls, with their semantics (errors matching outbox.ErrNotFound,
+// outbox.ErrConflict, outbox.ErrClosed... are answered as for an Outbox). An
+// *outbox.Outbox is one; so is a view over several outboxes served as one,
+// such as package outbox/union's.
+type Backend interface {
+	// Enqueue stores events (POST /v1/events).
+	Enqueue(ctx context.Context, events ...outbox.Event) ([]string, error)
+	// List returns a page of pending or dead events (GET /v1/events).
+	List(ctx context.Context, opt outbox.ListOptions) ([]outbox.Event, string, error)
+	// Get returns one event (GET /v1/events/{id}).
+	Get(ctx context.Context, id string) (outbox.Event, error)
+	// Delete drops a pending or dead event (DELETE /v1/events/{id}).
+	Delete(ctx context.Context, id string) error
+	// Replay moves a dead event back to pending (POST /v1/events/{id}/replay).
+	Replay(ctx context.Context, id string) error
+	// ReplayDead replays the dead events matching a filter (POST /v1/dead/replay).
+	ReplayDead(ctx context.Context, f outbox.ReplayFilter) (int, error)
+	// Endpoints returns the endpoint states (GET /v1/endpoints).
+	Endpoints(ctx context.Context) ([]outbox.EndpointState, error)
+	// EnableEndpoint re-enables an endpoint (POST /v1/endpoints/{name}/enable).
+	EnableEndpoint(ctx context.Context, name string) error
+	// Stats returns the counts (GET /v1/stats).
+	Stats() outbox.Stats
+}
+
+var _ Backend = (*outbox.Outbox)(nil)

@@ -1,0 +1,61 @@
+// Package union serves several outboxes as one: a View answers the calls of
+// the HTTP API (it satisfies httpapi.Backend) and of a metrics collector
+// (Stats, Health, CommitStats) over a primary outbox and a changing set of
+// others.
+//
+// outboxd uses it in Kafka group mode, where an instance holds its local
+// store, which takes the events POSTed to its API, and one store per Kafka
+// partition it owns; partitions, and so their stores, come and go with the
+// group's assignments. The others func is called on every call of a View, so
+// each call sees the stores of that moment; a store in the list that is
+// closed meanwhile (its methods fail with outbox.ErrClosed) is skipped, not
+// an error. A call fails with outbox.ErrClosed only when every store it
+// asked was closed.
+//
+// # Semantics
+//
+// Stores are asked in order: the primary first, then the others in the order
+// the func returns them (nil entries, and the primary or a store listed
+// twice, are left out).
+//
+//   - Enqueue stores in the primary only.
+//   - Get, Delete and Replay answer with the first store that holds the ID:
+//     the first whose call succeeds (for Get, a tombstone counts: a
+//     delivered or deleted event's store holds its ID while the tombstone
+//     lasts). When none does, the error is the first that is not
+//     outbox.ErrNotFound (such as outbox.ErrNotDead from Replay, or a
+//     failing disk: that store may hold the ID), else the primary's
+//     outbox.ErrNotFound.
+//   - List merges the pages of every store: each is asked with the same
+//     options (Limit defaulted and capped as Outbox.List does), the events
+//     are merged in ID order, and the first Limit are kept. The next cursor
+//     is the last ID kept when more were found, else the lowest next cursor
+//     of the stores that have more (the merged page keeps only the events up
+//     to it, so that the next page misses none), else "" when no store has
+//     more. Paging with it returns every event of the stores exactly once,
+//     in ID order, as for one store. An ID held by two stores (it should not
+//     be) is listed once, from the first store. Any error but
+//     outbox.ErrClosed fails the call.
+//   - ReplayDead replays in every store in turn, each at ReplayFilter.Rate,
+//     so the whole stays within it; Limit bounds the sum. It returns the
+//     sum, and stops at the first error but outbox.ErrClosed.
+//   - Endpoints lists each endpoint name once, merged over the stores that
+//     know it: Disabled when it is disabled in any store (DisabledReason and
+//     DisabledAt of the store that disabled it first), ThrottledUntil the
+//     latest, FailureStreak the sum, LastStatus that of the store with the
+//     longest failure streak (the first of them) among those that have seen
+//     one.
+//   - EnableEndpoint enables the endpoint in every store that knows it. It
+//     fails with outbox.ErrNotFound when no store knows it, and with the
+//     first other error after asking all of them (the endpoint is enabled in
+//     the others; enabling again is harmless).
+//   - Stats sums every store's Stats field by field. OldestPendingAge is the
+//     oldest; KeyIndex holds when every store keeps its key index; held and
+//     stored endpoints (EndpointsThrottled, EndpointsDisabled, Endpoints)
+//     are counted per store, so an endpoint held in two stores counts twice.
+//     LSNs number the changelog of one store and mean nothing summed:
+//     LastLSN and ShippedLSN are the primary's. Totals cover the stores of
+//     the moment, so they go down when a store leaves the View.
+//   - Health is the first error of a store's Health; CommitStats sums the
+//     stores' commit statistics, except Running, the longest.
+package union

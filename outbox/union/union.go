@@ -1,0 +1,342 @@
+package union
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/outboxd/outbox/outbox"
+)
+
+// View serves a primary outbox and a changing set of others as one; the
+// package documentation gives the semantics of each method. It is safe for
+// concurrent use, as its outboxes are.
+type View struct {
+	primary *outbox.Outbox
+	others  func() []*outbox.Outbox
+}
+
+// New returns a View over primary, which takes every Enqueue, and the
+// outboxes others returns: it is called on every call of the View, from
+// any goroutine, and must be quick (return a snapshot, do not open stores).
+// A nil others serves the primary alone. New panics when primary is nil.
+func New(primary *outbox.Outbox, others func() []*outbox.Outbox) *View {
+	if primary == nil {
+		panic("union: New with a nil primary outbox")
+	}
+	return &View{primary: primary, others: others}
+}
+
+// stores returns the outboxes to ask, in order: the primary, then the
+// others, without nils and repeats.
+func (v *View) stores() []*outbox.Outbox {
+	if v.others == nil {
+		return []*outbox.Outbox{v.primary}
+	}
+	others := v.others()
+	out := make([]*outbox.Outbox, 1, 1+len(others))
+	out[0] = v.primary
+	for _, o := range others {
+		if o != nil && !slices.Contains(out, o) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// errAllClosed is the error of a call none of whose stores was open.
+func errAllClosed(op string) error {
+	return fmt.Errorf("union: %s: %w", op, outbox.ErrClosed)
+}
+
+// Enqueue stores the events in the primary outbox (see Outbox.Enqueue).
+func (v *View) Enqueue(ctx context.Context, events ...outbox.Event) ([]string, error) {
+	return v.primary.Enqueue(ctx, events...)
+}
+
+// first calls fn on the stores in order until one succeeds. When none does,
+// it returns the first error that is neither ErrNotFound nor ErrClosed,
+// else the first ErrNotFound, else (every store closed) ErrClosed.
+func (v *View) first(op string, fn func(o *outbox.Outbox) error) error {
+	var notFound, failed error
+	for _, o := range v.stores() {
+		err := fn(o)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, outbox.ErrClosed):
+		case errors.Is(err, outbox.ErrNotFound):
+			if notFound == nil {
+				notFound = err
+			}
+		default:
+			if failed == nil {
+				failed = err
+			}
+		}
+	}
+	return cmp.Or(failed, notFound, errAllClosed(op))
+}
+
+// Get returns the event from the first store that holds its ID (see
+// Outbox.Get): pending, dead, or delivered or deleted while its tombstone
+// lasts. ErrNotFound when no store holds it.
+func (v *View) Get(ctx context.Context, id string) (outbox.Event, error) {
+	var ev outbox.Event
+	err := v.first("get", func(o *outbox.Outbox) error {
+		var err error
+		ev, err = o.Get(ctx, id)
+		return err
+	})
+	if err != nil {
+		return outbox.Event{}, err
+	}
+	return ev, nil
+}
+
+// Delete drops the pending or dead event with that ID from the store that
+// holds it (see Outbox.Delete). ErrNotFound when no store holds it.
+func (v *View) Delete(ctx context.Context, id string) error {
+	return v.first("delete", func(o *outbox.Outbox) error { return o.Delete(ctx, id) })
+}
+
+// Replay moves the dead event with that ID back to pending in the store that
+// holds it (see Outbox.Replay). ErrNotFound when no store holds it,
+// ErrNotDead when it is not a dead letter.
+func (v *View) Replay(ctx context.Context, id string) error {
+	return v.first("replay", func(o *outbox.Outbox) error { return o.Replay(ctx, id) })
+}
+
+// List returns one page of the pending or dead events of every store, in ID
+// order, and the cursor of the next page ("" after the last page), as
+// Outbox.List does for one store.
+func (v *View) List(ctx context.Context, opt outbox.ListOptions) ([]outbox.Event, string, error) {
+	if opt.Limit <= 0 {
+		opt.Limit = outbox.DefaultListLimit
+	}
+	opt.Limit = min(opt.Limit, outbox.MaxListLimit)
+	var (
+		all     []outbox.Event
+		bound   string // the lowest next cursor of a store that has more
+		bounded bool
+		open    bool
+	)
+	for _, o := range v.stores() {
+		evs, next, err := o.List(ctx, opt)
+		if errors.Is(err, outbox.ErrClosed) {
+			continue
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		open = true
+		all = append(all, evs...)
+		if next != "" && (!bounded || next < bound) {
+			bound, bounded = next, true
+		}
+	}
+	if !open {
+		return nil, "", errAllClosed("list")
+	}
+	// Stable: of events with the same ID, the first store's comes first
+	// and is the one kept.
+	slices.SortStableFunc(all, func(a, b outbox.Event) int { return strings.Compare(a.ID, b.ID) })
+	all = slices.CompactFunc(all, func(a, b outbox.Event) bool { return a.ID == b.ID })
+	if bounded {
+		// A store that has more may hold events just after its cursor:
+		// keep only what is certainly in order.
+		all = all[:sort.Search(len(all), func(i int) bool { return all[i].ID > bound })]
+	}
+	switch {
+	case len(all) > opt.Limit:
+		all = all[:opt.Limit:opt.Limit]
+		return all, all[len(all)-1].ID, nil
+	case bounded:
+		return all, bound, nil
+	}
+	return all, "", nil
+}
+
+// ReplayDead replays the dead events matching f in every store in turn
+// (see Outbox.ReplayDead), each at f.Rate, with f.Limit bounding the sum,
+// and returns how many it replayed. It stops at the first error but
+// ErrClosed, returning the count so far and the error.
+func (v *View) ReplayDead(ctx context.Context, f outbox.ReplayFilter) (int, error) {
+	total := 0
+	open := false
+	for _, o := range v.stores() {
+		g := f
+		if f.Limit > 0 {
+			if g.Limit = f.Limit - total; g.Limit <= 0 {
+				break
+			}
+		}
+		n, err := o.ReplayDead(ctx, g)
+		total += n
+		if errors.Is(err, outbox.ErrClosed) {
+			continue // stopped before or while replaying: the rest is its next owner's
+		}
+		open = true
+		if err != nil {
+			return total, err
+		}
+	}
+	if !open && total == 0 {
+		return 0, errAllClosed("replay dead")
+	}
+	return total, nil
+}
+
+// merged is an endpoint's state over the stores, with the failure streak of
+// the store its LastStatus comes from.
+type merged struct {
+	outbox.EndpointState
+	statusStreak int
+}
+
+// Endpoints returns the state of every endpoint known to a store, merged
+// over the stores (the package documentation gives the rule), sorted by
+// name.
+func (v *View) Endpoints(ctx context.Context) ([]outbox.EndpointState, error) {
+	byName := map[string]*merged{}
+	open := false
+	for _, o := range v.stores() {
+		eps, err := o.Endpoints(ctx)
+		if errors.Is(err, outbox.ErrClosed) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		open = true
+		for _, e := range eps {
+			m, ok := byName[e.Name]
+			if !ok {
+				byName[e.Name] = &merged{EndpointState: e, statusStreak: e.FailureStreak}
+				continue
+			}
+			m.add(e)
+		}
+	}
+	if !open {
+		return nil, errAllClosed("endpoints")
+	}
+	out := make([]outbox.EndpointState, 0, len(byName))
+	for _, m := range byName {
+		out = append(out, m.EndpointState)
+	}
+	slices.SortFunc(out, func(a, b outbox.EndpointState) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// add merges the state e of the same endpoint in a later store.
+func (m *merged) add(e outbox.EndpointState) {
+	if e.Disabled && (!m.Disabled || e.DisabledAt.Before(m.DisabledAt)) {
+		m.Disabled, m.DisabledReason, m.DisabledAt = true, e.DisabledReason, e.DisabledAt
+	}
+	if e.ThrottledUntil.After(m.ThrottledUntil) {
+		m.ThrottledUntil = e.ThrottledUntil
+	}
+	if e.LastStatus != 0 && (m.LastStatus == 0 || e.FailureStreak > m.statusStreak) {
+		m.LastStatus, m.statusStreak = e.LastStatus, e.FailureStreak
+	}
+	m.FailureStreak += e.FailureStreak
+}
+
+// EnableEndpoint re-enables the endpoint and lifts its throttle in every
+// store that knows it (see Outbox.EnableEndpoint). ErrNotFound when no
+// store does; another store's error is returned after every store was
+// asked.
+func (v *View) EnableEndpoint(ctx context.Context, name string) error {
+	var notFound, failed error
+	enabled := false
+	for _, o := range v.stores() {
+		err := o.EnableEndpoint(ctx, name)
+		switch {
+		case err == nil:
+			enabled = true
+		case errors.Is(err, outbox.ErrClosed):
+		case errors.Is(err, outbox.ErrNotFound):
+			if notFound == nil {
+				notFound = err
+			}
+		default:
+			if failed == nil {
+				failed = err
+			}
+		}
+	}
+	switch {
+	case failed != nil:
+		return failed
+	case enabled:
+		return nil
+	}
+	return cmp.Or(notFound, errAllClosed("enable endpoint"))
+}
+
+// Stats returns the sum of the stores' Stats (the package documentation
+// gives the exceptions).
+func (v *View) Stats() outbox.Stats {
+	var sum outbox.Stats
+	for i, o := range v.stores() {
+		s := o.Stats()
+		if i == 0 {
+			sum = s
+			continue
+		}
+		sum.Pending += s.Pending
+		sum.Dead += s.Dead
+		sum.InFlight += s.InFlight
+		sum.DeliveredTotal += s.DeliveredTotal
+		sum.FailedTotal += s.FailedTotal
+		sum.DeadTotal += s.DeadTotal
+		sum.EnqueuedTotal += s.EnqueuedTotal
+		sum.DuplicatesTotal += s.DuplicatesTotal
+		sum.OldestPendingAge = max(sum.OldestPendingAge, s.OldestPendingAge)
+		sum.EndpointsThrottled += s.EndpointsThrottled
+		sum.EndpointsDisabled += s.EndpointsDisabled
+		sum.Tombstones += s.Tombstones
+		sum.Endpoints += s.Endpoints
+		sum.ChangelogEntries += s.ChangelogEntries
+		sum.FileSize += s.FileSize
+		sum.KeyIndex = sum.KeyIndex && s.KeyIndex
+		sum.Commits = addCommits(sum.Commits, s.Commits)
+	}
+	return sum
+}
+
+// Health returns the first error of a store's Health (see Outbox.Health),
+// or nil when every store can do its job.
+func (v *View) Health() error {
+	for _, o := range v.stores() {
+		if err := o.Health(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CommitStats returns the sum of the stores' commit statistics, with
+// Running the longest (see Outbox.CommitStats). Like it, it takes no lock
+// of a store and does not touch a file.
+func (v *View) CommitStats() outbox.CommitStats {
+	var sum outbox.CommitStats
+	for _, o := range v.stores() {
+		sum = addCommits(sum, o.CommitStats())
+	}
+	return sum
+}
+
+func addCommits(a, b outbox.CommitStats) outbox.CommitStats {
+	return outbox.CommitStats{
+		Commits: a.Commits + b.Commits, Failed: a.Failed + b.Failed,
+		Calls: a.Calls + b.Calls, Records: a.Records + b.Records,
+		Busy:    a.Busy + b.Busy,
+		Running: max(a.Running, b.Running),
+	}
+}
