@@ -122,6 +122,9 @@ func TestRollingRestartUnderLoadLosesNothing(t *testing.T) {
 		back := f.waitBalanced(waitLong, fleet...)
 		t.Logf("%s: SIGTERM exit in %s, owning partitions %v again %s after its restart; restores %v",
 			in.name, took.Round(time.Millisecond), in.owned(), back.Round(time.Millisecond), in.restores())
+		if why := in.rebuildReasons(); len(why) > 0 {
+			t.Logf("%s rebuilt partitions that had a local store: %v", in.name, why)
+		}
 	}
 	n := ld.count()
 	testkit.WaitFor(t, waitLong, "more load after the last restart", func() bool { return ld.count() >= n+200 })
@@ -168,6 +171,9 @@ func TestScaleOutAndInUnderLoadLosesNothing(t *testing.T) {
 	c.stop()
 	in := f.waitBalanced(waitLong, a)
 	t.Logf("scale in: a owns every partition again %s after the others stopped; restores %v", in.Round(time.Millisecond), a.restores())
+	if why := a.rebuildReasons(); len(why) > 0 {
+		t.Logf("a rebuilt partitions that had a local store: %v", why)
+	}
 	n = ld.count()
 	testkit.WaitFor(t, waitLong, "more load on one instance", func() bool { return ld.count() >= n+200 })
 	acked, failed := ld.finish()

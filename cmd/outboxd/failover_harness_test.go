@@ -365,6 +365,18 @@ func (in *instance) restores() map[int]string {
 	return out
 }
 
+// rebuildReasons returns why the current process rebuilt partitions it had
+// a local store of, by partition.
+func (in *instance) rebuildReasons() map[int]string {
+	out := map[int]string{}
+	for _, rec := range in.logRecords("kafka: rebuilding the partition store") {
+		if p, ok := rec["partition"].(float64); ok {
+			out[int(p)], _ = rec["reason"].(string)
+		}
+	}
+	return out
+}
+
 // metric returns the sum of the samples of the metric family name whose
 // labels contain match ("" for all), and whether there was one.
 func (in *instance) metric(name, match string) (float64, bool) {
