@@ -90,8 +90,12 @@ func newFleet(t *testing.T) *fleet {
 }
 
 // fleetTuning is kafkaTuning with a rebalance timeout that leaves room for
-// a hand-over under the race detector.
-var fleetTuning = strings.Replace(kafkaTuning, "rebalance_timeout: 2s", "rebalance_timeout: 3s", 1)
+// a hand-over under the race detector, and a hand-over timeout well below
+// the session timeout: kafka-go stops heartbeating when a generation ends,
+// so a member whose hand-over outlasts its session (as it would with the
+// default 10s against a 1s session) has its final offset commit refused
+// and writes no checkpoint.
+var fleetTuning = strings.Replace(kafkaTuning, "rebalance_timeout: 2s", "rebalance_timeout: 3s\n  handover_timeout: 500ms", 1)
 
 // answerAll503 keeps every event pending; answerAll204 delivers everything.
 func answerAll503(*http.Request, string) int { return http.StatusServiceUnavailable }
