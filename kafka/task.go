@@ -28,11 +28,6 @@ type task struct {
 	log *slog.Logger
 
 	shippedLSN atomic.Uint64 // the store's changelog is shipped up to here
-	// ownEnd is the changelog partition's end offset if nobody but this
-	// store wrote to it since its restore (the restore's end, its fence and
-	// what it shipped), -1 once a failed write may have landed in part.
-	// A checkpoint vouches for the store only at that offset.
-	ownEnd atomic.Int64
 
 	mu     sync.Mutex
 	st     PartitionStatus
@@ -167,26 +162,6 @@ func (t *task) epoch() int64 {
 	return t.st.Epoch
 }
 
-// wrote counts n records this store wrote to its changelog partition.
-func (t *task) wrote(n int) {
-	for {
-		own := t.ownEnd.Load()
-		if own < 0 || t.ownEnd.CompareAndSwap(own, own+int64(n)) {
-			return
-		}
-	}
-}
-
-// shipped accounts for a shipOnce that produced n records or failed (some
-// of its batch may have landed, so the end is no longer known).
-func (t *task) shipped(n int, err error) {
-	if err != nil {
-		t.ownEnd.Store(-1)
-		return
-	}
-	t.wrote(n)
-}
-
 // handOver stops the store (deliveries finish within HandoverTimeout),
 // ships the rest of its changelog, lets the committer commit the offsets,
 // and closes the store with a checkpoint when all of that succeeded.
@@ -218,7 +193,6 @@ func (t *task) handOver(o *outbox.Outbox, hand *handover) {
 	var shipErr error
 	for {
 		n, err := sh.shipOnce(shipCtx)
-		t.shipped(n, err)
 		if err != nil {
 			shipErr = err
 			break
@@ -261,15 +235,6 @@ func (t *task) closeWithCheckpoint(o *outbox.Outbox, end int64, keep bool) {
 			return
 		}
 		end = pr.last
-		// Records this store did not write are past what it applied: a
-		// new owner wrote while this one, paused or cut off, had lost the
-		// partition without noticing. A checkpoint at the end would skip
-		// them (the new owner's deletes among them) at the next catch-up.
-		if own := t.ownEnd.Load(); own != end {
-			t.log.Info("kafka: no checkpoint for the partition store; the changelog partition has records it did not write or apply, so the next ownership rebuilds it",
-				"end", end, "own_end", own)
-			return
-		}
 	}
 	cp := checkpoint{Topic: t.g.cfg.Topic, ChangelogTopic: t.g.cfg.ChangelogTopic, Partition: t.p,
 		Offset: end, Epoch: t.epoch(), LastLSN: last}
@@ -285,7 +250,6 @@ func (t *task) shipLoop(ctx context.Context, sh *shipper) {
 	for ctx.Err() == nil {
 		n, err := sh.shipOnce(t.g.work)
 		t.shippedLSN.Store(sh.shipped.Load())
-		t.shipped(n, err)
 		switch {
 		case errors.Is(err, outbox.ErrClosed):
 			return
@@ -322,10 +286,8 @@ func (t *task) fence(gctx context.Context) bool {
 		err := t.g.w.WriteMessages(ctx, fenceMessage(st))
 		cancel()
 		if err == nil {
-			t.wrote(1)
 			return true
 		}
-		t.ownEnd.Store(-1)
 		t.log.Warn("kafka: writing the fence record failed; retrying", "topic", t.g.cfg.ChangelogTopic, "err", err)
 		if !sleepCtx(gctx, b.NextBackOff()) {
 			return false
@@ -440,7 +402,6 @@ func (t *task) restore(gctx context.Context) (*outbox.Outbox, int64, error) {
 		return nil, 0, err
 	}
 	t.shippedLSN.Store(o.Changelog().LastLSN())
-	t.ownEnd.Store(pr.last)
 	epoch := max(int64(t.gen.ID), maxEpoch+1)
 	took := time.Since(begin)
 	rate := 0.0
