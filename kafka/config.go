@@ -149,8 +149,9 @@ type Config struct {
 	// HandoverTimeout bounds, in group mode, how long the deliveries in
 	// flight of a revoked partition may run before they are cancelled (they
 	// stay pending, for the next owner); shipping the store's changelog
-	// then gets as long again. Keep it well below RebalanceTimeout, which
-	// bounds the whole hand-over. Default 10s.
+	// then gets what is left of it, and at least half of it again. It is
+	// capped at two thirds of RebalanceTimeout, which bounds the whole
+	// hand-over. Default 10s.
 	HandoverTimeout time.Duration `yaml:"handover_timeout"`
 
 	// BeforeEnqueue, when set, is called before each enqueue of ingested

@@ -41,6 +41,7 @@ func groupStoreConfig(dir string, sink outbox.Sink) StoreConfig {
 		Interval:       20 * time.Millisecond,
 		BackoffInitial: 20 * time.Millisecond,
 		BackoffMax:     100 * time.Millisecond,
+		MaxAttempts:    1 << 20, // the events wait for the receiver, however long
 		NoSync:         true,
 	}}
 }
@@ -185,6 +186,43 @@ func TestGroupRefusesAChangelogTopicThatDoesNotFit(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %q lacks %q", tc.topic, err, tc.want)
+		}
+	}
+}
+
+// A second member joining takes half of the partitions with their pending
+// events: it rebuilds them from the changelog while the first catches up
+// the ones it keeps from its checkpoints; nothing is lost or delivered
+// twice.
+func TestGroupPartitionsMoveWithTheirEvents(t *testing.T) {
+	const parts, n = 6, 600
+	c := newCluster(t, kfakeSeed(parts, "in")...)
+	brokers := c.ListenAddrs()
+	cfg := testConfig(brokers, "in")
+	sink := newSwitchSink()
+
+	a := startGroup(t, cfg, groupStoreConfig(t.TempDir(), sink))
+	newProducer(t, brokers, "in").produce(t, records(0, n, 60)...)
+	testkit.WaitFor(t, 30*time.Second, "every record pending on the first member", func() bool {
+		return activeCount(a) == parts && pendingOf(a) == n
+	})
+	b := startGroup(t, cfg, groupStoreConfig(t.TempDir(), sink))
+	testkit.WaitFor(t, 30*time.Second, "the partitions shared, every event still pending", func() bool {
+		return activeCount(a) > 0 && activeCount(b) > 0 && activeCount(a)+activeCount(b) == parts &&
+			pendingOf(a)+pendingOf(b) == n
+	})
+	if m := b.Metrics(); m.Restores.Rebuild == 0 {
+		t.Errorf("the new member restored %+v, want rebuilds", m.Restores)
+	}
+	if m := a.Metrics(); m.Restores.Checkpoint == 0 {
+		t.Errorf("the first member restored %+v, want its kept partitions from checkpoints", m.Restores)
+	}
+	sink.mode.Store(2)
+	testkit.WaitFor(t, 30*time.Second, "every record delivered", func() bool { return sink.distinct() == n })
+	testkit.WaitFor(t, 30*time.Second, "nothing pending", func() bool { return pendingOf(a)+pendingOf(b) == 0 })
+	for id, k := range sink.snapshot() {
+		if k != 1 {
+			t.Errorf("%s delivered %d times", id, k)
 		}
 	}
 }

@@ -42,6 +42,8 @@ type shipper struct {
 	// stamp, in group mode, routes every record to the store's changelog
 	// partition and adds the owner's epoch and generation.
 	stamp *stamp
+	// written, when set, counts the records acknowledged.
+	written *atomic.Int64
 
 	shipped atomic.Uint64
 	ready   atomic.Bool // the topic is there and the last write succeeded
@@ -168,6 +170,9 @@ func (s *shipper) shipOnce(ctx context.Context) (int, error) {
 		// Some of the batch may have landed: the whole batch is sent again
 		// in LSN order, so the last record of every ID is still its latest.
 		return 0, fmt.Errorf("produce %d entries from LSN %d: %w", len(msgs), from, err)
+	}
+	if s.written != nil {
+		s.written.Add(int64(len(msgs)))
 	}
 	last := entries[len(entries)-1].LSN
 	if err := s.st.MarkShipped(ctx, last); err != nil {

@@ -28,6 +28,11 @@ type task struct {
 	log *slog.Logger
 
 	shippedLSN atomic.Uint64 // the store's changelog is shipped up to here
+	// restoredTo is the changelog offset the restore read up to, and
+	// written the records this ownership wrote after it: if the partition
+	// then ends anywhere else, someone else wrote to it meanwhile.
+	restoredTo int64
+	written    atomic.Int64
 
 	mu     sync.Mutex
 	st     PartitionStatus
@@ -130,7 +135,7 @@ func (t *task) run(gctx context.Context, hand *handover) {
 		return
 	}
 	sh := &shipper{cfg: t.g.cfg, st: o.Changelog(), log: t.log, conns: t.g.conns, met: t.g.met, now: time.Now,
-		w: t.g.w, stamp: &stamp{partition: t.p, epoch: t.epoch(), generation: t.gen.ID}}
+		w: t.g.w, stamp: &stamp{partition: t.p, epoch: t.epoch(), generation: t.gen.ID}, written: &t.written}
 	sh.shipped.Store(t.shippedLSN.Load())
 	t.mu.Lock()
 	t.store, t.ship = o, sh
@@ -167,7 +172,8 @@ func (t *task) epoch() int64 {
 // and closes the store with a checkpoint when all of that succeeded.
 func (t *task) handOver(o *outbox.Outbox, hand *handover) {
 	begin := time.Now()
-	deadline := begin.Add(t.g.cfg.HandoverTimeout)
+	bound := min(t.g.cfg.HandoverTimeout, t.g.cfg.RebalanceTimeout*2/3)
+	deadline := begin.Add(bound)
 	stopCtx, cancel := context.WithDeadline(t.g.work, deadline)
 	defer cancel()
 	if err := o.Stop(stopCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
@@ -184,10 +190,10 @@ func (t *task) handOver(o *outbox.Outbox, hand *handover) {
 		<-hand.final
 		return
 	}
-	shipCtx, cancelShip := context.WithTimeout(t.g.work, max(time.Until(deadline), t.g.cfg.HandoverTimeout/2))
+	shipCtx, cancelShip := context.WithTimeout(t.g.work, max(time.Until(deadline), bound/2))
 	defer cancelShip()
 	sh := &shipper{cfg: t.g.cfg, st: o2.Changelog(), log: t.log, conns: t.g.conns, met: t.g.met, now: time.Now,
-		w: t.g.w, stamp: &stamp{partition: t.p, epoch: t.epoch(), generation: t.gen.ID}}
+		w: t.g.w, stamp: &stamp{partition: t.p, epoch: t.epoch(), generation: t.gen.ID}, written: &t.written}
 	sh.shipped.Store(t.shippedLSN.Load())
 	shipped := 0
 	var shipErr error
@@ -232,6 +238,14 @@ func (t *task) closeWithCheckpoint(o *outbox.Outbox, end int64, keep bool) {
 		cancel()
 		if err != nil {
 			t.log.Info("kafka: no checkpoint for the partition store; the next ownership rebuilds it", "err", err)
+			return
+		}
+		if want := t.restoredTo + t.written.Load(); pr.last != want {
+			// Another owner wrote to the partition during this ownership
+			// (this instance was a zombie), or a write was repeated: the
+			// store does not hold everything below the end.
+			t.log.Info("kafka: no checkpoint for the partition store: its changelog partition holds records this ownership did not write; the next ownership rebuilds it",
+				"end", pr.last, "expected", want)
 			return
 		}
 		end = pr.last
@@ -286,6 +300,7 @@ func (t *task) fence(gctx context.Context) bool {
 		err := t.g.w.WriteMessages(ctx, fenceMessage(st))
 		cancel()
 		if err == nil {
+			t.written.Add(1)
 			return true
 		}
 		t.log.Warn("kafka: writing the fence record failed; retrying", "topic", t.g.cfg.ChangelogTopic, "err", err)
@@ -402,6 +417,7 @@ func (t *task) restore(gctx context.Context) (*outbox.Outbox, int64, error) {
 		return nil, 0, err
 	}
 	t.shippedLSN.Store(o.Changelog().LastLSN())
+	t.restoredTo = pr.last
 	epoch := max(int64(t.gen.ID), maxEpoch+1)
 	took := time.Since(begin)
 	rate := 0.0

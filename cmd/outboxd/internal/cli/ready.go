@@ -17,17 +17,18 @@ import (
 
 // The readiness checks of /readyz, by name.
 const (
-	checkStore    = "store"    // the local outbox runs, is healthy and its commits return
-	checkShutdown = "shutdown" // the server is not stopping
-	checkKafka    = "kafka"    // Kafka mode: the instance can take part in its consumer group
-	checkRestores = "restores" // Kafka group mode: no assigned partition restoring or failed
+	checkStore      = "store"      // every store runs, is healthy and its commits return
+	checkPunctuator = "punctuator" // the local store's delivery punctuation keeps running
+	checkShutdown   = "shutdown"   // the server is not stopping
+	checkKafka      = "kafka"      // Kafka mode: the instance can take part in its consumer group
+	checkRestores   = "restores"   // Kafka group mode: no assigned partition restoring or failed
 )
 
 // knownChecks are the names ?exclude= accepts, in the order the checks run.
 // A check that does not apply to the server's mode (kafka without Kafka,
 // restores outside group mode) is not run, and excluding it is allowed, so
 // that one probe definition fits every instance.
-var knownChecks = []string{checkStore, checkShutdown, checkKafka, checkRestores}
+var knownChecks = []string{checkStore, checkPunctuator, checkShutdown, checkKafka, checkRestores}
 
 // readyCheck is one named readiness check: fail returns why it fails, or ""
 // when it passes. It must answer at once, even while the disk hangs.
@@ -55,6 +56,7 @@ type kafkaReadiness interface {
 func (s *server) readyChecks() []readyCheck {
 	checks := []readyCheck{
 		{checkStore, s.storeFailure},
+		{checkPunctuator, s.punctuatorFailure},
 		{checkShutdown, func() string {
 			if s.stopping.Load() {
 				return "shutting down"
@@ -79,20 +81,60 @@ func (s *server) readyChecks() []readyCheck {
 	return checks
 }
 
-// storeFailure says why the local outbox cannot do its job, or "".
+// storeFailure says why the local outbox, or in group mode the store of a
+// partition this instance delivers, cannot do its job, or "".
 func (s *server) storeFailure() string {
 	if !s.o.Ready() {
 		return "outbox not running"
 	}
-	if err := s.o.Health(); err != nil {
-		if errors.Is(err, outbox.ErrDamaged) {
-			return fmt.Sprintf("%v; verify it with: outboxd check --db %s", err, s.o.Path())
-		}
-		return err.Error()
+	stores := []*outbox.Outbox{s.o}
+	if g, ok := s.kafka.(interface{ Stores() []*outbox.Outbox }); ok {
+		stores = append(stores, g.Stores()...)
 	}
-	if running := s.o.CommitStats().Running; running > commitStallLimit {
-		return fmt.Sprintf("a store commit has been running for %s; the disk holding %s is not answering",
-			running.Round(time.Second), s.o.Path())
+	var why []string
+	for _, o := range stores {
+		if err := o.Health(); err != nil {
+			if errors.Is(err, outbox.ErrDamaged) {
+				why = append(why, fmt.Sprintf("%v; verify it with: outboxd check --db %s", err, o.Path()))
+			} else if !errors.Is(err, outbox.ErrClosed) {
+				why = append(why, err.Error())
+			}
+			continue
+		}
+		if running := o.CommitStats().Running; running > commitStallLimit {
+			why = append(why, fmt.Sprintf("a store commit has been running for %s; the disk holding %s is not answering",
+				running.Round(time.Second), o.Path()))
+		}
+	}
+	return strings.Join(why, "; ")
+}
+
+// punctuatorStall is how long the local store's punctuation may go without
+// running before the punctuator check fails: it runs every
+// delivery.interval (1s by default) whatever is due.
+func (s *server) punctuatorStall() time.Duration {
+	return max(20*s.o.Config().Interval, 30*time.Second)
+}
+
+// watchPunctuator records when the local store's punctuation last ran.
+func (s *server) watchPunctuator() {
+	s.lastPunct.Store(time.Now().UnixNano())
+	s.o.AddHooks(outbox.Hooks{Name: "outboxd-readyz", OnPunctuation: func(time.Duration, int) {
+		s.lastPunct.Store(time.Now().UnixNano())
+	}})
+}
+
+// punctuatorFailure says why the local store's punctuation is not
+// running, or "". While the store cannot commit, the punctuation pauses by
+// design: the store check reports that.
+func (s *server) punctuatorFailure() string {
+	last := s.lastPunct.Load()
+	if last == 0 || s.o.Health() != nil {
+		return ""
+	}
+	if since := time.Since(time.Unix(0, last)); since > s.punctuatorStall() {
+		return fmt.Sprintf("the delivery punctuation last ran %s ago (it runs every %s)",
+			since.Round(time.Second), s.o.Config().Interval)
 	}
 	return ""
 }

@@ -187,7 +187,7 @@ func TestReadyzChecksByName(t *testing.T) {
 	}
 	for _, q := range []string{"?verbose", "?verbose=1", "?verbose=true"} {
 		code, a := c.get(q)
-		if code != http.StatusOK || a.Status != "ready" || names(a) != "store=ok shutdown=ok" {
+		if code != http.StatusOK || a.Status != "ready" || names(a) != "store=ok punctuator=ok shutdown=ok" {
 			t.Errorf("/readyz%s = %d %q [%s], want 200 ready listing store and shutdown ok (no Kafka checks without Kafka)",
 				q, code, a.Status, names(a))
 		}
@@ -207,20 +207,20 @@ func TestReadyzChecksByName(t *testing.T) {
 		names(a) != "shutdown=failed" || a.Checks[0].Reason != "shutting down" {
 		t.Errorf("/readyz while stopping = %d %q [%s], want 503 naming the shutdown check", code, a.Status, names(a))
 	}
-	if code, a := c.get("?verbose"); code != http.StatusServiceUnavailable || names(a) != "store=ok shutdown=failed" {
+	if code, a := c.get("?verbose"); code != http.StatusServiceUnavailable || names(a) != "store=ok punctuator=ok shutdown=failed" {
 		t.Errorf("/readyz?verbose while stopping = %d [%s], want every check", code, names(a))
 	}
-	if code, a := c.get("?exclude=shutdown&verbose"); code != http.StatusOK || names(a) != "store=ok" {
+	if code, a := c.get("?exclude=shutdown&verbose"); code != http.StatusOK || names(a) != "store=ok punctuator=ok" {
 		t.Errorf("/readyz?exclude=shutdown while stopping = %d %q [%s], want 200 with the store check only", code, a.Status, names(a))
 	}
 
 	// Repeated and comma-separated names; the Kafka checks may be
 	// excluded where they do not run, so one probe fits every instance.
 	for q, want := range map[string]string{
-		"?exclude=shutdown,store":                  "",
-		"?exclude=shutdown&exclude=store":          "",
-		"?exclude=+shutdown+,,":                    "store=ok",
-		"?exclude=kafka,restores&exclude=shutdown": "store=ok",
+		"?exclude=shutdown,store,punctuator":                  "",
+		"?exclude=shutdown&exclude=store&exclude=punctuator":  "",
+		"?exclude=+shutdown+,,":                               "store=ok punctuator=ok",
+		"?exclude=kafka,restores&exclude=shutdown,punctuator": "store=ok",
 	} {
 		if code, a := c.get(q + "&verbose"); code != http.StatusOK || names(a) != want {
 			t.Errorf("/readyz%s&verbose = %d %q [%s], want 200 [%s]", q, code, a.Status, names(a), want)
@@ -228,7 +228,7 @@ func TestReadyzChecksByName(t *testing.T) {
 	}
 	code, a = c.get("?exclude=shutdown,disk")
 	if code != http.StatusBadRequest || !strings.Contains(a.Error, `"disk"`) ||
-		!strings.Contains(a.Error, "store, shutdown, kafka, restores") {
+		!strings.Contains(a.Error, "store, punctuator, shutdown, kafka, restores") {
 		t.Errorf("/readyz?exclude=disk = %d %+v, want 400 naming the name and the known checks", code, a)
 	}
 }
@@ -273,7 +273,7 @@ func TestReadyzGroupMode(t *testing.T) {
 
 	// Joining (a restarted instance, a rebalance): ready.
 	g.set(kafka.GroupHealth{Joined: false})
-	if code, a := c.get("?verbose"); code != http.StatusOK || names(a) != "store=ok shutdown=ok kafka=ok restores=ok" {
+	if code, a := c.get("?verbose"); code != http.StatusOK || names(a) != "store=ok punctuator=ok shutdown=ok kafka=ok restores=ok" {
 		t.Errorf("/readyz?verbose while joining = %d %q [%s], want 200 with all four checks ok", code, a.Status, names(a))
 	}
 
@@ -305,7 +305,7 @@ func TestReadyzGroupMode(t *testing.T) {
 	// Cannot take part in the group: kafka fails with the cause.
 	g.set(kafka.GroupHealth{Err: errors.New("dial tcp 10.0.0.1:9092: connection refused")})
 	code, a = c.get("?verbose")
-	if code != http.StatusServiceUnavailable || names(a) != "store=ok shutdown=ok kafka=failed restores=ok" ||
+	if code != http.StatusServiceUnavailable || names(a) != "store=ok punctuator=ok shutdown=ok kafka=failed restores=ok" ||
 		a.Status != "not ready: kafka: cannot take part in the consumer group: dial tcp 10.0.0.1:9092: connection refused" {
 		t.Errorf("/readyz?verbose with a group error = %d %q [%s], want 503 naming the kafka check and the cause", code, a.Status, names(a))
 	}
@@ -343,12 +343,34 @@ func TestReadyzSingleInstanceKafka(t *testing.T) {
 	c := serveRoutes(t, s)
 
 	code, a := c.get("?verbose")
-	if code != http.StatusServiceUnavailable || names(a) != "store=ok shutdown=ok kafka=failed" ||
+	if code != http.StatusServiceUnavailable || names(a) != "store=ok punctuator=ok shutdown=ok kafka=failed" ||
 		a.Status != "not ready: kafka: Kafka ingest not connected" {
 		t.Errorf("/readyz?verbose with an unreachable broker = %d %q [%s], want 503 naming the kafka check, no restores check",
 			code, a.Status, names(a))
 	}
 	if code, _ := c.get("?exclude=kafka"); code != http.StatusOK {
 		t.Errorf("/readyz?exclude=kafka = %d, want 200", code)
+	}
+}
+
+// A delivery punctuation that stops running (a stuck scheduler) fails the
+// punctuator check, naming how long ago it last ran.
+func TestReadyzReportsAStalledPunctuator(t *testing.T) {
+	s := newReadyServer(t, nil)
+	s.watchPunctuator()
+	c := serveRoutes(t, s)
+	if code, a := c.get(""); code != http.StatusOK {
+		t.Fatalf("/readyz = %d %+v, want 200", code, a)
+	}
+	// The hook would move it forward at the next punctuation: stop it.
+	s.o.AddHooks(outbox.Hooks{Name: "outboxd-readyz"})
+	s.lastPunct.Store(time.Now().Add(-2 * s.punctuatorStall()).UnixNano())
+	code, a := c.get("")
+	if code != http.StatusServiceUnavailable || names(a) != "punctuator=failed" ||
+		!strings.Contains(a.Checks[0].Reason, "the delivery punctuation last ran") {
+		t.Errorf("/readyz with a stalled punctuator = %d %+v, want 503 naming the punctuator", code, a)
+	}
+	if code, _ := c.get("?exclude=punctuator"); code != http.StatusOK {
+		t.Errorf("/readyz?exclude=punctuator = %d, want 200", code)
 	}
 }

@@ -57,6 +57,8 @@ type server struct {
 	o        *outbox.Outbox
 	kafka    kafkaRunner
 	stopping atomic.Bool
+	// lastPunct is when the local store's punctuation last ran (Unix ns).
+	lastPunct atomic.Int64
 }
 
 // fail reports an error that stops serve from starting.
@@ -107,6 +109,7 @@ func (s *server) run(sigs <-chan os.Signal) int {
 		_ = stopOutbox(context.Background())
 		return s.fail(exitError, "listening on %s: %v", cfg.Listen, err)
 	}
+	s.watchPunctuator()
 	if err := o.Start(); err != nil {
 		ln.Close()
 		_ = stopOutbox(context.Background())
