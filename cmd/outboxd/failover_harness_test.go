@@ -36,7 +36,7 @@ const (
 	fleetPartitions = 6
 	// fleetChangelog is the group's changelog topic.
 	fleetChangelog = "events-changelog"
-	// fleetSession is the group session timeout of kafkaTuning.
+	// fleetSession is the group session timeout of fleetTuning.
 	fleetSession = time.Second
 	// fleetConcurrency and fleetMaxUncommitted are each store's delivery
 	// limits: what one store can deliver without having its outcome
@@ -52,7 +52,8 @@ func inFlightBound(parts int) int {
 	return max(parts, 1) * (fleetConcurrency + fleetMaxUncommitted)
 }
 
-// fleet is one test's Kafka cluster, receiver and outboxd instances.
+// fleet is one test's Kafka cluster, receiver, changelog reader and
+// outboxd instances.
 type fleet struct {
 	t       *testing.T
 	cluster *kfake.Cluster
@@ -86,6 +87,7 @@ func newFleet(t *testing.T) *fleet {
 		group: "failover", dir: dir, tuning: tuning, rc: newReceiver(t, nil)}
 	f.view = &changelogView{t: t, addr: cluster.ListenAddrs()[0], topic: fleetChangelog, last: map[string]changelogRecord{}}
 	t.Cleanup(f.view.close)
+	t.Cleanup(statsClient.CloseIdleConnections)
 	return f
 }
 
@@ -95,9 +97,20 @@ func newFleet(t *testing.T) *fleet {
 // so a member whose hand-over outlasts its session (as it would with the
 // default 10s against a 1s session) has its final offset commit refused
 // and writes no checkpoint.
-var fleetTuning = strings.Replace(kafkaTuning, "rebalance_timeout: 2s", "rebalance_timeout: 3s\n  handover_timeout: 500ms", 1)
+const fleetTuning = `kafka:
+  commit_interval: 50ms
+  session_timeout: 1s
+  heartbeat_interval: 100ms
+  rebalance_timeout: 3s
+  handover_timeout: 500ms
+  ship_interval: 10ms
+  retry_backoff: 20ms
+  retry_backoff_max: 200ms
+  dial_timeout: 1s
+  client_id: outboxd-e2e
+`
 
-// answerAll503 keeps every event pending; answerAll204 delivers everything.
+// answerAll503 keeps every event pending (a nil answer delivers everything).
 func answerAll503(*http.Request, string) int { return http.StatusServiceUnavailable }
 
 // answerOnly answers 204 to the IDs in ok and 503 to every other.
@@ -121,7 +134,6 @@ type instance struct {
 	name string
 	db   string
 	p    *proc // the current (or last) process
-	runs int
 }
 
 // add starts a new instance and waits until it listens.
@@ -152,7 +164,6 @@ func (in *instance) args() []string {
 func (in *instance) start() {
 	in.f.t.Helper()
 	in.p = start(in.f.t, filepath.Dir(in.db), in.args()...)
-	in.runs++
 }
 
 // running reports whether the current process is alive (paused counts).
@@ -230,8 +241,8 @@ type instanceStats struct {
 }
 
 // statsClient gives up quickly: a paused or dying instance must not hold a
-// wait up.
-var statsClient = &http.Client{Timeout: 2 * time.Second}
+// wait up. Each fleet closes its idle connections at its cleanup.
+var statsClient = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{}}
 
 // stats reads GET /v1/stats; ok is false when the instance did not answer.
 func (in *instance) stats() (instanceStats, bool) {
@@ -251,8 +262,7 @@ func (in *instance) stats() (instanceStats, bool) {
 }
 
 // pendingIngested is the number of pending events of the partitions the
-// instance holds: those of its partition stores in group mode, else those
-// of its one store (where today's ingest puts them).
+// instance holds (without the kafka object, all of its pending events).
 func (s instanceStats) pendingIngested() int {
 	if s.Kafka == nil {
 		return s.Pending
@@ -287,39 +297,20 @@ func requireNothingPending(t *testing.T, what string, in *instance) {
 	}
 }
 
-// owned returns the partitions the instance delivers: the active ones of
-// its stats, or (without the kafka object in the stats) those of its last
-// "partitions assigned" log record.
+// owned returns the partitions the instance delivers: those its stats list
+// as active.
 func (in *instance) owned() []int {
-	if !in.running() {
-		return nil
-	}
-	if s, ok := in.stats(); ok && s.Kafka != nil {
-		var out []int
-		for _, p := range s.Kafka.Partitions {
-			if p.State == kafka.PartitionActive {
-				out = append(out, p.Partition)
-			}
-		}
-		return out
-	}
-	recs := in.logRecords("kafka: partitions assigned")
-	if len(recs) == 0 {
+	s, ok := in.stats()
+	if !ok || s.Kafka == nil {
 		return nil
 	}
 	var out []int
-	for _, v := range asSlice(recs[len(recs)-1]["partitions"]) {
-		if n, ok := v.(float64); ok {
-			out = append(out, int(n))
+	for _, p := range s.Kafka.Partitions {
+		if p.State == kafka.PartitionActive {
+			out = append(out, p.Partition)
 		}
 	}
-	slices.Sort(out)
 	return out
-}
-
-func asSlice(v any) []any {
-	s, _ := v.([]any)
-	return s
 }
 
 // logRecords returns the JSON log records of the current process whose
@@ -434,18 +425,6 @@ func pending(ins ...*instance) (int, bool) {
 		n += s.pendingIngested()
 	}
 	return n, true
-}
-
-// owners returns, for each partition, the instances among ins that deliver
-// it.
-func owners(ins ...*instance) map[int][]*instance {
-	out := map[int][]*instance{}
-	for _, in := range ins {
-		for _, p := range in.owned() {
-			out[p] = append(out[p], in)
-		}
-	}
-	return out
 }
 
 // balanced reports whether every partition is delivered by exactly one of
