@@ -51,24 +51,13 @@ func TestFailoverWithDiskLostDeliversEveryRecord(t *testing.T) {
 	a.kill()
 	a.deleteState()
 	f.rc.setRespond(nil)
-	takeover := f.waitBalanced(waitLong, b, c)
-	f.waitDelivered(waitLong, all)
-	total := time.Since(killed)
-	t.Logf("SIGKILL to the survivors owning every partition: %s; to every record delivered: %s (session timeout %s)",
-		takeover.Round(time.Millisecond), total.Round(time.Millisecond), fleetSession)
-	for _, in := range []*instance{b, c} {
-		for _, rec := range in.logRecords("kafka: partitions assigned") {
-			if at := logTime(rec); at.After(killed) {
-				t.Logf("%s: partitions %v assigned in generation %v, %s after the SIGKILL", in.name, rec["partitions"], rec["generation"], at.Sub(killed).Round(time.Millisecond))
-				break
-			}
-		}
-		for _, rec := range in.logRecords("kafka: partition restored") {
-			if p, ok := rec["partition"].(float64); ok && slices.Contains(lostParts, int(p)) && logTime(rec).After(killed) {
-				t.Logf("%s restored partition %v: mode=%v records=%v took=%s", in.name, p, rec["mode"], rec["records"], logDuration(rec["took"]))
-			}
-		}
-	}
+	took := f.waitDelivered(waitLong, all)
+	t.Logf("SIGKILL (and the receiver's recovery) to every record delivered: %s (session timeout %s); the survivors' group events since:",
+		took.Round(time.Millisecond), fleetSession)
+	logTimeline(t, killed, []string{"kafka: partitions assigned", "kafka: partition restored", "kafka: partition handed over",
+		"kafka: commit offsets", "kafka: cannot join the consumer group; ingest paused, retrying"}, b, c)
+	settled := f.waitBalanced(waitLong, b, c)
+	t.Logf("the group settled on b and c %s after every record was delivered", settled.Round(time.Millisecond))
 	t.Logf("duplicates: %d of %d records delivered more than once", f.duplicates(all), len(all))
 }
 

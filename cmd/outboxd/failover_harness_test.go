@@ -346,6 +346,44 @@ func logTime(rec map[string]any) time.Time {
 	return at
 }
 
+// logTimeline logs the records with one of msgs that the instances logged
+// since at, in time order, each with its time since at.
+func logTimeline(t *testing.T, at time.Time, msgs []string, ins ...*instance) {
+	t.Helper()
+	type line struct {
+		at   time.Time
+		text string
+	}
+	var lines []line
+	skip := []string{"time", "level", "msg", "component", "group", "member", "topic", "brokers", "records_per_second"}
+	for _, in := range ins {
+		for _, msg := range msgs {
+			for _, rec := range in.logRecords(msg) {
+				when := logTime(rec)
+				if when.Before(at) {
+					continue
+				}
+				var attrs []string
+				for k, v := range rec {
+					if slices.Contains(skip, k) {
+						continue
+					}
+					if k == "took" {
+						v = logDuration(v)
+					}
+					attrs = append(attrs, fmt.Sprintf("%s=%v", k, v))
+				}
+				slices.Sort(attrs)
+				lines = append(lines, line{when, fmt.Sprintf("+%s %s: %s %s", when.Sub(at).Round(time.Millisecond), in.name, msg, strings.Join(attrs, " "))})
+			}
+		}
+	}
+	slices.SortFunc(lines, func(a, b line) int { return a.at.Compare(b.at) })
+	for _, l := range lines {
+		t.Log(l.text)
+	}
+}
+
 // restores returns the restore mode of each partition the current process
 // restored, by partition (the last restore of each).
 func (in *instance) restores() map[int]string {
