@@ -275,7 +275,7 @@ func (d *demoEnv) run(ctx context.Context, topic, changelog string, n int, a, b 
 	d.out.Printf("▶ %s holds %d pending and %d dead of partitions %v, %s %d pending and %d dead of %v; every change is shipped to %s",
 		a.name, aPending, aDead, aParts, b.name, bPending, bDead, bParts, changelog)
 
-	d.out.Printf("✗ %s crashes: its Group is closed with an already-cancelled context (deliveries in flight are cancelled, nothing more is shipped) "+
+	d.out.Printf("✗ %s crashes: its Group is closed with an already-cancelled context (deliveries in flight are cancelled, its hand-over gives up at once) "+
 		"and its directory %s is deleted", a.name, a.dir)
 	if err := a.crash(); err != nil {
 		return fmt.Errorf("crashing %s: %w", a.name, err)

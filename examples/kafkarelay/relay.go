@@ -82,11 +82,12 @@ func (r *relay) close(ctx context.Context) error {
 	return err
 }
 
-// crash stops the relay as abruptly as a process can stop in-process: its
-// Group is closed with a context that is already cancelled, so nothing is
-// handed over (deliveries in flight are cancelled, what was not shipped
-// yet is not shipped, no checkpoint is written), and its directory is
-// deleted, as if its disk were lost with it.
+// crash stops the relay as abruptly as it can stop in-process: its Group
+// is closed with a context that is already cancelled, so deliveries in
+// flight are cancelled and the hand-over gives up at once instead of
+// shipping what is left, and its directory is deleted, as if its disk were
+// lost with it. (Unlike a killed process it still leaves the group at
+// once.)
 func (r *relay) crash() error {
 	r.crashed = true
 	ctx, cancel := context.WithCancel(context.Background())
