@@ -125,8 +125,16 @@ func TestUndecodableChangelogRecordLeavesThePartitionUndelivered(t *testing.T) {
 	cfg.ChangelogTopic = "in-changelog"
 	sink := newSwitchSink()
 	sink.mode.Store(2)
-	g := startGroup(t, cfg, groupStoreConfig(t.TempDir(), sink))
+	dir := t.TempDir()
+	g := startGroup(t, cfg, groupStoreConfig(dir, sink))
 	testkit.WaitFor(t, 20*time.Second, "the restore failed twice", func() bool { return g.Metrics().Restores.Failed >= 2 })
+	testkit.WaitFor(t, 20*time.Second, "no partial store left between attempts", func() bool {
+		if g.Partitions()[0].State != PartitionFailed {
+			return false
+		}
+		files, _ := filepath.Glob(filepath.Join(dir, "in-0.*"))
+		return len(files) == 0
+	})
 	st := g.Partitions()[0]
 	if st.State != PartitionFailed || !strings.Contains(st.Error, "in-changelog partition 0") || !strings.Contains(st.Error, "offset 1") {
 		t.Errorf("status %+v, want failed naming the topic, partition and offset", st)

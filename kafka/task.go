@@ -215,22 +215,23 @@ func (t *task) handOver(o *outbox.Outbox, hand *handover) {
 		t.log.Warn("kafka: partition handed over without shipping all of its changelog; the next owner rebuilds it from what was shipped and reads the uncommitted records again",
 			"err", shipErr)
 	}
-	t.closeWithCheckpoint(o2, -1, shipErr == nil && hand.committedOK)
+	kept := t.closeWithCheckpoint(o2, -1, shipErr == nil && hand.committedOK)
 	t.log.Info("kafka: partition handed over", "shipped", shipped, "took", time.Since(begin).Round(time.Millisecond),
-		"checkpoint", shipErr == nil && hand.committedOK)
+		"checkpoint", kept)
 }
 
 // closeWithCheckpoint closes the store and, when keep is true, writes its
 // checkpoint at the changelog partition's end offset (end, or read now when
-// end is negative), so that the next ownership catches up from there.
-func (t *task) closeWithCheckpoint(o *outbox.Outbox, end int64, keep bool) {
+// end is negative), so that the next ownership catches up from there. It
+// reports whether it wrote the checkpoint.
+func (t *task) closeWithCheckpoint(o *outbox.Outbox, end int64, keep bool) bool {
 	last := o.Changelog().LastLSN()
 	if err := o.Stop(context.Background()); err != nil {
 		t.log.Warn("kafka: closing the partition store", "err", err)
-		return
+		return false
 	}
 	if !keep {
-		return
+		return false
 	}
 	if end < 0 {
 		ctx, cancel := context.WithTimeout(t.g.work, t.g.cfg.DialTimeout)
@@ -238,7 +239,7 @@ func (t *task) closeWithCheckpoint(o *outbox.Outbox, end int64, keep bool) {
 		cancel()
 		if err != nil {
 			t.log.Info("kafka: no checkpoint for the partition store; the next ownership rebuilds it", "err", err)
-			return
+			return false
 		}
 		if want := t.restoredTo + t.written.Load(); pr.last != want {
 			// Another owner wrote to the partition during this ownership
@@ -246,7 +247,7 @@ func (t *task) closeWithCheckpoint(o *outbox.Outbox, end int64, keep bool) {
 			// store does not hold everything below the end.
 			t.log.Info("kafka: no checkpoint for the partition store: its changelog partition holds records this ownership did not write; the next ownership rebuilds it",
 				"end", pr.last, "expected", want)
-			return
+			return false
 		}
 		end = pr.last
 	}
@@ -254,7 +255,9 @@ func (t *task) closeWithCheckpoint(o *outbox.Outbox, end int64, keep bool) {
 		Offset: end, Epoch: t.epoch(), LastLSN: last}
 	if err := writeCheckpoint(t.g.checkpointPath(t.p), cp); err != nil {
 		t.log.Warn("kafka: writing the partition checkpoint", "err", err)
+		return false
 	}
+	return true
 }
 
 // shipLoop ships the active store's changelog until ctx ends.

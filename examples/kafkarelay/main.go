@@ -1,16 +1,23 @@
 // Command kafkarelay turns a Kafka topic into webhooks: every record of the
 // topic becomes an outbox event, delivered over HTTP to the endpoint its
 // outbox-destination header names (or --destination), with retries, parks
-// and dead letters, while the outbox's changelog is shipped to a compacted
-// topic so that another machine can restore what this one had not delivered
-// yet.
+// and dead letters.
 //
-// Records are consumed in a consumer group; the offsets are committed only
-// once the records are durable in the outbox, and each record's event ID
-// (kafka:<topic>:<partition>:<offset>, or its outbox-id header) makes a
-// record read twice, after a crash or a rebalance, a duplicate. A record that
-// cannot be delivered anywhere (no destination, an unknown endpoint) becomes a
-// dead letter rather than being skipped.
+// Run as many relays as you like in one consumer group: the state follows
+// the partitions (kafka.StartGroup). Each partition of the topic has a
+// store of its own (--dir/<topic>-<p>.db) kept by the relay the group
+// assigned it to, and all the stores ship their changelogs to one compacted
+// topic (--changelog-topic), partition p to partition p. When a relay is
+// lost, disk and all, its partitions move to the others, which rebuild
+// their stores from the changelog before they ingest or deliver anything:
+// its pending events are delivered by them, no restore by hand.
+//
+// Offsets are committed only once the records' store entries are shipped,
+// and each record's event ID (kafka:<topic>:<partition>:<offset>, or its
+// outbox-id header) makes a record read twice, after a crash or a
+// rebalance, a duplicate. A record that cannot be delivered anywhere (no
+// destination, an unknown endpoint) becomes a dead letter rather than being
+// skipped.
 //
 // Run it against your brokers:
 //
@@ -26,11 +33,13 @@
 //	go run ./examples/kafkarelay --demo
 //
 // The demo starts an in-process Kafka broker (franz-go's kfake), two HTTP
-// receivers (one parks back-ordered shipments, one fails now and then),
-// produces records, and prints every delivery, the dead letter of a record
-// addressed to an endpoint that does not exist, and what was shipped to the
-// changelog topic. Ctrl-C stops it cleanly; with --demo-exit it stops by
-// itself once everything settled.
+// receivers that answer 503 for a while, and two relays in one group, each
+// with its own directory, sharing the partitions. It produces records
+// (one for an endpoint that does not exist, a dead letter), crashes one
+// relay while its events are pending and deletes its directory, and prints
+// how the other takes its partitions over, rebuilds their stores from the
+// changelog and delivers every event. Ctrl-C stops it cleanly; with
+// --demo-exit it stops by itself once everything settled.
 package main
 
 import (
@@ -42,7 +51,6 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -96,15 +104,19 @@ func run(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("kafkarelay", flag.ContinueOnError)
 	brokers := fs.String("brokers", "localhost:9092", "comma-separated bootstrap brokers (--demo: an in-process broker)")
 	topic := fs.String("topic", "webhooks", "topic whose records are delivered")
-	group := fs.String("group", "kafkarelay", "consumer group")
+	group := fs.String("group", "kafkarelay", "consumer group: the relays that share the topic's partitions")
 	startOffset := fs.String("start-offset", kafka.DefaultStartOffset, `where a new group starts: "earliest" or "latest"`)
-	changelog := fs.String("changelog-topic", "kafkarelay-changelog", `compacted topic the outbox's changelog is shipped to ("" to turn shipping off)`)
+	changelog := fs.String("changelog-topic", "", "compacted topic the group's partition stores ship their changelogs to and are rebuilt from, "+
+		`one partition per partition of --topic, created when missing (default "<group>-<topic>-changelog")`)
+	dir := fs.String("dir", "kafkarelay.partitions", "directory of this relay's partition stores, <topic>-<p>.db for each partition it owns "+
+		"(--demo: a temporary directory, a subdirectory per relay)")
+	session := fs.Duration("session-timeout", kafka.DefaultSessionTimeout, "how long the group waits for a relay that stopped answering (killed, cut off) "+
+		"before its partitions move to the others; heartbeats go every third of it, at most every "+kafka.DefaultHeartbeatInterval.String())
 	useTLS := fs.Bool("tls", false, "connect to the brokers with TLS")
 	tlsCA := fs.String("tls-ca", "", "with --tls: PEM file of the CAs to trust (default: the system roots)")
 	saslMech := fs.String("sasl", "", `SASL mechanism: "plain", "scram-sha-256" or "scram-sha-512" (default: none)`)
 	saslUser := fs.String("sasl-user", "", "with --sasl: the user name")
 	saslPassEnv := fs.String("sasl-password-env", "KAFKARELAY_SASL_PASSWORD", "with --sasl: the environment variable that holds the password")
-	db := fs.String("db", "kafkarelay.db", "the outbox's file (--demo: a temporary file)")
 	var eps endpoints
 	fs.Var(&eps, "endpoint", "a named HTTP endpoint, name=URL (repeat for more); records name it in their outbox-destination header")
 	destination := fs.String("destination", "", "endpoint of records without an outbox-destination header (default: they become dead letters)")
@@ -112,7 +124,7 @@ func run(args []string, stdout io.Writer) error {
 	interval := fs.Duration("interval", time.Second, "how often due deliveries are picked up")
 	park := fs.Duration("park-interval", 30*time.Second, "how long a delivery answered 404 waits before the endpoint is asked again")
 	backoff := fs.Duration("backoff", time.Second, "wait before the first retry of a failed delivery (then doubling, jittered)")
-	demo := fs.Bool("demo", false, "start an in-process broker, demo receivers and demo records")
+	demo := fs.Bool("demo", false, "start an in-process broker, demo receivers, two relays and demo records")
 	demoExit := fs.Bool("demo-exit", false, "with --demo: exit once the demo records have settled")
 	demoRecords := fs.Int("demo-records", 12, "with --demo: how many records to produce")
 	if err := fs.Parse(args); err != nil {
@@ -130,6 +142,15 @@ func run(args []string, stdout io.Writer) error {
 			}
 		}
 	}
+	if *dir == "" {
+		return errors.New("--dir: a directory is needed")
+	}
+	if *changelog == "" {
+		*changelog = kafka.DefaultGroupChangelogTopic(*group, *topic)
+	}
+	if *session < time.Second {
+		return fmt.Errorf("--session-timeout %s: at least 1s", *session)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -146,13 +167,13 @@ func run(args []string, stdout io.Writer) error {
 			return errors.New("--demo-records: at least 1")
 		}
 		console.DemoPace(set, interval, park, backoff)
-		if !set["db"] {
+		if !set["dir"] {
 			tmp, err := os.MkdirTemp("", "kafkarelay-demo-")
 			if err != nil {
 				return err
 			}
 			defer os.RemoveAll(tmp)
-			*db = filepath.Join(tmp, "kafkarelay.db")
+			*dir = tmp
 		}
 		var err error
 		if env, err = startDemo(out, *topic); err != nil {
@@ -182,6 +203,10 @@ func run(args []string, stdout io.Writer) error {
 		ChangelogTopic: *changelog,
 		ClientID:       "kafkarelay",
 		TLS:            kafka.TLSConfig{Enabled: *useTLS, CAFile: *tlsCA},
+		// Kafka's advice: a heartbeat interval no higher than a third of
+		// the session timeout.
+		SessionTimeout:    *session,
+		HeartbeatInterval: min(*session/3, kafka.DefaultHeartbeatInterval),
 	}
 	if *tlsCA != "" && !*useTLS {
 		return errors.New("--tls-ca needs --tls")
@@ -194,82 +219,82 @@ func run(args []string, stdout io.Writer) error {
 	} else if *saslUser != "" {
 		return errors.New("--sasl-user needs --sasl")
 	}
+	if *demo {
+		demoGroupPace(&kcfg, set)
+	}
 	if err := kcfg.Validate(); err != nil {
 		return err
 	}
 
-	sink, err := httpsink.New(httpsink.Config{Endpoints: eps})
-	if err != nil {
-		return err
+	settings := relaySettings{
+		kafka:     kcfg,
+		endpoints: eps,
+		outbox:    outbox.Config{Interval: *interval, ParkInterval: *park, BackoffInitial: *backoff},
+		out:       out,
 	}
-	defer sink.Close()
-	box, err := outbox.Open(*db, outbox.Config{
-		Sink:           sink,
-		Interval:       *interval,
-		ParkInterval:   *park,
-		BackoffInitial: *backoff,
-		Hooks: outbox.Hooks{
-			OnEnqueue: func(n int) {
-				out.Printf("← %d record(s) from %s stored durably (their offsets can be committed)", n, *topic)
-			},
-			OnDuplicate: func(n int) { out.Printf("= %d record(s) read again: duplicates, dropped", n) },
-			OnDelivery:  out.PrintDelivery,
-		},
-	})
-	if err != nil {
-		return err
+	if *demo {
+		settings.onDelivery = env.onDelivery
 	}
-	boxStopped := false
+	var relays []*relay
 	defer func() {
-		if !boxStopped {
-			_ = box.Stop(context.Background())
+		for _, r := range relays {
+			_ = r.close(context.Background()) // idempotent: a no-op after the shutdown below
 		}
 	}()
-	if err := box.Start(); err != nil {
-		return err
-	}
-	runner, err := kafka.Start(ctx, box, kcfg, nil)
-	if err != nil {
-		return err
-	}
-	runnerClosed := false
-	defer func() {
-		if !runnerClosed {
-			_ = runner.Close(context.Background())
+	if *demo {
+		out.Printf("kafkarelay: %s on %s → %d endpoint(s); two relays in group %s, each with its stores in a directory under %s; changelog topic %s",
+			*topic, *brokers, len(eps), *group, *dir, *changelog)
+		var err error
+		relays, err = env.startRelays(ctx, settings, *dir)
+		if err != nil && ctx.Err() != nil {
+			out.Printf("interrupted: shutting down")
+			return nil
 		}
-	}()
-	shipping := "off"
-	if *changelog != "" {
-		shipping = "to " + *changelog
+		if err != nil {
+			return err
+		}
+	} else {
+		r, err := startRelay(ctx, settings, "", *dir)
+		if err != nil {
+			return err
+		}
+		relays = append(relays, r)
+		out.Printf("kafkarelay: %s on %s → %d endpoint(s); group %s, a store per partition it owns in %s; changelog topic %s",
+			*topic, *brokers, len(eps), *group, *dir, *changelog)
 	}
-	out.Printf("kafkarelay: %s on %s → %d endpoint(s), changelog shipped %s (outbox file %s)", *topic, *brokers, len(eps), shipping, *db)
 
 	// The demo runs until it is done or the program stops, whichever comes
 	// first; it is joined before the shutdown.
 	var demoRun func(context.Context) error
 	if *demo {
-		demoRun = func(ctx context.Context) error { return env.run(ctx, *topic, *changelog, *demoRecords, box) }
+		demoRun = func(ctx context.Context) error {
+			return env.run(ctx, *topic, *changelog, *demoRecords, relays[0], relays[1])
+		}
+	}
+	who := "the relay"
+	if *demo {
+		who = relays[1].name
 	}
 	runErr := out.RunDemo(ctx, nil, demoRun, *demoExit,
-		fmt.Sprintf("the relay keeps running: produce to %s on %s, Ctrl-C to stop", *topic, *brokers))
+		fmt.Sprintf("%s keeps running: produce to %s on %s, Ctrl-C to stop", who, *topic, *brokers))
 
-	// Stop consuming first (committing what is durable), then let deliveries
-	// in flight finish.
+	// Hand every partition over: stop consuming, let deliveries in flight
+	// finish, ship the stores' changelogs, commit the offsets.
 	shutCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	runnerClosed = true
-	if err := runner.Close(shutCtx); err != nil && runErr == nil {
-		runErr = err
-	}
-	boxStopped = true
-	if err := box.Stop(shutCtx); err != nil && runErr == nil {
-		runErr = err
+	for _, r := range relays {
+		if r.crashed {
+			continue
+		}
+		if err := r.close(shutCtx); err != nil && runErr == nil {
+			runErr = err
+		}
 	}
 	if runErr == nil {
-		if *demo && !set["db"] {
+		if *demo && !set["dir"] {
 			out.Printf("stopped cleanly (the demo's temporary files are removed)")
 		} else {
-			out.Printf("stopped cleanly; undelivered events stay in %s for the next start", *db)
+			out.Printf("stopped cleanly; undelivered events stay in %s and in %s, for whichever relay owns their partition next", *dir, *changelog)
 		}
 	}
 	return runErr

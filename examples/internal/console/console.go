@@ -37,7 +37,12 @@ func (c *Console) Printf(format string, args ...any) {
 // PrintDelivery prints the committed outcome of one delivery attempt:
 // delivered, retried, parked, throttled, disabled or dead-lettered. It fits
 // outbox.Hooks.OnDelivery.
-func (c *Console) PrintDelivery(d outbox.DeliveryInfo) {
+func (c *Console) PrintDelivery(d outbox.DeliveryInfo) { c.PrintDeliveryBy("", d) }
+
+// PrintDeliveryBy is PrintDelivery for a program that runs several
+// deliverers (the Kafka relay's demo runs two relays): who, when not empty,
+// is printed before the line.
+func (c *Console) PrintDeliveryBy(who string, d outbox.DeliveryInfo) {
 	what := map[outbox.Action]string{
 		outbox.ActionSuccess:  "delivered",
 		outbox.ActionRetry:    "will retry (backoff)",
@@ -53,7 +58,10 @@ func (c *Console) PrintDelivery(d outbox.DeliveryInfo) {
 	if d.Status != 0 {
 		status = strconv.Itoa(d.Status)
 	}
-	c.Printf("→ %-8s %s  attempt %d: %s, %s", d.Endpoint, d.ID, d.Attempt, status, what)
+	if who != "" {
+		who += " "
+	}
+	c.Printf("%s→ %-8s %s  attempt %d: %s, %s", who, d.Endpoint, d.ID, d.Attempt, status, what)
 	c.attempts.Add(1)
 }
 

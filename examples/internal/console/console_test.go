@@ -25,10 +25,12 @@ func TestPrintDeliveryLines(t *testing.T) {
 	c.PrintDelivery(outbox.DeliveryInfo{ID: "order:o-1:created", Endpoint: "orders", Action: outbox.ActionSuccess, Status: 200, Attempt: 1})
 	c.PrintDelivery(outbox.DeliveryInfo{ID: "order:o-2:created", Endpoint: "orders", Action: outbox.ActionRetry, Attempt: 2})
 	c.PrintDelivery(outbox.DeliveryInfo{ID: "order:o-3:created", Endpoint: "orders", Action: outbox.ActionDead, Dead: true, Status: 422, Attempt: 1})
+	c.PrintDeliveryBy("relay-b", outbox.DeliveryInfo{ID: "order:o-4:created", Endpoint: "orders", Action: outbox.ActionPark, Status: 404, Attempt: 3})
 	want := []string{
 		"→ orders   order:o-1:created  attempt 1: 200, delivered",
 		"→ orders   order:o-2:created  attempt 2: no response, will retry (backoff)",
 		"→ orders   order:o-3:created  attempt 1: 422, refused → dead letter (kept, replayable)",
+		"relay-b → orders   order:o-4:created  attempt 3: 404, parked: not there yet, will ask again",
 	}
 	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
 	if len(lines) != len(want) {
@@ -44,8 +46,8 @@ func TestPrintDeliveryLines(t *testing.T) {
 			t.Errorf("line %d = %q, want %q", i, got, want[i])
 		}
 	}
-	if got := c.attempts.Load(); got != 3 {
-		t.Errorf("%d attempts counted, want 3", got)
+	if got := c.attempts.Load(); got != 4 {
+		t.Errorf("%d attempts counted, want 4", got)
 	}
 }
 
