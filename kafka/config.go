@@ -146,12 +146,13 @@ type Config struct {
 	RetryBackoffMax time.Duration `yaml:"retry_backoff_max"`
 	// DialTimeout bounds connecting to a broker. Default 10s.
 	DialTimeout time.Duration `yaml:"dial_timeout"`
-	// HandoverTimeout bounds, in group mode, how long the deliveries in
-	// flight of a revoked partition may run before they are cancelled (they
-	// stay pending, for the next owner); shipping the store's changelog
-	// then gets what is left of it, and at least half of it again. It is
-	// capped at two thirds of RebalanceTimeout, which bounds the whole
-	// hand-over. Default 10s.
+	// HandoverTimeout bounds, in group mode, the hand-over of a revoked
+	// partition: the deliveries in flight get two thirds of it before they
+	// are cancelled (they stay pending, for the next owner), shipping the
+	// store's changelog the rest. It is capped at two thirds of
+	// SessionTimeout (no heartbeats are sent during a hand-over, and the
+	// final offset commit needs the membership) and of RebalanceTimeout.
+	// Default 10s.
 	HandoverTimeout time.Duration `yaml:"handover_timeout"`
 
 	// BeforeEnqueue, when set, is called before each enqueue of ingested

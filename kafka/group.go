@@ -284,6 +284,14 @@ func (g *Group) commit(gen *kafkago.Generation, tasks map[int]*task, final bool)
 	return true
 }
 
+// handoverBudget bounds a hand-over: HandoverTimeout, but at most two
+// thirds of the session timeout (kafka-go stops heartbeating when a
+// generation ends, so a longer hand-over loses the membership its final
+// commit needs) and of the rebalance timeout (which bounds the rejoin).
+func (g *Group) handoverBudget() time.Duration {
+	return min(g.cfg.HandoverTimeout, g.cfg.SessionTimeout*2/3, g.cfg.RebalanceTimeout*2/3)
+}
+
 // storePath and checkpointPath name partition p's files.
 func (g *Group) storePath(p int) string {
 	return filepath.Join(g.sc.Dir, g.cfg.Topic+"-"+strconv.Itoa(p)+".db")

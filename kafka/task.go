@@ -167,13 +167,14 @@ func (t *task) epoch() int64 {
 	return t.st.Epoch
 }
 
-// handOver stops the store (deliveries finish within HandoverTimeout),
+// handOver stops the store (deliveries finish within two thirds of the
+// hand-over budget),
 // ships the rest of its changelog, lets the committer commit the offsets,
 // and closes the store with a checkpoint when all of that succeeded.
 func (t *task) handOver(o *outbox.Outbox, hand *handover) {
 	begin := time.Now()
-	bound := min(t.g.cfg.HandoverTimeout, t.g.cfg.RebalanceTimeout*2/3)
-	deadline := begin.Add(bound)
+	budget := t.g.handoverBudget()
+	deadline := begin.Add(budget * 2 / 3)
 	stopCtx, cancel := context.WithDeadline(t.g.work, deadline)
 	defer cancel()
 	if err := o.Stop(stopCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
@@ -190,7 +191,7 @@ func (t *task) handOver(o *outbox.Outbox, hand *handover) {
 		<-hand.final
 		return
 	}
-	shipCtx, cancelShip := context.WithTimeout(t.g.work, max(time.Until(deadline), bound/2))
+	shipCtx, cancelShip := context.WithDeadline(t.g.work, begin.Add(budget))
 	defer cancelShip()
 	sh := &shipper{cfg: t.g.cfg, st: o2.Changelog(), log: t.log, conns: t.g.conns, met: t.g.met, now: time.Now,
 		w: t.g.w, stamp: &stamp{partition: t.p, epoch: t.epoch(), generation: t.gen.ID}, written: &t.written}

@@ -92,17 +92,15 @@ func newFleet(t *testing.T) *fleet {
 }
 
 // fleetTuning is kafkaTuning with a rebalance timeout that leaves room for
-// a hand-over under the race detector, and a hand-over timeout well below
-// the session timeout: kafka-go stops heartbeating when a generation ends,
-// so a member whose hand-over outlasts its session (as it would with the
-// default 10s against a 1s session) has its final offset commit refused
-// and writes no checkpoint.
+// a hand-over under the race detector. The hand-over timeout is left at its
+// default (10s): the group caps it at two thirds of the 1s session, since
+// kafka-go stops heartbeating when a generation ends and a hand-over that
+// outlasted the session would have its final offset commit refused.
 const fleetTuning = `kafka:
   commit_interval: 50ms
   session_timeout: 1s
   heartbeat_interval: 100ms
   rebalance_timeout: 3s
-  handover_timeout: 500ms
   ship_interval: 10ms
   retry_backoff: 20ms
   retry_backoff_max: 200ms
