@@ -59,8 +59,12 @@
 // cancelled stay pending, for the next owner), its remaining changelog is
 // shipped to the broker's acknowledgement, the offsets are committed, and
 // the store is closed with its checkpoint. kafka-go's groups rebalance
-// eagerly: every partition is handed over at every rebalance, and those
-// that come back are caught up from their checkpoints.
+// eagerly: every partition is handed over at every rebalance. The group's
+// assignor (protocol "outbox-warm") gives each member its fair share and,
+// within it, the partitions it holds checkpointed stores for, which it
+// announces when it joins; so at a rebalance partitions come back to where
+// their stores are and are caught up, and only a lost member's partitions
+// are rebuilt.
 //
 // # Fencing and zombies
 //

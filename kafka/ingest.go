@@ -62,7 +62,7 @@ type ingest struct {
 	current   []int         // partitions of the current generation
 }
 
-func newIngest(cfg Config, o enqueuer, log *slog.Logger, cn *conns, met *metrics, work context.Context) (*ingest, error) {
+func newIngest(cfg Config, o enqueuer, log *slog.Logger, cn *conns, met *metrics, work context.Context, balancers ...kafkago.GroupBalancer) (*ingest, error) {
 	start := kafkago.FirstOffset
 	if cfg.StartOffset == "latest" {
 		start = kafkago.LastOffset
@@ -83,6 +83,7 @@ func newIngest(cfg Config, o enqueuer, log *slog.Logger, cn *conns, met *metrics
 		WatchPartitionChanges:  true,
 		PartitionWatchInterval: max(cfg.SessionTimeout/6, time.Second),
 		StartOffset:            start,
+		GroupBalancers:         balancers,
 		Logger:                 kafkaLogger(log, slog.LevelDebug),
 		ErrorLogger:            kafkaLogger(log, slog.LevelDebug),
 	})

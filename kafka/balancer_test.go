@@ -1,0 +1,76 @@
+package kafka
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	kafkago "github.com/segmentio/kafka-go"
+)
+
+// The assignor gives each member its fair share and, within it, the
+// partitions it holds warm (most caught-up holder first), so that only a
+// lost member's partitions are rebuilt.
+func TestWarmAssignmentKeepsPartitionsWhereTheirStoresAre(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		members []string
+		warm    map[string]warmData
+		want    map[string][]int
+	}{
+		{
+			name:    "a survivor keeps its partitions, the lost member's are spread",
+			members: []string{"a", "b"},
+			warm:    map[string]warmData{"a": {1: 10, 4: 10}, "b": {2: 10, 5: 10}},
+			want:    map[string][]int{"a": {0, 1, 4}, "b": {2, 3, 5}},
+		},
+		{
+			name:    "a joining member takes what no one holds warm, then the overflow",
+			members: []string{"a", "b", "c"},
+			warm:    map[string]warmData{"a": {0: 1, 1: 1, 2: 1, 3: 1, 4: 1, 5: 1}},
+			want:    map[string][]int{"a": {0, 1}, "b": {2, 3}, "c": {4, 5}},
+		},
+		{
+			name:    "the most caught-up holder wins",
+			members: []string{"a", "b", "c"},
+			warm:    map[string]warmData{"a": {0: 5}, "b": {0: 9}},
+			want:    map[string][]int{"a": {1, 2}, "b": {0, 3}, "c": {4, 5}},
+		},
+		{
+			name:    "nobody warm: the range assignor's split",
+			members: []string{"b", "a"},
+			want:    map[string][]int{"a": {0, 1, 2}, "b": {3, 4, 5}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ms []kafkago.GroupMember
+			for _, id := range tc.members {
+				data, _ := json.Marshal(tc.warm[id])
+				ms = append(ms, kafkago.GroupMember{ID: id, Topics: []string{"in"}, UserData: data})
+			}
+			var parts []kafkago.Partition
+			for p := range 6 {
+				parts = append(parts, kafkago.Partition{Topic: "in", ID: p})
+			}
+			got := warmBalancer{}.AssignGroups(ms, parts)
+			for m, want := range tc.want {
+				if !reflect.DeepEqual(got[m]["in"], want) {
+					t.Errorf("%s got %v, want %v (all: %v)", m, got[m]["in"], want, got)
+				}
+			}
+		})
+	}
+}
+
+// A member whose UserData is not the assignor's (garbage) holds nothing
+// warm; it still gets its share.
+func TestWarmAssignmentToleratesForeignUserData(t *testing.T) {
+	ms := []kafkago.GroupMember{
+		{ID: "a", Topics: []string{"in"}, UserData: []byte("\x00garbage")},
+		{ID: "b", Topics: []string{"in"}},
+	}
+	got := warmBalancer{}.AssignGroups(ms, []kafkago.Partition{{Topic: "in", ID: 0}, {Topic: "in", ID: 1}})
+	if len(got["a"]["in"]) != 1 || len(got["b"]["in"]) != 1 {
+		t.Errorf("got %v, want one partition each", got)
+	}
+}
