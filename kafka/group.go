@@ -406,20 +406,9 @@ func (g *Group) Close(ctx context.Context) error {
 func (g *Group) Metrics() Metrics {
 	m := g.met
 	out := Metrics{
-		Ready: g.in.ready.Load(),
-		Ingest: &IngestMetrics{
-			Records:            m.records.Load(),
-			Enqueued:           m.enqueued.Load(),
-			Dead:               m.dead.Load(),
-			Unstorable:         m.unstorable.Load(),
-			EnqueueErrors:      m.enqueueErrors.Load(),
-			FetchErrors:        m.fetchErrors.Load(),
-			Commits:            m.commits.Load(),
-			CommitErrors:       m.commitErrors.Load(),
-			Generations:        m.generations.Load(),
-			GroupErrors:        m.groupErrors.Load(),
-			AssignedPartitions: int(g.in.assigned.Load()),
-		},
+		Ready:  g.in.ready.Load(),
+		Ingest: m.ingest(int(g.in.assigned.Load())),
+
 		Partitions: g.Partitions(),
 		Restores: RestoreCounts{
 			Checkpoint: g.restoresCheckpoint.Load(),

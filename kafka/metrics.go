@@ -97,19 +97,7 @@ func (r *Runner) Metrics() Metrics {
 	m := r.met
 	out := Metrics{Ready: r.Ready()}
 	if r.in != nil {
-		out.Ingest = &IngestMetrics{
-			Records:            m.records.Load(),
-			Enqueued:           m.enqueued.Load(),
-			Dead:               m.dead.Load(),
-			Unstorable:         m.unstorable.Load(),
-			EnqueueErrors:      m.enqueueErrors.Load(),
-			FetchErrors:        m.fetchErrors.Load(),
-			Commits:            m.commits.Load(),
-			CommitErrors:       m.commitErrors.Load(),
-			Generations:        m.generations.Load(),
-			GroupErrors:        m.groupErrors.Load(),
-			AssignedPartitions: int(r.in.assigned.Load()),
-		}
+		out.Ingest = m.ingest(int(r.in.assigned.Load()))
 	}
 	if r.sh != nil {
 		lsns, secs := r.sh.lag()
@@ -122,4 +110,21 @@ func (r *Runner) Metrics() Metrics {
 		}
 	}
 	return out
+}
+
+// ingest returns the ingest figures, with assigned partitions now.
+func (m *metrics) ingest(assigned int) *IngestMetrics {
+	return &IngestMetrics{
+		Records:            m.records.Load(),
+		Enqueued:           m.enqueued.Load(),
+		Dead:               m.dead.Load(),
+		Unstorable:         m.unstorable.Load(),
+		EnqueueErrors:      m.enqueueErrors.Load(),
+		FetchErrors:        m.fetchErrors.Load(),
+		Commits:            m.commits.Load(),
+		CommitErrors:       m.commitErrors.Load(),
+		Generations:        m.generations.Load(),
+		GroupErrors:        m.groupErrors.Load(),
+		AssignedPartitions: assigned,
+	}
 }

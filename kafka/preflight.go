@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/cenkalti/backoff/v4"
 	kafkago "github.com/segmentio/kafka-go"
@@ -104,30 +103,15 @@ func (g *Group) createChangelog(ctx context.Context, cl *kafkago.Client, partiti
 // configurations are taken at their word.
 func (g *Group) changelogLimits(ctx context.Context, cl *kafkago.Client) (int, error) {
 	topic := g.cfg.ChangelogTopic
-	maxBytes := 1 << 20
-	dc, err := cl.DescribeConfigs(ctx, &kafkago.DescribeConfigsRequest{Resources: []kafkago.DescribeConfigRequestResource{{
-		ResourceType: kafkago.ResourceTypeTopic, ResourceName: topic,
-		ConfigNames: []string{"cleanup.policy", "max.message.bytes"},
-	}}})
+	lim, err := describeChangelog(ctx, cl, topic)
 	if err != nil {
 		g.log.Debug("kafka: describe changelog topic", "err", err)
-		return maxBytes, nil
+		return lim.maxBytes, nil
 	}
-	for _, res := range dc.Resources {
-		for _, ce := range res.ConfigEntries {
-			switch ce.ConfigName {
-			case "cleanup.policy":
-				if !strings.Contains(ce.ConfigValue, "compact") {
-					return 0, &TopicError{Topic: topic, Partition: -1, Reason: fmt.Sprintf(
-						"is not compacted (cleanup.policy=%s): a changelog topic must be compacted, or restores replay its whole history "+
-							"and, with deletion by time, lose the events still pending; set cleanup.policy=compact", ce.ConfigValue)}
-				}
-			case "max.message.bytes":
-				if n, err := strconv.Atoi(ce.ConfigValue); err == nil && n > 0 {
-					maxBytes = min(n, DefaultChangelogMaxBytes)
-				}
-			}
-		}
+	if !lim.compacted {
+		return 0, &TopicError{Topic: topic, Partition: -1, Reason: fmt.Sprintf(
+			"is not compacted (cleanup.policy=%s): a changelog topic must be compacted, or restores replay its whole history "+
+				"and, with deletion by time, lose the events still pending; set cleanup.policy=compact", lim.policy)}
 	}
-	return maxBytes, nil
+	return lim.maxBytes, nil
 }

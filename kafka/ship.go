@@ -291,31 +291,51 @@ func (s *shipper) ensureTopic(ctx context.Context) (int, error) {
 		s.log.Info("kafka: created the changelog topic, compacted", "topic", topic,
 			"partitions", s.cfg.ChangelogPartitions)
 	}
-	maxBytes := 1 << 20
+	lim, err := describeChangelog(ctx, cl, topic)
+	if err != nil {
+		s.log.Debug("kafka: describe changelog topic", "err", err)
+		return lim.maxBytes, nil
+	}
+	if !lim.compacted {
+		s.log.Warn("kafka: the changelog topic is not compacted; it will grow without bound and a restore replays all of it",
+			"topic", topic, "cleanup.policy", lim.policy)
+	}
+	return lim.maxBytes, nil
+}
+
+// changelogLimits is what a changelog topic's configuration says.
+type changelogLimits struct {
+	maxBytes  int    // the largest batch it accepts, at most DefaultChangelogMaxBytes
+	policy    string // cleanup.policy ("" when not described)
+	compacted bool   // the policy compacts (true when not described)
+}
+
+// describeChangelog reads a changelog topic's cleanup.policy and
+// max.message.bytes. On an error it returns the defaults (1 MiB,
+// compacted): brokers that do not describe topics are taken at their word.
+func describeChangelog(ctx context.Context, cl *kafkago.Client, topic string) (changelogLimits, error) {
+	lim := changelogLimits{maxBytes: 1 << 20, compacted: true}
 	dc, err := cl.DescribeConfigs(ctx, &kafkago.DescribeConfigsRequest{Resources: []kafkago.DescribeConfigRequestResource{{
 		ResourceType: kafkago.ResourceTypeTopic, ResourceName: topic,
 		ConfigNames: []string{"cleanup.policy", "max.message.bytes"},
 	}}})
 	if err != nil {
-		s.log.Debug("kafka: describe changelog topic", "err", err)
-		return maxBytes, nil
+		return lim, err
 	}
 	for _, res := range dc.Resources {
 		for _, ce := range res.ConfigEntries {
 			switch ce.ConfigName {
 			case "cleanup.policy":
-				if !strings.Contains(ce.ConfigValue, "compact") {
-					s.log.Warn("kafka: the changelog topic is not compacted; it will grow without bound and a restore replays all of it",
-						"topic", topic, "cleanup.policy", ce.ConfigValue)
-				}
+				lim.policy = ce.ConfigValue
+				lim.compacted = strings.Contains(ce.ConfigValue, "compact")
 			case "max.message.bytes":
 				if n, err := strconv.Atoi(ce.ConfigValue); err == nil && n > 0 {
-					maxBytes = min(n, DefaultChangelogMaxBytes)
+					lim.maxBytes = min(n, DefaultChangelogMaxBytes)
 				}
 			}
 		}
 	}
-	return maxBytes, nil
+	return lim, nil
 }
 
 // lag returns how far shipping is behind: in LSNs, and in seconds since the
