@@ -358,3 +358,193 @@ func pollUntil(cond func() bool) {
 // benchBatch is Config.BatchSize for BenchmarkIngest, from $BENCH_BATCH
 // (0, the default: DefaultBatchSize), to compare batch sizes.
 var benchBatch = func() int { n, _ := strconv.Atoi(os.Getenv("BENCH_BATCH")); return n }()
+
+// benchRestoreRecords is the number of changelog records of
+// BenchmarkGroupRestore, from $BENCH_RESTORE_RECORDS (default 100,000).
+var benchRestoreRecords = func() int {
+	if n, err := strconv.Atoi(os.Getenv("BENCH_RESTORE_RECORDS")); err == nil && n > 0 {
+		return n
+	}
+	return 100_000
+}()
+
+// blockSink holds every delivery until it is cancelled: a store that
+// delivers to it writes nothing to its changelog while it is measured.
+type blockSink struct{}
+
+func (blockSink) Deliver(ctx context.Context, _ *outbox.Delivery) outbox.Result {
+	<-ctx.Done()
+	return outbox.Result{Action: outbox.ActionRetry, Err: ctx.Err()}
+}
+
+// BenchmarkGroupRestore measures the rebuild of a partition store from its
+// changelog partition (a Group assigned the partition with no local state:
+// read, decode, apply in batches to a new store with fsync on, rename)
+// against kafka-go's plain consume of the same records in the same
+// iteration, once before and once after the restore (a Reader on the
+// partition, with the restore's reader settings, reading to the end offset
+// and doing nothing with the records).
+// The changelog partition holds $BENCH_RESTORE_RECORDS enqueue records
+// (default 100,000, 200-byte payloads) as a partition store ships them:
+// encoded by entryMessage, stamped with an epoch and a generation, after
+// the owner's fence record.
+//
+//	go test -run '^$' -bench GroupRestore -benchtime 3x ./kafka/
+//	BENCH_RESTORE_RECORDS=20000 go test -run '^$' -bench GroupRestore -benchtime 1x ./kafka/
+func BenchmarkGroupRestore(b *testing.B) {
+	n := benchRestoreRecords
+	c := newCluster(b, kfakeSeed(1, "in")...)
+	brokers := c.ListenAddrs()
+	const changelog = "in-changelog"
+	if _, err := admin(b, brokers).CreateTopics(context.Background(), &kafkago.CreateTopicsRequest{Topics: []kafkago.TopicConfig{{
+		Topic: changelog, NumPartitions: 1, ReplicationFactor: 1,
+		ConfigEntries: []kafkago.ConfigEntry{
+			{ConfigName: "cleanup.policy", ConfigValue: "compact"},
+			{ConfigName: "max.message.bytes", ConfigValue: strconv.Itoa(DefaultChangelogMaxBytes)},
+		},
+	}}}); err != nil {
+		b.Fatal(err)
+	}
+	fillChangelog(b, brokers, changelog, n)
+
+	var consumeSecs, restoreSecs float64
+	var consumeCPU, restoreCPU time.Duration
+	var consumed, restored int64
+	b.ResetTimer()
+	for i := range b.N {
+		pr := changelogEnd(b, brokers, changelog)
+
+		// Baseline: kafka-go's Reader, before and after the restore (the
+		// machine's load drifts).
+		secs, cpu, k := plainConsume(b, brokers, changelog, pr)
+		consumeSecs, consumeCPU, consumed = consumeSecs+secs, consumeCPU+cpu, consumed+k
+
+		// Ours: a group member with no local state rebuilds the store.
+		cfg := Config{Brokers: brokers, Topic: "in", Group: fmt.Sprintf("restore-%d", i), ChangelogTopic: changelog,
+			Destination: "dest", HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: time.Second,
+			HandoverTimeout: 100 * time.Millisecond}
+		sc := StoreConfig{Dir: b.TempDir(), Outbox: outbox.Config{Sink: blockSink{}, Concurrency: 1,
+			MaxCommitBatch: 8000, NoKeyIndex: true}}
+		cpu0 := cputime.Process()
+		g, err := StartGroup(context.Background(), cfg, sc, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var st PartitionStatus
+		pollUntil(func() bool {
+			ps := g.Partitions()
+			if len(ps) == 1 && ps[0].State == PartitionActive {
+				st = ps[0]
+				return true
+			}
+			return false
+		})
+		restoreCPU += cputime.Process() - cpu0
+		if st.Restore.Mode != RestoreRebuild || st.Pending != n {
+			b.Fatalf("restore %+v with %d pending, want a rebuild with %d", st.Restore, st.Pending, n)
+		}
+		restoreSecs += st.Restore.Duration.Seconds()
+		restored += st.Restore.Records
+		if err := g.Close(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		secs, cpu, k = plainConsume(b, brokers, changelog, pr)
+		consumeSecs, consumeCPU, consumed = consumeSecs+secs, consumeCPU+cpu, consumed+k
+	}
+	b.ReportMetric(float64(consumed)/consumeSecs, "consume-records/s")
+	b.ReportMetric(float64(restored)/restoreSecs, "restore-records/s")
+	b.ReportMetric((float64(restored)/restoreSecs)/(float64(consumed)/consumeSecs), "restore/consume")
+	b.ReportMetric(float64(consumeCPU.Microseconds())/float64(consumed), "consume-cpu-µs/record")
+	// The group's start (joining, the topic check) is in this figure too.
+	b.ReportMetric(float64(restoreCPU.Microseconds())/float64(restored), "restore-cpu-µs/record")
+}
+
+// plainConsume reads partition 0 of topic over pr with a kafka-go Reader
+// set as the restore's, doing nothing with the records, and returns the
+// time and CPU it took and the records it read.
+func plainConsume(b *testing.B, brokers []string, topic string, pr partRange) (float64, time.Duration, int64) {
+	b.Helper()
+	start, cpu0 := time.Now(), cputime.Process()
+	r := kafkago.NewReader(kafkago.ReaderConfig{Brokers: brokers, Topic: topic, Partition: 0,
+		MinBytes: 1, MaxBytes: 32 << 20, MaxWait: 250 * time.Millisecond, QueueCapacity: restoreBatch})
+	defer r.Close()
+	if err := r.SetOffset(pr.first); err != nil {
+		b.Fatal(err)
+	}
+	var n int64
+	for {
+		m, err := r.FetchMessage(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		n++
+		if m.Offset >= pr.last-1 {
+			return time.Since(start).Seconds(), cputime.Process() - cpu0, n
+		}
+	}
+}
+
+// fillChangelog produces n enqueue records to partition 0 of changelog as
+// a partition store of Group ships them: a fence, then the store's entries
+// encoded by entryMessage and stamped with the owner's epoch and
+// generation.
+func fillChangelog(b *testing.B, brokers []string, changelog string, n int) {
+	b.Helper()
+	o, err := outbox.Open(dbPath(b, "fill"), outbox.Config{Sink: nopSink{}, NoSync: true, NoKeyIndex: true, MaxCommitBatch: 8000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = o.Stop(context.Background()) }()
+	payload := bytes.Repeat([]byte("x"), 200)
+	evs := make([]outbox.Event, 0, 1000)
+	for j := range n {
+		evs = append(evs, outbox.Event{ID: RecordID("in", 0, int64(j)), Key: "k-" + strconv.Itoa(j%1000),
+			Destination: "dest", Payload: payload})
+		if len(evs) == cap(evs) || j == n-1 {
+			if _, err := o.Ingest(context.Background(), evs...); err != nil {
+				b.Fatal(err)
+			}
+			evs = evs[:0]
+		}
+	}
+	st := stamp{partition: 0, epoch: 1, generation: 1}
+	p := newProducer(b, brokers, changelog)
+	p.w.BatchSize = DefaultShipBatch
+	p.w.BatchBytes = DefaultChangelogMaxBytes
+	p.produce(b, fenceMessage(st))
+	for from := uint64(1); ; {
+		es, err := o.Changelog().Entries(from, 10_000)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(es) == 0 {
+			break
+		}
+		msgs := make([]kafkago.Message, len(es))
+		for i, e := range es {
+			msgs[i] = entryMessage(e)
+			st.apply(&msgs[i])
+		}
+		p.produce(b, msgs...)
+		from = es[len(es)-1].LSN + 1
+	}
+}
+
+// changelogEnd returns the first and end offsets of partition 0 of topic.
+func changelogEnd(b *testing.B, brokers []string, topic string) partRange {
+	b.Helper()
+	cl := admin(b, brokers)
+	resp, err := cl.ListOffsets(context.Background(), &kafkago.ListOffsetsRequest{Topics: map[string][]kafkago.OffsetRequest{
+		topic: {kafkago.FirstOffsetOf(0), kafkago.LastOffsetOf(0)}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, po := range resp.Topics[topic] {
+		if po.Error != nil {
+			b.Fatal(po.Error)
+		}
+		return partRange{id: 0, first: po.FirstOffset, last: po.LastOffset}
+	}
+	b.Fatalf("no offsets of %s", topic)
+	return partRange{}
+}
