@@ -490,44 +490,59 @@ func plainConsume(b *testing.B, brokers []string, topic string, pr partRange) (f
 // generation.
 func fillChangelog(b *testing.B, brokers []string, changelog string, n int) {
 	b.Helper()
-	o, err := outbox.Open(dbPath(b, "fill"), outbox.Config{Sink: nopSink{}, NoSync: true, NoKeyIndex: true, MaxCommitBatch: 8000})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = o.Stop(context.Background()) }()
-	payload := bytes.Repeat([]byte("x"), 200)
-	evs := make([]outbox.Event, 0, 1000)
-	for j := range n {
-		evs = append(evs, outbox.Event{ID: RecordID("in", 0, int64(j)), Key: "k-" + strconv.Itoa(j%1000),
-			Destination: "dest", Payload: payload})
-		if len(evs) == cap(evs) || j == n-1 {
-			if _, err := o.Ingest(context.Background(), evs...); err != nil {
-				b.Fatal(err)
-			}
-			evs = evs[:0]
-		}
-	}
 	st := stamp{partition: 0, epoch: 1, generation: 1}
 	p := newProducer(b, brokers, changelog)
 	p.w.BatchSize = DefaultShipBatch
 	p.w.BatchBytes = DefaultChangelogMaxBytes
 	p.produce(b, fenceMessage(st))
+	p.produce(b, stamped(st, storeEntries(b, 0, n)...)...)
+}
+
+// storeEntries returns the changelog entries of a store that ingested the
+// records first to first+n-1 of partition 0 of topic "in" (200-byte
+// payloads).
+func storeEntries(t testing.TB, first, n int) []outbox.ChangelogEntry {
+	t.Helper()
+	o, err := outbox.Open(dbPath(t, "entries"), outbox.Config{Sink: nopSink{}, NoSync: true, NoKeyIndex: true, MaxCommitBatch: 8000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = o.Stop(context.Background()) }()
+	payload := bytes.Repeat([]byte("x"), 200)
+	evs := make([]outbox.Event, 0, 1000)
+	for j := first; j < first+n; j++ {
+		evs = append(evs, outbox.Event{ID: RecordID("in", 0, int64(j)), Key: "k-" + strconv.Itoa(j%1000),
+			Destination: "dest", Payload: payload})
+		if len(evs) == cap(evs) || j == first+n-1 {
+			if _, err := o.Ingest(context.Background(), evs...); err != nil {
+				t.Fatal(err)
+			}
+			evs = evs[:0]
+		}
+	}
+	var out []outbox.ChangelogEntry
 	for from := uint64(1); ; {
 		es, err := o.Changelog().Entries(from, 10_000)
 		if err != nil {
-			b.Fatal(err)
+			t.Fatal(err)
 		}
 		if len(es) == 0 {
-			break
+			return out
 		}
-		msgs := make([]kafkago.Message, len(es))
-		for i, e := range es {
-			msgs[i] = entryMessage(e)
-			st.apply(&msgs[i])
-		}
-		p.produce(b, msgs...)
+		out = append(out, es...)
 		from = es[len(es)-1].LSN + 1
 	}
+}
+
+// stamped returns the changelog topic records of entries as an owner with
+// stamp st ships them.
+func stamped(st stamp, entries ...outbox.ChangelogEntry) []kafkago.Message {
+	msgs := make([]kafkago.Message, len(entries))
+	for i, e := range entries {
+		msgs[i] = entryMessage(e)
+		st.apply(&msgs[i])
+	}
+	return msgs
 }
 
 // changelogEnd returns the first and end offsets of partition 0 of topic.
