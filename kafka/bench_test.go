@@ -563,3 +563,123 @@ func changelogEnd(b *testing.B, brokers []string, topic string) partRange {
 	b.Fatalf("no offsets of %s", topic)
 	return partRange{}
 }
+
+// countSink accepts every delivery and counts them.
+type countSink struct{ n atomic.Int64 }
+
+func (s *countSink) Deliver(context.Context, *outbox.Delivery) outbox.Result {
+	s.n.Add(1)
+	return outbox.Result{Action: outbox.ActionSuccess, Status: 200}
+}
+
+// benchGroupRecords is the number of records of BenchmarkGroupThroughput,
+// from $BENCH_GROUP_RECORDS (default 60,000).
+var benchGroupRecords = func() int {
+	if n, err := strconv.Atoi(os.Getenv("BENCH_GROUP_RECORDS")); err == nil && n > 0 {
+		return n
+	}
+	return 60_000
+}()
+
+// BenchmarkGroupThroughput measures ingest and delivery of
+// $BENCH_GROUP_RECORDS records (default 60,000, 200-byte payloads) from a
+// 6-partition topic to a sink that accepts at once, fsync on, in the two
+// Kafka modes, one after the other in each iteration (each first every
+// other iteration): "single" is the
+// mode before partition-owned state (Start: one store for every partition,
+// its changelog shipped to a topic of its own), "group" is StartGroup (a
+// store per partition, each shipped to its changelog partition). Both open
+// their stores as outboxd does (group commits of up to 8,000 records, no
+// key index, the library's delivery defaults: each partition store has its
+// own 64 delivery slots). The time runs from the first record enqueued
+// (the group joined, the partitions restored) to the last delivery; the
+// CPU of the whole process (broker, clients, stores) over that time is
+// reported per record.
+//
+//	go test -run '^$' -bench GroupThroughput -benchtime 3x ./kafka/
+func BenchmarkGroupThroughput(b *testing.B) {
+	const parts = 6
+	n := benchGroupRecords
+	c := newCluster(b, kfakeSeed(parts, "in")...)
+	brokers := c.ListenAddrs()
+	p := newProducer(b, brokers, "in")
+	payload := bytes.Repeat([]byte("x"), 200)
+	msgs := make([]kafkago.Message, n)
+	for i := range msgs {
+		msgs[i] = kafkago.Message{Key: []byte("k-" + strconv.Itoa(i%1000)), Value: payload}
+	}
+	p.produce(b, msgs...)
+
+	storeConfig := func(sink outbox.Sink) outbox.Config {
+		return outbox.Config{Sink: sink, MaxCommitBatch: 8000, NoKeyIndex: true}
+	}
+	config := func(mode string, i int) Config {
+		return Config{Brokers: brokers, Topic: "in", Group: fmt.Sprintf("%s-%d", mode, i), Destination: "dest",
+			ChangelogTopic:    fmt.Sprintf("%s-%d-changelog", mode, i),
+			HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: time.Second}
+	}
+	// measure waits for the first enqueue and then for n deliveries.
+	measure := func(met *metrics, sink *countSink) (float64, time.Duration) {
+		pollUntil(func() bool { return met.enqueued.Load() > 0 })
+		start, cpu0 := time.Now(), cputime.Process()
+		pollUntil(func() bool { return sink.n.Load() >= int64(n) })
+		return time.Since(start).Seconds(), cputime.Process() - cpu0
+	}
+	var singleSecs, groupSecs float64
+	var singleCPU, groupCPU time.Duration
+	single := func(i int) {
+		sink := &countSink{}
+		o, err := outbox.Open(dbPath(b, fmt.Sprintf("single-%d", i)), storeConfig(sink))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := o.Start(); err != nil {
+			b.Fatal(err)
+		}
+		run, err := Start(context.Background(), o, config("single", i), nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		secs, cpu := measure(run.met, sink)
+		singleSecs, singleCPU = singleSecs+secs, singleCPU+cpu
+		if err := run.Close(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		if err := o.Stop(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	group := func(i int) {
+		sink := &countSink{}
+		g, err := StartGroup(context.Background(), config("group", i),
+			StoreConfig{Dir: b.TempDir(), Outbox: storeConfig(sink)}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		secs, cpu := measure(g.met, sink)
+		groupSecs, groupCPU = groupSecs+secs, groupCPU+cpu
+		if got := len(g.Stores()); got != parts {
+			b.Fatalf("%d partition stores active, want %d", got, parts)
+		}
+		if err := g.Close(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		// Each mode goes first every other iteration.
+		if i%2 == 0 {
+			single(i)
+			group(i)
+		} else {
+			group(i)
+			single(i)
+		}
+	}
+	total := float64(n * b.N)
+	b.ReportMetric(total/singleSecs, "single-records/s")
+	b.ReportMetric(total/groupSecs, "group-records/s")
+	b.ReportMetric(singleSecs/groupSecs, "group/single")
+	b.ReportMetric(float64(singleCPU.Microseconds())/total, "single-cpu-µs/record")
+	b.ReportMetric(float64(groupCPU.Microseconds())/total, "group-cpu-µs/record")
+}
