@@ -42,8 +42,10 @@ var ErrTopic = errors.New("kafka: topic unfit")
 
 // TopicError reports a topic that cannot serve its purpose: a changelog
 // topic with another partition count than the ingest topic, one that is not
-// compacted, or one the brokers refuse to create. Retrying does not help;
-// the topic must be changed.
+// compacted, one the brokers refuse to create, or a changelog record that
+// does not decode. Retrying the same call does not help until the topic is
+// changed: StartGroup refuses to start, and a Group keeps the partition
+// whose restore failed undelivered and retries it with backoff.
 type TopicError struct {
 	// Topic is the topic's name.
 	Topic string
@@ -51,6 +53,9 @@ type TopicError struct {
 	Partition int
 	// Reason says what is wrong and what to do.
 	Reason string
+	// Err is the underlying error, when there is one (for a record that
+	// does not decode, it wraps ErrBadChangelogRecord).
+	Err error
 }
 
 // Error implements error.
@@ -61,5 +66,10 @@ func (e *TopicError) Error() string {
 	return fmt.Sprintf("kafka: topic %s: %s", e.Topic, e.Reason)
 }
 
-// Unwrap returns ErrTopic.
-func (e *TopicError) Unwrap() error { return ErrTopic }
+// Unwrap returns ErrTopic and Err.
+func (e *TopicError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrTopic}
+	}
+	return []error{ErrTopic, e.Err}
+}

@@ -30,6 +30,13 @@ type RestoreStats struct {
 // restoreBatch is the number of entries applied per Outbox.Restore call.
 const restoreBatch = 1000
 
+// restoreFetchBytes bounds a restore's fetch responses: the largest batch
+// a shipper writes (its writer's BatchBytes is capped there), so that every
+// batch fits in one. Larger fetches gain nothing, and cost an in-process
+// broker (kfake, in the benchmarks) copying: 32 MiB fetches restored at
+// 0.6 times the rate of 8 MiB ones.
+const restoreFetchBytes = DefaultChangelogMaxBytes
+
 // restoreIdle is how long a partition may deliver nothing before the reader
 // checks whether the rest of it was compacted away.
 const restoreIdle = time.Second
@@ -296,7 +303,7 @@ func readRange(ctx context.Context, cfg Config, cn *conns, topic string, p partR
 		Partition:      p.id,
 		Dialer:         cn.dialer,
 		MinBytes:       1,
-		MaxBytes:       32 << 20,
+		MaxBytes:       restoreFetchBytes,
 		MaxWait:        250 * time.Millisecond,
 		QueueCapacity:  restoreBatch,
 		ReadBackoffMin: cfg.RetryBackoff,

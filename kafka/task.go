@@ -470,32 +470,59 @@ func (t *task) usableCheckpoint(path string, pr partRange) (*checkpoint, string)
 // highest one seen so far was written by an owner that had lost the
 // partition. Entries are ordered by offset (their LSNs come from the
 // stores of several owners).
+//
+// One goroutine applies the batches, in order, while the next one is read
+// and decoded: a batch's commit (two fsyncs) and the reading of the next
+// overlap, and a batch holds up to taskApplyBatch entries or
+// taskApplyBytes, so that a commit's fsyncs are shared by many records.
 func (t *task) apply(ctx context.Context, o *outbox.Outbox, pr partRange, maxEpoch int64) (applied, fenced, epoch int64, err error) {
 	topic := t.g.cfg.ChangelogTopic
-	batch := make([]outbox.ChangelogEntry, 0, restoreBatch)
-	flush := func() error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	batches := make(chan []outbox.ChangelogEntry, 1)
+	applyDone := make(chan error, 1)
+	go func() {
+		var err error
+		for b := range batches {
+			if err != nil {
+				continue // drain: the reader stops at the cancellation
+			}
+			if err = o.Restore(ctx, b); err != nil {
+				err = fmt.Errorf("kafka: restore %s/%d: apply: %w", topic, t.p, err)
+				cancel(err)
+				continue
+			}
+			applied += int64(len(b))
+		}
+		applyDone <- err
+	}()
+
+	var read int64 // entries decoded and handed to the applier
+	batch := make([]outbox.ChangelogEntry, 0, taskApplyBatch)
+	size := 0
+	send := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
-		if err := o.Restore(ctx, batch); err != nil {
-			return fmt.Errorf("kafka: restore %s/%d: apply: %w", topic, t.p, err)
+		select {
+		case batches <- batch:
+		case <-ctx.Done():
+			return context.Cause(ctx)
 		}
-		applied += int64(len(batch))
-		batch = batch[:0]
+		batch, size = make([]outbox.ChangelogEntry, 0, taskApplyBatch), 0
 		return nil
 	}
 	begin, lastLog := time.Now(), time.Now()
 	err = readRange(ctx, t.g.cfg, t.g.conns, topic, pr, func(m *kafkago.Message) error {
 		if time.Since(lastLog) >= restoreLogEvery {
 			lastLog = time.Now()
-			done := applied + int64(len(batch))
-			t.log.Info("kafka: restoring the partition store", "records", done,
-				"records_per_second", int64(float64(done)/time.Since(begin).Seconds()),
+			t.log.Info("kafka: restoring the partition store", "records", read,
+				"records_per_second", int64(float64(read)/time.Since(begin).Seconds()),
 				"remaining", max(pr.last-m.Offset, 0), "fenced", fenced)
 		}
 		e, fence, err := recordEpoch(m.Headers)
 		if err != nil {
-			return &TopicError{Topic: topic, Partition: t.p, Reason: fmt.Sprintf("record at offset %d: %v", m.Offset, err)}
+			return &TopicError{Topic: topic, Partition: t.p, Reason: fmt.Sprintf("record at offset %d: %v", m.Offset, err), Err: err}
 		}
 		if e < maxEpoch {
 			fenced++
@@ -504,32 +531,48 @@ func (t *task) apply(ctx context.Context, o *outbox.Outbox, pr partRange, maxEpo
 			if !fence {
 				en, err := decodeChangelogRecord(m.Key, m.Value, m.Headers, m.Time)
 				if err != nil {
-					return &TopicError{Topic: topic, Partition: t.p, Reason: fmt.Sprintf("record at offset %d: %v", m.Offset, err)}
+					return &TopicError{Topic: topic, Partition: t.p, Reason: fmt.Sprintf("record at offset %d: %v", m.Offset, err), Err: err}
 				}
 				en.LSN = uint64(m.Offset) + 1
 				batch = append(batch, en)
-				if len(batch) == cap(batch) {
-					if err := flush(); err != nil {
+				read++
+				size += len(m.Key) + len(m.Value)
+				if len(batch) == cap(batch) || size >= taskApplyBytes {
+					if err := send(); err != nil {
 						return err
 					}
 				}
 			}
 		}
 		t.update(func(s *PartitionStatus) {
-			s.Restore.Records = applied + int64(len(batch))
+			s.Restore.Records = read
 			s.Restore.Fenced = fenced
 			s.Restore.Remaining = max(pr.last-m.Offset-1, 0)
 		})
 		return nil
 	})
 	if err == nil {
-		err = flush()
+		err = send()
+	}
+	close(batches)
+	// The applier's error comes first: the reader's is then only the
+	// cancellation it caused.
+	if aerr := <-applyDone; aerr != nil {
+		err = aerr
 	}
 	return applied, fenced, maxEpoch, err
 }
 
 // restoreLogEvery is how often a restore under way logs its progress.
 const restoreLogEvery = 5 * time.Second
+
+// taskApplyBatch and taskApplyBytes bound a batch of a partition store's
+// restore (one Outbox.Restore call): in entries, and in the bytes of their
+// records' keys and values.
+const (
+	taskApplyBatch = 4000
+	taskApplyBytes = 8 << 20
+)
 
 // changelogRange returns the first and end offsets of changelog partition p.
 func (g *Group) changelogRange(ctx context.Context, p int) (partRange, error) {

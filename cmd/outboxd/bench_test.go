@@ -3,10 +3,13 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,9 +17,14 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	kafkago "github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/store"
 )
 
@@ -359,4 +367,310 @@ func commitCounters(b *testing.B, url string) map[string]float64 {
 		b.Fatal(err)
 	}
 	return out
+}
+
+// benchFailoverRecords is the number of pending events of
+// BenchmarkFailover, from $BENCH_FAILOVER_RECORDS (default 100,000).
+var benchFailoverRecords = func() int {
+	if n, err := strconv.Atoi(os.Getenv("BENCH_FAILOVER_RECORDS")); err == nil && n > 0 {
+		return n
+	}
+	return 100_000
+}()
+
+// failoverTuning is the Kafka tuning of BenchmarkFailover's instances: a
+// session timeout of 1s (kfake's minimum is set to 100ms; below a second a
+// loaded two-core machine expires members that are alive), heartbeats
+// every 100ms, and the tests' short intervals.
+const failoverTuning = `kafka:
+  commit_interval: 50ms
+  session_timeout: 1s
+  heartbeat_interval: 100ms
+  rebalance_timeout: 2s
+  handover_timeout: 2s
+  ship_interval: 10ms
+  retry_backoff: 20ms
+  retry_backoff_max: 200ms
+  dial_timeout: 1s
+`
+
+// failoverReceiver answers 503 after holding each request for a while
+// (so that only a few events spend an attempt and the rest stay due),
+// until it is switched to answering 204 at once; it then records when it
+// first got one of the events of a given set of partitions.
+type failoverReceiver struct {
+	srv      *httptest.Server
+	hold     time.Duration
+	accept   atomic.Bool
+	killed   atomic.Pointer[map[string]bool] // partitions, as in the event IDs
+	first    atomic.Int64                    // UnixNano of the first such 204
+	accepted atomic.Int64
+}
+
+func newFailoverReceiver(hold time.Duration) *failoverReceiver {
+	fr := &failoverReceiver{hold: hold}
+	fr.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if !fr.accept.Load() {
+			t := time.NewTimer(fr.hold)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-r.Context().Done():
+			}
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		fr.accepted.Add(1)
+		// IDs are kafka:<topic>:<partition>:<offset>.
+		if parts := strings.Split(r.Header.Get("webhook-id"), ":"); len(parts) == 4 {
+			if m := fr.killed.Load(); m != nil && (*m)[parts[2]] {
+				fr.first.CompareAndSwap(0, time.Now().UnixNano())
+			}
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	return fr
+}
+
+// logRecord is one JSON log line of outboxd's, the fields the failover
+// benchmark reads.
+type logRecord struct {
+	Time       time.Time     `json:"time"`
+	Msg        string        `json:"msg"`
+	Generation int32         `json:"generation"`
+	Partitions []int         `json:"partitions"`
+	Partition  int           `json:"partition"`
+	Mode       string        `json:"mode"`
+	Records    int64         `json:"records"`
+	Took       time.Duration `json:"took"` // slog's JSON: nanoseconds
+}
+
+// kafkaLog returns the records of p's log with a msg starting "kafka: ".
+func kafkaLog(p *proc) []logRecord {
+	var out []logRecord
+	for _, line := range strings.Split(p.log.String(), "\n") {
+		var rec logRecord
+		if json.Unmarshal([]byte(line), &rec) == nil && strings.HasPrefix(rec.Msg, "kafka: ") {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// lastAssignment returns the generation and partitions of p's latest
+// "partitions assigned" line (0 and nil without one).
+func lastAssignment(p *proc) (int32, []int) {
+	var gen int32
+	var parts []int
+	for _, rec := range kafkaLog(p) {
+		if rec.Msg == "kafka: partitions assigned" && rec.Generation >= gen {
+			gen, parts = rec.Generation, rec.Partitions
+		}
+	}
+	return gen, parts
+}
+
+// BenchmarkFailover measures, with the real outboxd binary, how long the
+// events of a lost instance wait: three instances in one group on a
+// 6-partition topic (kfake in the test process) hold
+// $BENCH_FAILOVER_RECORDS pending events (default 100,000), their receiver
+// answering 503; one instance is killed (SIGKILL) and its state directory
+// deleted, the receiver switches to 204, and the time runs from the kill
+// to the receiver's first 204 to an event of the killed instance's
+// partitions, delivered by a survivor. It is split, from the survivors'
+// logs, into the group's rebalance (the kill to the first "kafka:
+// partitions assigned" of the next generation: the session timeout, the
+// survivors' hand-over of their own partitions and the rejoin) and the
+// restores of the killed instance's partitions (the longest "took" of
+// their "kafka: partition restored" lines); what is left is the fence,
+// the start of the stores and the first dispatch. Session timeout 1s,
+// heartbeat 100ms (failoverTuning).
+//
+//	go test -run '^$' -bench Failover -benchtime 1x ./cmd/outboxd/
+func BenchmarkFailover(b *testing.B) {
+	if testing.Short() {
+		b.Skip("starts three outboxd instances and fills them with 100,000 events")
+	}
+	var sum failoverTimes
+	for range b.N {
+		f := failoverOnce(b, benchFailoverRecords)
+		sum.total += f.total
+		sum.rebalance += f.rebalance
+		sum.restore += f.restore
+		sum.restoreAll += f.restoreAll
+		sum.records += f.records
+	}
+	n := float64(b.N)
+	b.ReportMetric(sum.total.Seconds()/n, "failover-s")
+	b.ReportMetric(sum.rebalance.Seconds()/n, "rebalance-s")
+	b.ReportMetric(sum.restore.Seconds()/n, "restore-s")
+	b.ReportMetric(sum.restoreAll.Seconds()/n, "restore-all-s")
+	b.ReportMetric(float64(sum.records)/n, "restored-records")
+}
+
+// failoverOnce runs one failover of BenchmarkFailover with n events and
+// returns the time from the kill to the first redelivery, its rebalance
+// and restore parts, how long the slowest of the killed partitions'
+// restores took, and the records they read.
+func failoverOnce(b *testing.B, n int) failoverTimes {
+	b.Helper()
+	var total, rebalance, restore, restoreAll time.Duration
+	var records int64
+	const parts, instances = 6, 3
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, "events"),
+		kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cluster.Close()
+	brokers := cluster.ListenAddrs()
+	fr := newFailoverReceiver(200 * time.Millisecond)
+	defer fr.srv.Close()
+
+	base := b.TempDir()
+	tuning := filepath.Join(base, "kafka.yaml")
+	if err := os.WriteFile(tuning, []byte(failoverTuning), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	dirs := make([]string, instances)
+	procs := make([]*proc, instances)
+	for i := range procs {
+		dirs[i] = filepath.Join(base, fmt.Sprintf("instance-%d", i))
+		if err := os.Mkdir(dirs[i], 0o700); err != nil {
+			b.Fatal(err)
+		}
+		// A 503 spends an attempt and waits an hour: the events not yet
+		// attempted stay due.
+		procs[i] = start(b, dirs[i], "--config", tuning, "--endpoint", "orders="+fr.srv.URL+"/hook,allow-private",
+			"--kafka-brokers", strings.Join(brokers, ","), "--kafka-topic", "events", "--kafka-group", "failover",
+			"--kafka-destination", "orders", "--backoff-initial", "1h", "--backoff-max", "1h")
+	}
+
+	tr := &kafkago.Transport{DialTimeout: time.Second}
+	defer tr.CloseIdleConnections()
+	w := &kafkago.Writer{Addr: kafkago.TCP(brokers...), Topic: "events", Transport: tr, Balancer: &kafkago.RoundRobin{},
+		BatchSize: 1000, BatchTimeout: time.Millisecond, RequiredAcks: kafkago.RequireAll}
+	payload := []byte(`{"order":1,"status":"paid","total":"129.90","currency":"EUR"}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	msgs := make([]kafkago.Message, 0, 1000)
+	for i := range n {
+		msgs = append(msgs, kafkago.Message{Key: []byte("customer-" + strconv.Itoa(i%1000)), Value: payload})
+		if len(msgs) == cap(msgs) || i == n-1 {
+			if err := w.WriteMessages(ctx, msgs...); err != nil {
+				b.Fatal(err)
+			}
+			msgs = msgs[:0]
+		}
+	}
+	if err := w.Close(); err != nil {
+		b.Fatal(err)
+	}
+
+	// Every record ingested and its entry shipped (the group commits an
+	// offset only then), in a settled generation that shares the six
+	// partitions among the three.
+	cl := &kafkago.Client{Addr: kafkago.TCP(brokers...), Transport: tr, Timeout: 5 * time.Second}
+	ids := make([]int, parts)
+	for i := range ids {
+		ids[i] = i
+	}
+	testkit.WaitFor(b, 5*time.Minute, "every record ingested and shipped, in a settled generation", func() bool {
+		resp, err := cl.OffsetFetch(ctx, &kafkago.OffsetFetchRequest{GroupID: "failover", Topics: map[string][]int{"events": ids}})
+		if err != nil {
+			return false
+		}
+		var committed int64
+		for _, p := range resp.Topics["events"] {
+			committed += max(p.CommittedOffset, 0)
+		}
+		if committed < int64(n) {
+			return false
+		}
+		first, owned := int32(0), 0
+		for i, p := range procs {
+			g, ps := lastAssignment(p)
+			if i > 0 && g != first {
+				return false
+			}
+			first, owned = g, owned+len(ps)
+		}
+		return owned == parts
+	})
+	gen, _ := lastAssignment(procs[0])
+	victim := 1
+	_, lost := lastAssignment(procs[victim])
+	killed := map[string]bool{}
+	for _, p := range lost {
+		killed[strconv.Itoa(p)] = true
+	}
+	fr.killed.Store(&killed)
+
+	if err := procs[victim].cmd.Process.Kill(); err != nil {
+		b.Fatal(err)
+	}
+	kill := time.Now()
+	<-procs[victim].done
+	if err := os.RemoveAll(dirs[victim]); err != nil {
+		b.Fatal(err)
+	}
+	fr.accept.Store(true)
+	testkit.WaitFor(b, 5*time.Minute, "the first redelivery of the killed instance's events", func() bool { return fr.first.Load() != 0 })
+	total = time.Unix(0, fr.first.Load()).Sub(kill)
+
+	// The split, from the survivors' logs of the next generations.
+	var assigned time.Time
+	restoredParts := map[int]logRecord{}
+	split := func() bool {
+		for i, p := range procs {
+			if i == victim {
+				continue
+			}
+			for _, rec := range kafkaLog(p) {
+				if rec.Generation <= gen {
+					continue
+				}
+				switch rec.Msg {
+				case "kafka: partitions assigned":
+					if assigned.IsZero() || rec.Time.Before(assigned) {
+						assigned = rec.Time
+					}
+				case "kafka: partition restored":
+					if _, ok := restoredParts[rec.Partition]; killed[strconv.Itoa(rec.Partition)] && !ok {
+						restoredParts[rec.Partition] = rec
+					}
+				}
+			}
+		}
+		return !assigned.IsZero() && len(restoredParts) == len(lost)
+	}
+	testkit.WaitFor(b, time.Minute, "the survivors' logs of the next generation's assignment and restores", split)
+	// The first of them restored is the first to deliver.
+	var firstDone time.Time
+	for p, rec := range restoredParts {
+		if firstDone.IsZero() || rec.Time.Before(firstDone) {
+			firstDone, restore = rec.Time, rec.Took
+		}
+		restoreAll = max(restoreAll, rec.Took)
+		records += rec.Records
+		b.Logf("partition %d restored (%s): %d records in %s", p, rec.Mode, rec.Records, rec.Took)
+	}
+	rebalance = assigned.Sub(kill)
+	b.Logf("killed instance %d (partitions %v, generation %d); first redelivery after %s: rebalance %s, restore %s "+
+		"(of the first partition restored; all in %s), the rest %s",
+		victim, lost, gen, total.Round(time.Millisecond), rebalance.Round(time.Millisecond), restore.Round(time.Millisecond),
+		restoreAll.Round(time.Millisecond), (total - rebalance - restore).Round(time.Millisecond))
+	for i, p := range procs {
+		if i != victim {
+			p.signal(syscall.SIGTERM, 30*time.Second)
+		}
+	}
+	return failoverTimes{total: total, rebalance: rebalance, restore: restore, restoreAll: restoreAll, records: records}
+}
+
+// failoverTimes are the figures of one failover.
+type failoverTimes struct {
+	total, rebalance, restore, restoreAll time.Duration
+	records                               int64
 }
