@@ -313,40 +313,56 @@ func readRange(ctx context.Context, cfg Config, cn *conns, topic string, p partR
 	if err := r.SetOffset(p.first); err != nil {
 		return err
 	}
+	// One watchdog per stretch of reading, pushed back by every record,
+	// rather than a timer per fetch: it cancels the fetch that waits longer
+	// than restoreIdle.
 	idle := 0
 	for {
-		fctx, cancel := context.WithTimeout(ctx, restoreIdle)
-		msg, err := r.FetchMessage(fctx)
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return context.Cause(ctx)
+		fctx, cancel := context.WithCancelCause(ctx)
+		wd := time.AfterFunc(restoreIdle, func() { cancel(errIdle) })
+		done, err := func() (bool, error) {
+			defer wd.Stop()
+			defer cancel(nil)
+			for {
+				msg, err := r.FetchMessage(fctx)
+				if err != nil {
+					return false, err
+				}
+				wd.Reset(restoreIdle)
+				idle = 0
+				if msg.Offset >= p.last {
+					return true, nil
+				}
+				if err := fn(&msg); err != nil {
+					return true, err
+				}
+				if msg.Offset >= p.last-1 {
+					return true, nil
+				}
 			}
-			if !errors.Is(err, context.DeadlineExceeded) {
-				return fmt.Errorf("kafka: restore: read %s/%d: %w", topic, p.id, err)
-			}
-			if r.Offset() >= p.last {
-				return nil
-			}
-			idle++
-			if time.Duration(idle)*restoreIdle >= max(30*time.Second, 3*cfg.RetryBackoffMax) {
-				return fmt.Errorf("kafka: restore: %s/%d delivers nothing at offset %d, before its end offset %d",
-					topic, p.id, r.Offset(), p.last)
-			}
-			continue
-		}
-		idle = 0
-		if msg.Offset >= p.last {
-			return nil
-		}
-		if err := fn(&msg); err != nil {
+		}()
+		if done {
 			return err
 		}
-		if msg.Offset >= p.last-1 {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		if !errors.Is(context.Cause(fctx), errIdle) {
+			return fmt.Errorf("kafka: restore: read %s/%d: %w", topic, p.id, err)
+		}
+		if r.Offset() >= p.last {
 			return nil
+		}
+		idle++
+		if time.Duration(idle)*restoreIdle >= max(30*time.Second, 3*cfg.RetryBackoffMax) {
+			return fmt.Errorf("kafka: restore: %s/%d delivers nothing at offset %d, before its end offset %d",
+				topic, p.id, r.Offset(), p.last)
 		}
 	}
 }
+
+// errIdle ends a restore's fetch that waited restoreIdle for a record.
+var errIdle = errors.New("kafka: restore: no record for a while")
 
 // RestoreProgress is how far a restore has read its changelog topic. It
 // counts offsets, not records, so that Done reaches Total exactly however
