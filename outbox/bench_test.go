@@ -303,3 +303,63 @@ func BenchmarkEmptyPunctuation(b *testing.B) {
 		b.ReportMetric(float64(p50)/float64(e50), "ratio-vs-empty")
 	}
 }
+
+// BenchmarkUpdateThroughput: 64 concurrent callers, durable (fsync), each
+// call an Update that writes one application key and enqueues one event,
+// against 64 concurrent callers of Enqueue with one event per call in the
+// same run (interleaved, best of three each: the disk is shared and noisy).
+// ratio is Update's rate over Enqueue's.
+func BenchmarkUpdateThroughput(b *testing.B) {
+	const callers, per = 64, 200
+	run := func(call func(o *outbox.Outbox, i int) error) time.Duration {
+		o, err := outbox.Open(filepath.Join(b.TempDir(), "outbox.db"), outbox.Config{Sink: nopSink})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer o.Stop(context.Background())
+		var wg sync.WaitGroup
+		t0 := time.Now()
+		for c := range callers {
+			wg.Go(func() {
+				for i := range per {
+					if err := call(o, c*per+i); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		return time.Since(t0)
+	}
+	bucket := []byte("app")
+	update := func(o *outbox.Outbox, i int) error {
+		id := fmt.Sprintf("u-%d", i)
+		return o.Update(context.Background(), func(tx *outbox.Tx) error {
+			bk, err := tx.CreateBucketIfNotExists(bucket)
+			if err != nil {
+				return err
+			}
+			if err := bk.Put([]byte(id), []byte(`{"n":1}`)); err != nil {
+				return err
+			}
+			_, err = tx.Enqueue(outbox.Event{ID: id, Destination: "svc", Payload: []byte(`{"n":1}`)})
+			return err
+		})
+	}
+	enqueue := func(o *outbox.Outbox, i int) error {
+		_, err := o.Enqueue(context.Background(), outbox.Event{ID: fmt.Sprintf("e-%d", i), Destination: "svc", Payload: []byte(`{"n":1}`)})
+		return err
+	}
+	for b.Loop() {
+		base, got := time.Duration(1<<62), time.Duration(1<<62)
+		for range 3 {
+			base = min(base, run(enqueue))
+			got = min(got, run(update))
+		}
+		total := float64(callers * per)
+		b.ReportMetric(total/got.Seconds(), "update-calls/s")
+		b.ReportMetric(total/base.Seconds(), "enqueue-calls/s")
+		b.ReportMetric(base.Seconds()/got.Seconds(), "ratio")
+	}
+}
