@@ -504,3 +504,92 @@ func TestUpdateKillRestart(t *testing.T) {
 		t.Logf("generation %d: %d Updates acknowledged, %d stored", g, len(acked), len(writes))
 	}
 }
+
+// The application's buckets are the file's too: Check reads their pages and
+// calls the file healthy, Compact keeps them with everything in them, and the
+// changelog carries the outbox's events only.
+func TestUpdateAppBucketsSurviveCheckAndCompact(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "outbox.db")
+	o, err := outbox.Open(path, testConfig(nopSink))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const n = 500
+	for i := range n {
+		err := o.Update(ctx, func(tx *outbox.Tx) error {
+			if err := writeAndEnqueue(tx, fmt.Sprintf("k-%04d", i)); err != nil {
+				return err
+			}
+			nested, err := tx.Bucket(appBucket).CreateBucketIfNotExists([]byte("nested"))
+			if err != nil {
+				return err
+			}
+			return nested.Put([]byte(strconv.Itoa(i)), []byte("x"))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, err := o.Changelog().Entries(0, 10*n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != n {
+		t.Errorf("changelog: %d entries, want the %d enqueues", len(entries), n)
+	}
+	for _, e := range entries {
+		if e.Op != outbox.OpEnqueue || !strings.HasPrefix(e.ID, "k-") {
+			t.Errorf("changelog entry %+v is not one of the events", e)
+		}
+	}
+	stop(t, o)
+
+	checkHealthy := func(when string) {
+		t.Helper()
+		rep, err := outbox.Check(path, outbox.CheckOptions{})
+		if err != nil {
+			t.Fatalf("Check %s: %v", when, err)
+		}
+		found := false
+		for _, b := range rep.Buckets {
+			found = found || b.Name == string(appBucket) && !b.Damaged
+		}
+		if !found || len(rep.Problems) != 0 {
+			t.Fatalf("Check %s: application bucket reported %v, problems %v", when, found, rep.Problems)
+		}
+	}
+	checkHealthy("before Compact")
+	if err := outbox.Compact(path); err != nil {
+		t.Fatal(err)
+	}
+	checkHealthy("after Compact")
+
+	o, err = outbox.Open(path, testConfig(nopSink))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop(t, o)
+	if st := o.Stats(); st.Pending != n {
+		t.Errorf("pending after Compact: %d, want %d", st.Pending, n)
+	}
+	keys, nestedKeys := 0, 0
+	if err := o.View(ctx, func(tx *outbox.ViewTx) error {
+		b := tx.Bucket(appBucket)
+		nestedKeys = b.Bucket([]byte("nested")).Stats().KeyN
+		return b.ForEach(func(k, v []byte) error {
+			if v != nil {
+				if string(v) != "v-"+string(k) {
+					return fmt.Errorf("key %s holds %q", k, v)
+				}
+				keys++
+			}
+			return nil
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if keys != n || nestedKeys != n {
+		t.Fatalf("after Compact: %d application keys and %d nested, want %d of each", keys, nestedKeys, n)
+	}
+}

@@ -17,14 +17,7 @@ var ErrReservedBucket = errors.New("store: bucket is the store's own")
 // buckets, which application transactions may not open, create or delete.
 // Every other top-level bucket of the file belongs to the application: the
 // store never reads, writes, checks or drops it.
-func IsReservedBucket(name []byte) bool {
-	for _, b := range allBuckets {
-		if string(b) == string(name) {
-			return true
-		}
-	}
-	return false
-}
+func IsReservedBucket(name []byte) bool { return isStoreBucket(string(name)) }
 
 // AppTx is one transaction of the application on the store's file (see
 // AppUpdate and AppView): its own top-level buckets, and, in AppUpdate,
