@@ -15,8 +15,9 @@ import (
 // none of them does.
 //
 // The application's buckets are the file's top-level buckets that are not
-// the outbox's; the outbox never reads, writes, checks, compacts away or
-// ships them. They are bbolt's own *bbolt.Bucket values, valid until fn
+// the outbox's. The outbox never reads or writes them; Check walks their
+// pages without judging their values, Compact keeps them, and the changelog
+// (what Kafka shipping sends) does not carry them. They are bbolt's own *bbolt.Bucket values, valid until fn
 // returns: use their whole API (Get, Put, Delete, cursors, nested buckets,
 // NextSequence), but not their Tx method, which reaches past the
 // application's namespace, and do not keep them after fn.
@@ -170,7 +171,8 @@ func (o *Outbox) Update(ctx context.Context, fn func(tx *Tx) error) error {
 
 // View runs fn in a read-only transaction on the outbox's file, with the
 // application's own buckets (ViewTx). It works on an outbox opened with
-// Config.ReadOnly. fn's error is returned as it is and a panic in fn is
+// Config.ReadOnly. A ctx already ended returns its error before the
+// transaction begins; fn's error is returned as it is and a panic in fn is
 // raised again; naming an outbox bucket fails with ErrReservedBucket. Keep
 // fn short: a long read transaction holds up the writers when the file must
 // grow.
