@@ -93,6 +93,27 @@
 // An update changes the event's Version, so a delivery of the previous
 // version that succeeds afterwards does not delete the new one.
 //
+// # The application's state in the same transaction
+//
+// Update is the outbox pattern proper: it runs one read-write transaction on
+// the outbox's file in which the application reads and writes its own
+// buckets and enqueues or upserts events (Tx), and either all of it commits,
+// durably, or none of it does (fn's error, a panic, ctx ending before the
+// commit). The events are then delivered as those of Enqueue are. The
+// application's buckets are the file's top-level buckets other than the
+// outbox's own (events, due, dead, tombstones, tombstones_by_time, keys,
+// endpoints, changelog, meta), which Tx refuses with ErrReservedBucket; they
+// are bbolt's *bbolt.Bucket, with its whole API. The outbox never touches
+// them: Check reads their pages, Compact keeps them, the changelog (and so
+// Kafka shipping) carries the outbox's events only. View reads them, also on
+// an outbox opened with Config.ReadOnly.
+//
+// Updates share commits with every other write (group commit), so fn runs
+// on the committer while other writers wait, and it may run more than once:
+// when another function of the same commit fails or panics, the commit is
+// rolled back and run again without it. Keep fn short, free of I/O and of
+// effects outside its Tx.
+//
 // # Failures of the file
 //
 // When the outcomes of finished deliveries cannot be committed (a full or
@@ -119,7 +140,8 @@
 // last and the shipped LSN, and MarkShipped, after which the changelog is
 // never trimmed past what was shipped; and for inspection, the History of
 // one event. Outbox.Restore rebuilds a fresh outbox from shipped entries.
-// Nothing else writes to the file but the Outbox's own methods.
+// Nothing else writes to the file but the Outbox's own methods (Update
+// included, whose functions write only the application's buckets).
 //
 // # Offline tools
 //

@@ -55,32 +55,46 @@ func (o *Outbox) enqueue(ctx context.Context, events []Event, refuseDeleted bool
 	if err := o.refuseIfCorrupt(); err != nil {
 		return nil, err
 	}
+	recs, ids, err := o.newRecords(events)
+	if err != nil {
+		return nil, err
+	}
+	statuses, err := o.st.InsertWith(ctx, recs, store.InsertOptions{RefuseDeleted: refuseDeleted})
+	if err != nil {
+		return nil, o.insertErr(ids, err)
+	}
+	o.countInserted(statuses)
+	return ids, nil
+}
+
+// newRecords validates events and builds their records and IDs.
+func (o *Outbox) newRecords(events []Event) ([]*store.Record, []string, error) {
 	now := o.clock.Now().UTC()
 	recs := make([]*store.Record, len(events))
 	ids := make([]string, len(events))
 	for i := range events {
 		r, err := o.newRecord(i, events[i], now)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		recs[i] = r
 		ids[i] = r.ID
 	}
-	statuses, err := o.st.InsertWith(ctx, recs, store.InsertOptions{RefuseDeleted: refuseDeleted})
+	return recs, ids, nil
+}
+
+// insertErr maps the error of an insert of the events with ids.
+func (o *Outbox) insertErr(ids []string, err error) error {
 	var de *store.DeletedError
 	if errors.As(err, &de) {
 		i := 0
 		for i < len(ids)-1 && ids[i] != de.ID {
 			i++
 		}
-		return nil, &DeletedError{Index: i, ID: de.ID, DeletedAt: de.DeletedAt.UTC()}
+		return &DeletedError{Index: i, ID: de.ID, DeletedAt: de.DeletedAt.UTC()}
 	}
-	if err != nil {
-		o.noteStoreErr(err)
-		return nil, mapErr("enqueue", "", err)
-	}
-	o.countInserted(statuses)
-	return ids, nil
+	o.noteStoreErr(err)
+	return mapErr("enqueue", "", err)
 }
 
 // EnqueueDead stores ev directly as a dead letter with reason, for input that
@@ -207,8 +221,26 @@ func (o *Outbox) Upsert(ctx context.Context, key string, fn func(current *Event)
 		return Event{}, fmt.Errorf("outbox: upsert %q: %w: %w", key, ErrNoKeyIndex, store.ErrNoKeyIndex)
 	}
 	inserted := false
-	stored, err := o.st.UpsertKey(ctx, key, func(cur *store.Record) (*store.Record, error) {
-		inserted = false
+	stored, err := o.st.UpsertKey(ctx, key, o.upsertFn(key, fn, &inserted))
+	if err != nil {
+		if _, ok := err.(*ValidationError); ok {
+			return Event{}, err
+		}
+		return Event{}, mapErr("upsert", key, err)
+	}
+	if inserted {
+		o.enqueuedTotal.Add(1)
+		o.hookEnqueue(1)
+	}
+	o.wake()
+	return eventFromRecord(stored, StatePending), nil
+}
+
+// upsertFn is the store's upsert function for Upsert's fn: *inserted tells,
+// after each call, whether it made a new event rather than an update.
+func (o *Outbox) upsertFn(key string, fn func(current *Event) (Event, error), inserted *bool) func(cur *store.Record) (*store.Record, error) {
+	return func(cur *store.Record) (*store.Record, error) {
+		*inserted = false
 		var curEv *Event
 		if cur != nil {
 			e := eventFromRecord(cur, StatePending)
@@ -239,19 +271,7 @@ func (o *Outbox) Upsert(ctx context.Context, key string, fn func(current *Event)
 			r.Payload = append([]byte(nil), ev.Payload...)
 			return &r, nil
 		}
-		inserted = true
+		*inserted = true
 		return o.buildRecord(ev, endpoint, now)
-	})
-	if err != nil {
-		if _, ok := err.(*ValidationError); ok {
-			return Event{}, err
-		}
-		return Event{}, mapErr("upsert", key, err)
 	}
-	if inserted {
-		o.enqueuedTotal.Add(1)
-		o.hookEnqueue(1)
-	}
-	o.wake()
-	return eventFromRecord(stored, StatePending), nil
 }

@@ -51,6 +51,11 @@ var (
 	// ErrNoKeyIndex is matched by Upsert's error on an outbox opened with
 	// Config.NoKeyIndex.
 	ErrNoKeyIndex = errors.New("outbox: the key index is not kept (Config.NoKeyIndex)")
+	// ErrReservedBucket is matched by the error of an Update or View whose
+	// function named one of the outbox's own buckets (events, due, dead,
+	// tombstones, tombstones_by_time, keys, endpoints, changelog, meta):
+	// they are not the application's to read or write.
+	ErrReservedBucket = errors.New("outbox: bucket is the outbox's own")
 	// ErrInvalidConfig is matched by every *ConfigError: the error of Open
 	// and of Config.Validate for a configuration they refuse.
 	ErrInvalidConfig = errors.New("outbox: invalid config")
@@ -69,6 +74,7 @@ var storeSentinels = []struct{ store, outbox error }{
 	{store.ErrNotFound, ErrNotFound},
 	{store.ErrNotDead, ErrNotDead},
 	{store.ErrConflict, ErrConflict},
+	{store.ErrReservedBucket, ErrReservedBucket},
 }
 
 // storeError is a store error seen through the outbox: its message is the

@@ -11,5 +11,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(runChild())
 	}
+	if os.Getenv(txChildEnv) != "" {
+		os.Exit(runTxChild())
+	}
 	goleak.VerifyTestMain(m)
 }

@@ -16,6 +16,11 @@
 //	changelog           LSN (8 bytes) → entry
 //	meta                schema version, last LSN, shipped LSN, counters
 //
+// Every other top-level bucket belongs to the application (AppUpdate,
+// AppView; IsReservedBucket tells which names are the store's): the store
+// never reads or writes it, Check walks its pages without judging its
+// values, and Compact copies it.
+//
 // The keys bucket (the key index) serves per-key order and UpsertKey. With
 // Options.NoKeyIndex it stays empty and the schema version says so (2
 // instead of 1); Open empties or rebuilds it when the option changes.
@@ -38,7 +43,11 @@
 // calls are grouped into one transaction (group commit, no timer: whatever
 // queued during the previous commit forms the next one), and a
 // read-modify-write (Update, UpsertKey) runs inside that serialized
-// transaction, so concurrent updates of one record never lose one. Reads use
+// transaction, so concurrent updates of one record never lose one.
+// AppUpdate's functions (application code that may fail after writing) run
+// first in their transaction; when one fails, panics or is cancelled, the
+// transaction is rolled back and run again without it, so only they may run
+// more than once, and every other function runs once. Reads use
 // short read transactions and return copies; nothing is held across I/O.
 //
 // Commits skip writing bbolt's freelist (NoFreelistSync, map freelist), so

@@ -484,9 +484,17 @@ func getU64(b *bolt.Bucket, k []byte) uint64 {
 // op is one unit of work for the committer. run executes inside the shared
 // write transaction; it must do all its checks before its first write, so
 // that an error it returns leaves nothing of it in the transaction.
+//
+// An app op (AppUpdate) runs application code that may write before it
+// fails: the committer runs app ops first in a transaction, and when one
+// fails, panics or is cancelled it rolls the transaction back and runs the
+// batch again without it (see commit). App ops wait for their commit
+// whatever their ctx does once it has started, so that their answer says
+// whether they committed.
 type op struct {
 	ctx    context.Context
 	weight int
+	app    bool
 	run    func(w *wtx) error
 	err    error
 	panic  any
@@ -496,10 +504,19 @@ type op struct {
 // do queues fn for the committer and waits for its commit (fsync included).
 // When ctx ends first it returns ctx.Err(); the write may still commit.
 func (s *Store) do(ctx context.Context, weight int, fn func(w *wtx) error) error {
+	return s.queueOp(&op{ctx: ctx, weight: weight, run: fn, done: make(chan struct{})})
+}
+
+// doApp is do for an app op (see op).
+func (s *Store) doApp(ctx context.Context, fn func(w *wtx) error) error {
+	return s.queueOp(&op{ctx: ctx, weight: 1, app: true, run: fn, done: make(chan struct{})})
+}
+
+func (s *Store) queueOp(o *op) error {
+	ctx := o.ctx
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	o := &op{ctx: ctx, weight: weight, run: fn, done: make(chan struct{})}
 	s.mu.RLock()
 	if s.closed {
 		s.mu.RUnlock()
@@ -516,10 +533,14 @@ func (s *Store) do(ctx context.Context, weight int, fn func(w *wtx) error) error
 		return ctx.Err()
 	}
 	s.mu.RUnlock()
-	select {
-	case <-o.done:
-	case <-ctx.Done():
-		return ctx.Err()
+	if o.app {
+		<-o.done
+	} else {
+		select {
+		case <-o.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	if o.panic != nil {
 		panic(o.panic)
@@ -620,24 +641,72 @@ func (s *Store) commit(batch []*op) {
 		weight += o.weight
 	}
 	s.records.Add(uint64(weight))
+	// App ops first: each may fail after its writes, and the transaction is
+	// then run again without it, which only the ops that ran before it
+	// must bear. App ops may run again (AppUpdate says so); the others'
+	// functions (some call user code) run once, after the last app op
+	// succeeded, when nothing can make the transaction run again.
+	var apps, rest []*op
+	for _, o := range live {
+		if o.app {
+			apps = append(apps, o)
+		} else {
+			rest = append(rest, o)
+		}
+	}
 	var w *wtx
-	err := func() (err error) {
-		defer func() {
-			if p := recover(); p != nil {
-				err = fmt.Errorf("%w: %v", ErrCorrupt, p)
-			}
-		}()
-		return s.db.Update(func(tx *bolt.Tx) error {
-			w = s.begin(tx)
-			for _, o := range live {
-				o.err = w.call(o)
-				if w.err != nil {
-					return w.err
+	var err error
+	for {
+		var dropped *op
+		w = nil
+		err = func() (err error) {
+			defer func() {
+				if p := recover(); p != nil {
+					err = fmt.Errorf("%w: %v", ErrCorrupt, p)
 				}
-			}
-			return w.finish()
-		})
-	}()
+			}()
+			return s.db.Update(func(tx *bolt.Tx) error {
+				w = s.begin(tx)
+				for _, o := range apps {
+					o.err = w.call(o)
+					if w.err != nil {
+						return w.err
+					}
+					if o.err != nil || o.panic != nil {
+						dropped = o
+						return errRetry
+					}
+				}
+				// The last moment an app op's ctx can stop it: past this,
+				// the transaction commits unless the disk fails.
+				for _, o := range apps {
+					if e := o.ctx.Err(); e != nil {
+						o.err = e
+						dropped = o
+						return errRetry
+					}
+				}
+				for _, o := range rest {
+					o.err = w.call(o)
+					if w.err != nil {
+						return w.err
+					}
+				}
+				return w.finish()
+			})
+		}()
+		if dropped == nil || err != errRetry {
+			break
+		}
+		close(dropped.done)
+		apps = slices.DeleteFunc(apps, func(o *op) bool { return o == dropped })
+		live = slices.DeleteFunc(live, func(o *op) bool { return o == dropped })
+		if len(live) == 0 {
+			err = nil
+			w = nil
+			break
+		}
+	}
 	if err == nil && w != nil {
 		s.lastLSN.Store(w.lsn)
 	}
@@ -655,6 +724,10 @@ func (s *Store) commit(batch []*op) {
 		close(o.done)
 	}
 }
+
+// errRetry rolls back a transaction that is to run again without the app op
+// that failed in it.
+var errRetry = errors.New("store: transaction retried without a failed op")
 
 // call runs one op, catching a panic of caller code so it can be raised again
 // in the caller's goroutine. The op made no writes when its function panics

@@ -97,9 +97,30 @@ func (s *Store) InsertWith(ctx context.Context, recs []*Record, opt InsertOption
 	if len(recs) == 0 {
 		return nil, nil
 	}
-	// Everything the transaction needs is copied here, in the caller's
-	// goroutine: the record is encoded now (its Version and seq are patched
-	// in at commit), so the committer never reads the caller's memory.
+	ins, err := s.prepareInsert(recs)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.do(ctx, len(ins.items), func(w *wtx) error { return w.insert(ins, opt) }); err != nil {
+		return nil, err
+	}
+	ins.setVersions(recs)
+	return ins.statuses, nil
+}
+
+// preparedInsert is an Insert call encoded before its transaction, and what
+// the transaction did with it.
+type preparedInsert struct {
+	items    []insertItem
+	statuses []InsertStatus
+	versions []uint64
+}
+
+// prepareInsert validates and encodes recs for insert. Everything the
+// transaction needs is copied here, in the caller's goroutine: the record is
+// encoded now (its Version and seq are patched in at commit), so the
+// committer never reads the caller's memory.
+func (s *Store) prepareInsert(recs []*Record) (*preparedInsert, error) {
 	now := s.opts.Now()
 	items := make([]insertItem, len(recs))
 	size := 0
@@ -171,54 +192,61 @@ func (s *Store) InsertWith(ctx context.Context, recs []*Record, opt InsertOption
 			items[b].dupOf = first
 		}
 	}
-	statuses := make([]InsertStatus, len(items))
-	versions := make([]uint64, len(items))
-	err := s.do(ctx, len(items), func(w *wtx) error {
-		for i := range items {
-			it := &items[i]
-			if it.dupOf >= 0 {
-				statuses[i] = AlreadyPresent
-				continue
-			}
-			st, version, err := w.insertCheckFrame(it, opt.RefuseDeleted)
-			if err != nil {
-				return err
-			}
-			statuses[i], versions[i] = st, version
+	return &preparedInsert{items: items, statuses: make([]InsertStatus, len(items)),
+		versions: make([]uint64, len(items))}, nil
+}
+
+// insert writes a prepared insert in the transaction. It checks every record
+// before its first write, so an error leaves nothing of the call behind. It
+// may run again on the same call (a transaction retried without another
+// caller's op): it rewrites every result.
+func (w *wtx) insert(ins *preparedInsert, opt InsertOptions) error {
+	items, statuses, versions := ins.items, ins.statuses, ins.versions
+	clear(versions)
+	for i := range items {
+		it := &items[i]
+		if it.dupOf >= 0 {
+			statuses[i] = AlreadyPresent
+			continue
 		}
-		// Bucket by bucket: each run of puts appends at the right edge of
-		// one tree, whose path stays in the cache.
-		for i := range items {
-			if it := &items[i]; it.dupOf < 0 && statuses[i] == Inserted {
-				versions[i] = w.insertItem(it)
-			}
+		st, version, err := w.insertCheckFrame(it, opt.RefuseDeleted)
+		if err != nil {
+			return err
 		}
-		for i := range items {
-			if it := &items[i]; it.dupOf < 0 && statuses[i] == Inserted && it.dead == "" {
-				w.put(w.due, it.dueKey, nil)
-			}
-		}
-		for i := range items {
-			if it := &items[i]; it.dupOf < 0 && statuses[i] == Inserted {
-				w.logItem(it, versions[i])
-			}
-		}
-		for i := range items {
-			if d := items[i].dupOf; d >= 0 {
-				versions[i] = versions[d]
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
+		statuses[i], versions[i] = st, version
 	}
+	// Bucket by bucket: each run of puts appends at the right edge of
+	// one tree, whose path stays in the cache.
+	for i := range items {
+		if it := &items[i]; it.dupOf < 0 && statuses[i] == Inserted {
+			versions[i] = w.insertItem(it)
+		}
+	}
+	for i := range items {
+		if it := &items[i]; it.dupOf < 0 && statuses[i] == Inserted && it.dead == "" {
+			w.put(w.due, it.dueKey, nil)
+		}
+	}
+	for i := range items {
+		if it := &items[i]; it.dupOf < 0 && statuses[i] == Inserted {
+			w.logItem(it, versions[i])
+		}
+	}
+	for i := range items {
+		if d := items[i].dupOf; d >= 0 {
+			versions[i] = versions[d]
+		}
+	}
+	return nil
+}
+
+// setVersions sets the Version of each record the insert stored or found.
+func (ins *preparedInsert) setVersions(recs []*Record) {
 	for i, r := range recs {
-		if versions[i] != 0 {
-			r.Version = versions[i]
+		if ins.versions[i] != 0 {
+			r.Version = ins.versions[i]
 		}
 	}
-	return statuses, nil
 }
 
 // insertItem is one record of an Insert call, encoded before the commit.
@@ -702,54 +730,59 @@ func (s *Store) UpsertKey(ctx context.Context, key string, fn func(current *Reco
 		return nil, fmt.Errorf("%w: bad key", ErrInvalid)
 	}
 	var out *Record
-	err := s.do(ctx, 1, func(w *wtx) error {
-		cur, err := w.oldestOfKey(key)
-		if err != nil {
-			return err
-		}
-		var rec *Record
-		if err := w.user(func() (err error) { rec, err = fn(cur.clone()); return err }); err != nil {
-			return err
-		}
-		if err := validateRecord(rec); err != nil {
-			return err
-		}
-		rec = rec.clone()
-		if rec.Key == "" {
-			rec.Key = key
-		}
-		if rec.Key != key {
-			return fmt.Errorf("%w: upsert for key %q returned a record with key %q", ErrInvalid, key, rec.Key)
-		}
-		if cur != nil && rec.ID == cur.ID {
-			r := applyEdit(cur, rec)
-			w.update(r, cur)
-			out = r.clone()
-			return nil
-		}
-		st, _, err := w.insertCheck(rec, false)
-		if err != nil {
-			return err
-		}
-		if st != Inserted {
-			return &ConflictError{ID: rec.ID}
-		}
-		rec.DeadReason, rec.DeadAt = "", time.Time{}
-		rec.Attempts, rec.Deliveries = 0, 0
-		if cur != nil {
-			lsn := w.next()
-			w.removePending(cur)
-			w.tombstone(cur.ID, tombDelivered)
-			w.log(lsn, OpSupersede, cur.ID, nil, "superseded by "+rec.ID)
-		}
-		w.insertNew(rec)
-		out = rec.clone()
-		return nil
+	err := s.do(ctx, 1, func(w *wtx) (err error) {
+		out, err = w.upsertKey(key, fn)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// upsertKey is UpsertKey inside the transaction (key already validated). It
+// returns a copy of the stored record.
+func (w *wtx) upsertKey(key string, fn func(current *Record) (*Record, error)) (*Record, error) {
+	cur, err := w.oldestOfKey(key)
+	if err != nil {
+		return nil, err
+	}
+	var rec *Record
+	if err := w.user(func() (err error) { rec, err = fn(cur.clone()); return err }); err != nil {
+		return nil, err
+	}
+	if err := validateRecord(rec); err != nil {
+		return nil, err
+	}
+	rec = rec.clone()
+	if rec.Key == "" {
+		rec.Key = key
+	}
+	if rec.Key != key {
+		return nil, fmt.Errorf("%w: upsert for key %q returned a record with key %q", ErrInvalid, key, rec.Key)
+	}
+	if cur != nil && rec.ID == cur.ID {
+		r := applyEdit(cur, rec)
+		w.update(r, cur)
+		return r.clone(), nil
+	}
+	st, _, err := w.insertCheck(rec, false)
+	if err != nil {
+		return nil, err
+	}
+	if st != Inserted {
+		return nil, &ConflictError{ID: rec.ID}
+	}
+	rec.DeadReason, rec.DeadAt = "", time.Time{}
+	rec.Attempts, rec.Deliveries = 0, 0
+	if cur != nil {
+		lsn := w.next()
+		w.removePending(cur)
+		w.tombstone(cur.ID, tombDelivered)
+		w.log(lsn, OpSupersede, cur.ID, nil, "superseded by "+rec.ID)
+	}
+	w.insertNew(rec)
+	return rec.clone(), nil
 }
 
 // Drop deletes a pending or dead record and leaves a tombstone (OpDrop with

@@ -230,9 +230,10 @@ func (w *wtx) del(b *bolt.Bucket, k []byte) {
 // user runs caller code; a panic in it is raised again in the caller's
 // goroutine (see wtx.call).
 func (w *wtx) user(fn func() error) error {
+	was := w.inUser
 	w.inUser = true
 	err := fn()
-	w.inUser = false
+	w.inUser = was
 	return err
 }
 

@@ -1,10 +1,12 @@
 // Command embedded is a small orders-and-rooms HTTP service that embeds the
-// outbox as a library: each request writes the service's own state and
-// enqueues the event that tells the rest of the system about it, and the
-// outbox delivers those events in the background to a receiver, with
-// retries, parks and dead letters.
+// outbox as a library: it keeps its own state in buckets of its own in the
+// outbox's file, each request changes that state and enqueues the event that
+// tells the rest of the system about it in one transaction (Outbox.Update:
+// both commit or neither does, the outbox pattern), and the outbox delivers
+// those events in the background to a receiver, with retries, parks and
+// dead letters.
 //
-// It shows the two ways to use the outbox from a request path:
+// It shows two kinds of events in such a transaction:
 //
 //   - Enqueue with per-key ordering (Config.Ordered): an order's events
 //     (order.created, order.paid, order.shipped) share the order as Key and
@@ -68,7 +70,7 @@ func main() {
 func run(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("embedded", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:8090", "address of the service's HTTP API (--demo: a free port on 127.0.0.1)")
-	dir := fs.String("dir", "embedded-data", "directory of the service's state and outbox files (--demo: a temporary directory)")
+	dir := fs.String("dir", "embedded-data", "directory of the outbox file, which holds the service's state too (--demo: a temporary directory)")
 	receiver := fs.String("receiver", "", "base URL events are delivered to: <receiver>/orders and <receiver>/rooms (required unless --demo)")
 	allowPrivate := fs.Bool("allow-private", false, "allow a receiver on a loopback or private address")
 	interval := fs.Duration("interval", time.Second, "how often due deliveries are picked up")
@@ -152,11 +154,10 @@ func run(args []string, stdout io.Writer) error {
 			_ = box.Stop(context.Background())
 		}
 	}()
-	svc, err := openService(filepath.Join(*dir, "service.db"), box)
+	svc, err := openService(box)
 	if err != nil {
 		return err
 	}
-	defer svc.close()
 	if err := box.Start(); err != nil {
 		return err
 	}

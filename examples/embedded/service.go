@@ -5,45 +5,35 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"net/http"
 	"regexp"
 	"slices"
-	"sync"
-	"time"
-
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/outboxd/outbox/outbox"
 )
 
 // service is a small orders-and-rooms HTTP service. It keeps its own state in
-// its own bbolt file and tells other services about every change through the
-// outbox, in the same request:
+// the outbox's file, in buckets of its own, and every request is one
+// Outbox.Update: the state change and the event that tells other services
+// about it commit together, or neither does. That is the outbox pattern: no
+// crash, full disk or failed request can leave a change without its event or
+// an event without its change.
 //
-//   - An order goes created → paid → shipped. Each step commits the order and
-//     then enqueues its event, keyed by the order: with Config.Ordered the
+//   - An order goes created → paid → shipped. Each step writes the order and
+//     enqueues its event, keyed by the order: with Config.Ordered the
 //     receiver gets an order's events in that order, even while one of them
 //     is being retried.
 //   - A room's membership changes with joins and leaves. The receiver needs
 //     the current membership, not every step, so each change upserts one
-//     snapshot per room (outbox.Upsert, keyed by the room): a snapshot still
+//     snapshot per room (Tx.Upsert, keyed by the room): a snapshot still
 //     pending is replaced by the newer one (latest state wins).
 //
-// Both steps of a request are idempotent: the state change is a no-op when
-// already made, and the event IDs are derived from the change (order:ID:paid)
-// so enqueueing it again is a duplicate the outbox drops. A request that
-// failed between the two steps (the process died, the disk filled up) is
-// therefore completed by the client's retry, which it makes anyway since it
-// got no 2xx.
+// A client that got no 2xx retries. Since a request commits whole or not at
+// all, the retry either makes the change (the first attempt stored nothing)
+// or finds it made, with its event, and changes nothing.
 type service struct {
-	db  *bolt.DB
 	box *outbox.Outbox
-
-	// roomLocks serialize the changes of one room (striped: rooms that
-	// share a stripe just wait for each other). See changeRoom.
-	roomLocks [64]sync.Mutex
 }
 
 var (
@@ -58,12 +48,9 @@ const (
 	destRooms  = "rooms"
 )
 
-func openService(path string, box *outbox.Outbox) (*service, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
-	if err != nil {
-		return nil, fmt.Errorf("service state %s: %w", path, err)
-	}
-	err = db.Update(func(tx *bolt.Tx) error {
+// openService creates the service's buckets in the outbox's file.
+func openService(box *outbox.Outbox) (*service, error) {
+	err := box.Update(context.Background(), func(tx *outbox.Tx) error {
 		for _, b := range [][]byte{bucketOrders, bucketRooms} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
@@ -72,13 +59,10 @@ func openService(path string, box *outbox.Outbox) (*service, error) {
 		return nil
 	})
 	if err != nil {
-		db.Close()
-		return nil, err
+		return nil, fmt.Errorf("service state: %w", err)
 	}
-	return &service{db: db, box: box}, nil
+	return &service{box: box}, nil
 }
-
-func (s *service) close() error { return s.db.Close() }
 
 func (s *service) routes() http.Handler {
 	mux := http.NewServeMux()
@@ -119,7 +103,7 @@ func (s *service) createOrder(w http.ResponseWriter, r *http.Request) {
 	}
 	in.Status = "created"
 	var stored Order
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.box.Update(r.Context(), func(tx *outbox.Tx) error {
 		b := tx.Bucket(bucketOrders)
 		if v := b.Get([]byte(in.ID)); v != nil {
 			if err := json.Unmarshal(v, &stored); err != nil {
@@ -128,30 +112,28 @@ func (s *service) createOrder(w http.ResponseWriter, r *http.Request) {
 			if stored.Customer != in.Customer || stored.TotalCents != in.TotalCents {
 				return errConflict
 			}
-			return nil // the same order again: a client retry
+			return nil // the same order again: a client retry; its event is stored
 		}
 		stored = in
 		v, err := json.Marshal(stored)
 		if err != nil {
 			return err
 		}
-		return b.Put([]byte(in.ID), v)
+		if err := b.Put([]byte(in.ID), v); err != nil {
+			return err
+		}
+		return enqueueOrderEvent(tx, in, "created")
 	})
 	if err != nil {
 		replyStateError(w, err)
-		return
-	}
-	if err := s.enqueueOrderEvent(r.Context(), in, "created"); err != nil {
-		replyError(w, http.StatusInternalServerError, "order stored but its event was not: retry the request")
 		return
 	}
 	replyJSON(w, http.StatusCreated, stored)
 }
 
 var (
-	errConflict       = errors.New("conflict")
-	errNotFound       = errors.New("not found")
-	errEventNotStored = errors.New("event not stored")
+	errConflict = errors.New("conflict")
+	errNotFound = errors.New("not found")
 )
 
 type stateError struct{ msg string }
@@ -162,18 +144,19 @@ func (s *service) advanceOrder(to string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
 		var o Order
-		err := s.db.Update(func(tx *bolt.Tx) error {
+		err := s.box.Update(r.Context(), func(tx *outbox.Tx) error {
 			b := tx.Bucket(bucketOrders)
 			v := b.Get([]byte(id))
 			if v == nil {
 				return errNotFound
 			}
+			o = Order{}
 			if err := json.Unmarshal(v, &o); err != nil {
 				return err
 			}
 			switch {
 			case o.Status == to:
-				return nil // already done: a client retry
+				return nil // already done: a client retry; its event is stored
 			case o.Status != nextStatus[to]:
 				return &stateError{fmt.Sprintf("order %s is %s: it cannot become %s", id, o.Status, to)}
 			}
@@ -182,30 +165,29 @@ func (s *service) advanceOrder(to string) http.HandlerFunc {
 			if err != nil {
 				return err
 			}
-			return b.Put([]byte(id), v)
+			if err := b.Put([]byte(id), v); err != nil {
+				return err
+			}
+			return enqueueOrderEvent(tx, o, to)
 		})
 		if err != nil {
 			replyStateError(w, err)
-			return
-		}
-		if err := s.enqueueOrderEvent(r.Context(), o, to); err != nil {
-			replyError(w, http.StatusInternalServerError, "order updated but its event was not stored: retry the request")
 			return
 		}
 		replyJSON(w, http.StatusOK, o)
 	}
 }
 
-// enqueueOrderEvent stores the event of one order step. Its ID names the
-// step, so a retried request enqueues the same event again and the outbox
-// recognises it; its Key is the order, which orders its events.
-func (s *service) enqueueOrderEvent(ctx context.Context, o Order, step string) error {
+// enqueueOrderEvent enqueues the event of one order step in the step's
+// transaction. Its ID names the step; its Key is the order, which orders its
+// events.
+func enqueueOrderEvent(tx *outbox.Tx, o Order, step string) error {
 	o.Status = step
 	payload, err := json.Marshal(map[string]any{"type": "order." + step, "order": o})
 	if err != nil {
 		return err
 	}
-	_, err = s.box.Enqueue(ctx, outbox.Event{
+	_, err = tx.Enqueue(outbox.Event{
 		ID:          "order:" + o.ID + ":" + step,
 		Key:         "order:" + o.ID,
 		Destination: destOrders,
@@ -217,7 +199,7 @@ func (s *service) enqueueOrderEvent(ctx context.Context, o Order, step string) e
 
 func (s *service) getOrder(w http.ResponseWriter, r *http.Request) {
 	var o Order
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.box.View(r.Context(), func(tx *outbox.ViewTx) error {
 		v := tx.Bucket(bucketOrders).Get([]byte(r.PathValue("id")))
 		if v == nil {
 			return errNotFound
@@ -253,10 +235,6 @@ func (s *service) changeMembership(join bool) http.HandlerFunc {
 			return
 		}
 		rm, err := s.changeRoom(r.Context(), room, in.User, join)
-		if errors.Is(err, errEventNotStored) {
-			replyError(w, http.StatusInternalServerError, "membership changed but its event was not stored: retry the request")
-			return
-		}
 		if err != nil {
 			replyStateError(w, err)
 			return
@@ -267,36 +245,26 @@ func (s *service) changeMembership(join bool) http.HandlerFunc {
 
 // changeRoom adds or removes user and upserts the room's snapshot.
 //
-// The room-leave race, and how it is avoided. Two users leave a room {a, b}
-// at once; each request reads the room, removes its user and writes it back.
-// Done naively, both read {a, b}, one writes {b}, the other {a}: the room
-// keeps a user who left. The same race can happen a second time on the way
-// out: if the snapshots {b} (older) and {} (newer) reach the outbox in the
-// wrong order, the receiver ends with the older one.
+// The room-leave race, and why one Update avoids it. Two users leave a room
+// {a, b} at once; each request reads the room, removes its user and writes
+// it back. Done naively, both read {a, b}, one writes {b}, the other {a}:
+// the room keeps a user who left. The same race can happen a second time on
+// the way out: if the snapshots {b} (older) and {} (newer) reach the outbox
+// in the wrong order, the receiver ends with the older one.
 //
-// So a change of a room runs under that room's lock, around both steps:
-//
-//  1. the read-modify-write of the membership, in one bbolt write
-//     transaction (which also serializes it against every other writer);
-//  2. the upsert of the snapshot, which replaces the room's pending snapshot
-//     inside the outbox's own serialized write transaction.
-//
-// Snapshots therefore reach the outbox in the order of the changes, and the
-// latest one always wins. (Comparing revisions inside Upsert's fn alone would
-// not do: once the previous snapshot was delivered, fn sees no pending event
-// and cannot tell a late, older snapshot from a new one.) Each carries the room's revision, so a receiver can
-// also drop one that arrives after a newer one (delivery is at-least-once:
-// a snapshot already being delivered when a newer one replaced it still
-// arrives).
+// In one Update both steps, the read-modify-write of the membership and the
+// upsert of its snapshot, run in one write transaction, serialized with
+// every other write to the file: no other change of the room comes between
+// them, snapshots replace each other in the order of the changes, and the
+// latest one always wins. Each carries the room's revision, so a receiver
+// can also drop one that arrives after a newer one (delivery is
+// at-least-once: a snapshot already being delivered when a newer one
+// replaced it still arrives).
 func (s *service) changeRoom(ctx context.Context, room, user string, join bool) (Room, error) {
-	mu := &s.roomLocks[stripe(room, len(s.roomLocks))]
-	mu.Lock()
-	defer mu.Unlock()
-
 	var rm Room
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.box.Update(ctx, func(tx *outbox.Tx) error {
 		b := tx.Bucket(bucketRooms)
-		rm = Room{Name: room}
+		rm = Room{Name: room} // set anew on each run of this function
 		if v := b.Get([]byte(room)); v != nil {
 			if err := json.Unmarshal(v, &rm); err != nil {
 				return err
@@ -316,7 +284,29 @@ func (s *service) changeRoom(ctx context.Context, room, user string, join bool) 
 		if err != nil {
 			return err
 		}
-		return b.Put([]byte(room), v)
+		if err := b.Put([]byte(room), v); err != nil {
+			return err
+		}
+		members := rm.Members
+		if members == nil {
+			members = []string{}
+		}
+		payload, err := json.Marshal(map[string]any{"type": "room.membership", "room": rm.Name, "revision": rm.Revision, "members": members})
+		if err != nil {
+			return err
+		}
+		_, err = tx.Upsert("room:"+room, func(*outbox.Event) (outbox.Event, error) {
+			// A new ID per revision: a receiver that deduplicates on
+			// webhook-id must not mistake a newer snapshot for one it
+			// already has.
+			return outbox.Event{
+				ID:          fmt.Sprintf("room:%s:r%d", room, rm.Revision),
+				Destination: destRooms,
+				Headers:     map[string]string{"Content-Type": "application/json", "X-Event-Type": "room.membership"},
+				Payload:     payload,
+			}, nil
+		})
+		return err
 	})
 	if err != nil {
 		return Room{}, err
@@ -324,40 +314,12 @@ func (s *service) changeRoom(ctx context.Context, room, user string, join bool) 
 	if rm.Members == nil {
 		rm.Members = []string{}
 	}
-
-	// Upsert even when nothing changed: if the previous attempt of this
-	// request failed after its state change, this stores the snapshot it
-	// could not. A snapshot the receiver already has is harmless (same
-	// revision).
-	payload, err := json.Marshal(map[string]any{"type": "room.membership", "room": rm.Name, "revision": rm.Revision, "members": rm.Members})
-	if err != nil {
-		return Room{}, err
-	}
-	_, err = s.box.Upsert(ctx, "room:"+room, func(current *outbox.Event) (outbox.Event, error) {
-		// A new ID per revision: a receiver that deduplicates on webhook-id
-		// must not mistake a newer snapshot for one it already has.
-		return outbox.Event{
-			ID:          fmt.Sprintf("room:%s:r%d", room, rm.Revision),
-			Destination: destRooms,
-			Headers:     map[string]string{"Content-Type": "application/json", "X-Event-Type": "room.membership"},
-			Payload:     payload,
-		}, nil
-	})
-	if err != nil {
-		return Room{}, fmt.Errorf("%w: %w", errEventNotStored, err)
-	}
 	return rm, nil
-}
-
-func stripe(s string, n int) int {
-	h := fnv.New32a()
-	h.Write([]byte(s))
-	return int(h.Sum32() % uint32(n))
 }
 
 func (s *service) getRoom(w http.ResponseWriter, r *http.Request) {
 	rm := Room{Name: r.PathValue("room"), Members: []string{}}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.box.View(r.Context(), func(tx *outbox.ViewTx) error {
 		if v := tx.Bucket(bucketRooms).Get([]byte(rm.Name)); v != nil {
 			return json.Unmarshal(v, &rm)
 		}
@@ -389,7 +351,7 @@ func replyStateError(w http.ResponseWriter, err error) {
 	case errors.As(err, &se):
 		replyError(w, http.StatusConflict, se.msg)
 	default:
-		replyError(w, http.StatusInternalServerError, "state not stored: retry the request")
+		replyError(w, http.StatusInternalServerError, "nothing was stored: retry the request")
 	}
 }
 

@@ -32,11 +32,10 @@ func newTestService(t *testing.T) (*service, *outbox.Outbox) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { box.Stop(context.Background()) })
-	svc, err := openService(filepath.Join(dir, "service.db"), box)
+	svc, err := openService(box)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { svc.close() })
 	return svc, box
 }
 
@@ -112,5 +111,31 @@ func TestServiceRefusesWhenTheOutboxIsClosed(t *testing.T) {
 	_, err := box.Enqueue(context.Background(), outbox.Event{Destination: destOrders})
 	if !errors.Is(err, outbox.ErrClosed) {
 		t.Fatalf("enqueue after stop: %v", err)
+	}
+}
+
+// A request is one transaction: when its event cannot be stored, neither is
+// its change. Here an operator deleted the event of o-9's creation before
+// the order existed, so the outbox refuses that event ID, and the order is
+// not created either.
+func TestServiceStoresAChangeOnlyWithItsEvent(t *testing.T) {
+	svc, box := newTestService(t)
+	ctx := context.Background()
+	if _, err := box.Enqueue(ctx, outbox.Event{ID: "order:o-9:created", Destination: destOrders}); err != nil {
+		t.Fatal(err)
+	}
+	if err := box.Delete(ctx, "order:o-9:created"); err != nil {
+		t.Fatal(err)
+	}
+	h := svc.routes()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("POST", "/orders", strings.NewReader(`{"id":"o-9","customer":"ada","total_cents":5}`)))
+	if rec.Code != http.StatusInternalServerError || !strings.Contains(rec.Body.String(), "nothing was stored") {
+		t.Fatalf("create with a refused event: %d %s", rec.Code, rec.Body.String())
+	}
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/orders/o-9", nil))
+	if rec.Code != http.StatusNotFound {
+		t.Fatalf("the order whose event was refused: %d %s, want 404", rec.Code, rec.Body.String())
 	}
 }

@@ -131,7 +131,7 @@ func printCheck(w io.Writer, v *checkView) {
 			case b.Damaged:
 				state = "DAMAGED pages (keys read around them)"
 			case !b.Checked:
-				state = "not read (not the store's)"
+				state = "the application's (pages checked, values not read)"
 			}
 			fmt.Fprintf(tw, "  %s\t%d keys\t%s\n", b.Name, b.Keys, state)
 		}

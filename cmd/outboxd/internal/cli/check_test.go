@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outbox/internal/testkit"
+	"github.com/outboxd/outbox/outbox"
 	"github.com/outboxd/outbox/store"
 )
 
@@ -148,5 +149,58 @@ func TestInspectSaysWhenTheFileIsDamaged(t *testing.T) {
 				t.Fatalf("inspect of a damaged file: exit %d, stdout %q, stderr %q", code, out, errOut)
 			}
 		})
+	}
+}
+
+// A file whose application keeps its own buckets in it (Outbox.Update):
+// check calls it healthy and names the application's bucket, inspect reads
+// it, and compact keeps the bucket with its keys.
+func TestCheckInspectCompactKeepApplicationBuckets(t *testing.T) {
+	path := storeWith(t, 50)
+	o, err := outbox.Open(path, outbox.Config{Sink: nopSink{}, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = o.Update(t.Context(), func(tx *outbox.Tx) error {
+		b, err := tx.CreateBucketIfNotExists([]byte("orders"))
+		if err != nil {
+			return err
+		}
+		for i := range 200 {
+			if err := b.Put(fmt.Appendf(nil, "order-%03d", i), []byte("paid")); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"check", "--db", path}, {"inspect", "--db", path}, {"compact", "--db", path}, {"check", "--db", path}} {
+		code, out, errOut := runCLI(args...)
+		if code != exitOK {
+			t.Fatalf("%v: exit %d\n%s%s", args, code, out, errOut)
+		}
+		if args[0] == "check" && (!strings.Contains(out, "ok: no problems found") || !strings.Contains(out, "orders")) {
+			t.Fatalf("%v: does not call the file healthy or name the application's bucket:\n%s", args, out)
+		}
+	}
+	ro, err := outbox.Open(path, outbox.Config{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Stop(context.Background())
+	keys := 0
+	if err := ro.View(t.Context(), func(tx *outbox.ViewTx) error {
+		keys = tx.Bucket([]byte("orders")).Stats().KeyN
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if st := ro.Stats(); keys != 200 || st.Pending != 50 {
+		t.Fatalf("after compact: %d application keys (want 200), %d pending events (want 50)", keys, st.Pending)
 	}
 }
