@@ -62,24 +62,41 @@ func (v *View) Enqueue(ctx context.Context, events ...outbox.Event) ([]string, e
 // it returns the first error that is neither ErrNotFound nor ErrClosed,
 // else the first ErrNotFound, else (every store closed) ErrClosed.
 func (v *View) first(op string, fn func(o *outbox.Outbox) error) error {
-	var notFound, failed error
+	var errs storeErrors
 	for _, o := range v.stores() {
-		err := fn(o)
-		switch {
-		case err == nil:
+		if errs.note(fn(o)) {
 			return nil
-		case errors.Is(err, outbox.ErrClosed):
-		case errors.Is(err, outbox.ErrNotFound):
-			if notFound == nil {
-				notFound = err
-			}
-		default:
-			if failed == nil {
-				failed = err
-			}
 		}
 	}
-	return cmp.Or(failed, notFound, errAllClosed(op))
+	return errs.result(op)
+}
+
+// storeErrors sorts the errors of one call made on several stores: a
+// closed store's are dropped, the first ErrNotFound and the first other
+// error are kept.
+type storeErrors struct {
+	notFound, failed error
+}
+
+// note records err and reports whether it is nil (the call succeeded).
+func (e *storeErrors) note(err error) bool {
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, outbox.ErrClosed):
+	case errors.Is(err, outbox.ErrNotFound):
+		e.notFound = cmp.Or(e.notFound, err)
+	default:
+		e.failed = cmp.Or(e.failed, err)
+	}
+	return false
+}
+
+// result is the call's error when no store succeeded: the first error that
+// is neither ErrNotFound nor ErrClosed, else the first ErrNotFound, else
+// (every store closed) ErrClosed.
+func (e *storeErrors) result(op string) error {
+	return cmp.Or(e.failed, e.notFound, errAllClosed(op))
 }
 
 // Get returns the event from the first store that holds its ID (see
@@ -252,31 +269,17 @@ func (m *merged) add(e outbox.EndpointState) {
 // store does; another store's error is returned after every store was
 // asked.
 func (v *View) EnableEndpoint(ctx context.Context, name string) error {
-	var notFound, failed error
+	var errs storeErrors
 	enabled := false
 	for _, o := range v.stores() {
-		err := o.EnableEndpoint(ctx, name)
-		switch {
-		case err == nil:
+		if errs.note(o.EnableEndpoint(ctx, name)) {
 			enabled = true
-		case errors.Is(err, outbox.ErrClosed):
-		case errors.Is(err, outbox.ErrNotFound):
-			if notFound == nil {
-				notFound = err
-			}
-		default:
-			if failed == nil {
-				failed = err
-			}
 		}
 	}
-	switch {
-	case failed != nil:
-		return failed
-	case enabled:
+	if enabled && errs.failed == nil {
 		return nil
 	}
-	return cmp.Or(notFound, errAllClosed("enable endpoint"))
+	return errs.result("enable endpoint")
 }
 
 // Stats returns the sum of the stores' Stats (the package documentation
