@@ -211,14 +211,8 @@ func (o *Outbox) Upsert(ctx context.Context, key string, fn func(current *Event)
 		return Event{}, err
 	}
 	defer o.ops.Done()
-	if key == "" {
-		return Event{}, &ValidationError{Field: "key", Reason: "required for Upsert"}
-	}
-	if fn == nil {
-		return Event{}, &ValidationError{Field: "fn", Reason: "required for Upsert"}
-	}
-	if o.cfg.NoKeyIndex {
-		return Event{}, fmt.Errorf("outbox: upsert %q: %w: %w", key, ErrNoKeyIndex, store.ErrNoKeyIndex)
+	if err := o.checkUpsert(key, fn); err != nil {
+		return Event{}, err
 	}
 	inserted := false
 	stored, err := o.st.UpsertKey(ctx, key, o.upsertFn(key, fn, &inserted))
@@ -274,4 +268,19 @@ func (o *Outbox) upsertFn(key string, fn func(current *Event) (Event, error), in
 		*inserted = true
 		return o.buildRecord(ev, endpoint, now)
 	}
+}
+
+// checkUpsert refuses an Upsert call without a key or fn, or on an outbox
+// without its key index.
+func (o *Outbox) checkUpsert(key string, fn func(current *Event) (Event, error)) error {
+	if key == "" {
+		return &ValidationError{Field: "key", Reason: "required for Upsert"}
+	}
+	if fn == nil {
+		return &ValidationError{Field: "fn", Reason: "required for Upsert"}
+	}
+	if o.cfg.NoKeyIndex {
+		return fmt.Errorf("outbox: upsert %q: %w: %w", key, ErrNoKeyIndex, store.ErrNoKeyIndex)
+	}
+	return nil
 }

@@ -79,14 +79,8 @@ func (tx *Tx) Enqueue(events ...Event) ([]string, error) {
 // the Update commits.
 func (tx *Tx) Upsert(key string, fn func(current *Event) (Event, error)) (Event, error) {
 	o := tx.o
-	if key == "" {
-		return Event{}, &ValidationError{Field: "key", Reason: "required for Upsert"}
-	}
-	if fn == nil {
-		return Event{}, &ValidationError{Field: "fn", Reason: "required for Upsert"}
-	}
-	if o.cfg.NoKeyIndex {
-		return Event{}, fmt.Errorf("outbox: upsert %q: %w: %w", key, ErrNoKeyIndex, store.ErrNoKeyIndex)
+	if err := o.checkUpsert(key, fn); err != nil {
+		return Event{}, err
 	}
 	inserted := false
 	stored, err := tx.at.UpsertKey(key, o.upsertFn(key, fn, &inserted))
