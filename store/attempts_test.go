@@ -246,4 +246,3 @@ func TestAttemptsBucketOnOlderFiles(t *testing.T) {
 		t.Fatalf("open with an application bucket named attempts: %v", err)
 	}
 }
-
