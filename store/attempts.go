@@ -286,14 +286,18 @@ func (w *wtx) known(id string) bool {
 }
 
 // Attempts returns the logged attempts of the event id, oldest first (nil
-// when there are none). It does not say whether the event is known: see
-// Get.
+// when there are none), read in one transaction with the event's state:
+// ErrNotFound when id is neither pending, dead nor tombstoned.
 func (s *Store) Attempts(id string) ([]Attempt, error) {
 	if id == "" || len(id) > MaxIDLen {
-		return nil, nil
+		return nil, fmt.Errorf("%w: %q", ErrNotFound, id)
 	}
 	var out []Attempt
 	err := s.view(func(tx *bolt.Tx) error {
+		k := []byte(id)
+		if tx.Bucket(bucketEvents).Get(k) == nil && tx.Bucket(bucketDead).Get(k) == nil && tx.Bucket(bucketTombs).Get(k) == nil {
+			return fmt.Errorf("%w: %q", ErrNotFound, id)
+		}
 		b := tx.Bucket(bucketAttempts)
 		if b == nil {
 			return nil // a file from before the attempt log, opened read-only

@@ -113,8 +113,8 @@ func TestApplyLogsAttempts(t *testing.T) {
 	if got := attemptsOf(t, s, "b"); fmt.Sprint(got) != "[1:disable/410]" {
 		t.Fatalf("attempts of b: %v", got)
 	}
-	if got := attemptsOf(t, s, "nobody"); got != nil {
-		t.Fatalf("attempts of an unknown event: %v", got)
+	if _, err := s.Attempts("nobody"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("attempts of an unknown event: %v, want ErrNotFound", err)
 	}
 	checkClean(t, s)
 
@@ -122,8 +122,16 @@ func TestApplyLogsAttempts(t *testing.T) {
 	if n, err := s.TrimTombstones(ctxT(t), clk.Now()); err != nil || n != 1 {
 		t.Fatalf("TrimTombstones = %d, %v", n, err)
 	}
-	if got := attemptsOf(t, s, "a"); got != nil {
-		t.Fatalf("attempts left after the tombstone was trimmed: %v", got)
+	if _, err := s.Attempts("a"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("attempts of a trimmed event: %v, want ErrNotFound", err)
+	}
+	if err := s.view(func(tx *bolt.Tx) error {
+		if k, _ := tx.Bucket(bucketAttempts).Cursor().Seek(attemptPrefix("a")); k != nil && strings.HasPrefix(string(k), string(attemptPrefix("a"))) {
+			return fmt.Errorf("attempt key %x left", k)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 	if got := attemptsOf(t, s, "b"); len(got) != 1 {
 		t.Fatalf("a pending event lost its attempts: %v", got)
