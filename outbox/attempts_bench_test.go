@@ -1,0 +1,116 @@
+package outbox_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/outboxd/outbox/httpsink"
+	"github.com/outboxd/outbox/outbox"
+	"github.com/outboxd/outbox/store"
+)
+
+// BenchmarkAttemptLog measures what the attempt log costs on the delivery
+// path: it drains pending events through httpsink to a local receiver that
+// answers 200 with a short JSON body, with the log on (default excerpt,
+// 1 KiB) and off (Config.NoAttemptLog), outcomes committed durably (fsync).
+// "off" and "on" report each one's rate; "interleaved" alternates rounds of
+// both in one loop, so that the shared machine's noise falls on both alike,
+// and reports on/off as ratio.
+func BenchmarkAttemptLog(b *testing.B) {
+	const n = 10_000
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"accepted"}`)
+	}))
+	b.Cleanup(srv.Close)
+	drain := func(b *testing.B, logOn bool) time.Duration {
+		b.StopTimer()
+		defer b.StartTimer()
+		path := filepath.Join(b.TempDir(), "drain.db")
+		fillEndpoint(b, path, n, "bench")
+		sink, err := httpsink.New(httpsink.Config{
+			Endpoints: []httpsink.Endpoint{{Name: "bench", URL: srv.URL + "/hook", AllowPrivate: true}},
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer sink.Close()
+		var done atomic.Int64
+		finished := make(chan struct{})
+		cfg := outbox.Config{Sink: sink, NoAttemptLog: !logOn}
+		cfg.Hooks.OnDelivery = func(outbox.DeliveryInfo) {
+			if done.Add(1) == n {
+				close(finished)
+			}
+		}
+		o, err := outbox.Open(path, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		t0 := time.Now()
+		if err := o.Start(); err != nil {
+			b.Fatal(err)
+		}
+		<-finished
+		took := time.Since(t0)
+		b.StopTimer()
+		if err := o.Stop(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		return took
+	}
+	for _, mode := range []struct {
+		name  string
+		logOn bool
+	}{{"off", false}, {"on", true}} {
+		b.Run(mode.name, func(b *testing.B) {
+			var total time.Duration
+			rounds := 0
+			for b.Loop() {
+				total += drain(b, mode.logOn)
+				rounds++
+			}
+			b.ReportMetric(float64(rounds*n)/total.Seconds(), "events/s")
+		})
+	}
+	b.Run("interleaved", func(b *testing.B) {
+		var on, off time.Duration
+		for b.Loop() {
+			off += drain(b, false)
+			on += drain(b, true)
+		}
+		b.ReportMetric(off.Seconds()/on.Seconds(), "on/off-ratio")
+	})
+}
+
+// fillEndpoint stores n pending events for the named endpoint directly, due
+// now.
+func fillEndpoint(b *testing.B, path string, n int, endpoint string) {
+	st, err := store.Open(path, store.Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Now().UTC()
+	for i := 0; i < n; i += 1000 {
+		recs := make([]*store.Record, 0, 1000)
+		for j := i; j < min(i+1000, n); j++ {
+			recs = append(recs, &store.Record{
+				ID: fmt.Sprintf("ev-%08d", j), Destination: endpoint, Endpoint: endpoint, Method: "POST",
+				Payload: []byte(`{"n":1}`), CreatedAt: now, NextAttemptAt: now.Add(-time.Second),
+			})
+		}
+		if _, err := st.Insert(context.Background(), recs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
