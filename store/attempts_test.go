@@ -254,3 +254,24 @@ func TestAttemptsBucketOnOlderFiles(t *testing.T) {
 		t.Fatalf("open with an application bucket named attempts: %v", err)
 	}
 }
+
+// Compact keeps the attempt log, marker included.
+func TestCompactKeepsAttempts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustInsert(t, s, rec("x", ""))
+	if _, err := s.Apply(ctxT(t), []Outcome{{Kind: OutcomeAttempt, ID: "x", Attempt: attempt("park", 404)}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	if err := Compact(path); err != nil {
+		t.Fatal(err)
+	}
+	s = openAt(t, path, Options{})
+	if got := attemptsOf(t, s, "x"); fmt.Sprint(got) != "[1:park/404]" {
+		t.Fatalf("attempts after Compact: %v", got)
+	}
+}
