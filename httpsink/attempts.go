@@ -3,6 +3,7 @@ package httpsink
 import (
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/outboxd/outbox/outbox"
@@ -114,6 +115,44 @@ func (c *call) logResponse(r *outbox.Result, resp *http.Response, want int) {
 	}
 	buf := make([]byte, want+extra)
 	n, _ := io.ReadFull(resp.Body, buf)
-	body := redactAll(string(buf[:n]), secrets)
-	r.Body = body[:min(want, len(body))]
+	r.Body = redactExcerpt(string(buf[:n]), want, secrets)
+}
+
+// redactExcerpt returns the first want bytes of s with every secret that
+// starts in them replaced, whole, by "xxxxx" (s holds enough bytes past
+// want for the longest secret): what is cut is decided on the received
+// bytes, so a replacement never pulls later bytes into the excerpt.
+func redactExcerpt(s string, want int, secrets []string) string {
+	type span struct{ from, to int }
+	var spans []span
+	for _, sec := range secrets {
+		for i := 0; sec != "" && i < want; {
+			j := strings.Index(s[i:], sec)
+			if j < 0 || i+j >= want {
+				break
+			}
+			spans = append(spans, span{i + j, i + j + len(sec)})
+			i += j + len(sec)
+		}
+	}
+	if len(spans) == 0 {
+		return s[:min(want, len(s))]
+	}
+	slices.SortFunc(spans, func(a, b span) int { return a.from - b.from })
+	var b strings.Builder
+	pos := 0
+	for _, sp := range spans {
+		if sp.to <= pos {
+			continue // inside one already replaced
+		}
+		if sp.from >= pos {
+			b.WriteString(s[pos:sp.from])
+			b.WriteString(redacted)
+		}
+		pos = sp.to // an overlapping one extends the replaced run
+	}
+	if pos < want {
+		b.WriteString(s[pos:min(want, len(s))])
+	}
+	return b.String()
 }

@@ -63,9 +63,10 @@ type Delivery struct {
 	CreatedAt time.Time
 	// LogResponse is set when the outbox records this attempt in its
 	// attempt log: the sink should return the response's headers that
-	// IsLoggedHeader accepts in Result.Header, and up to ExcerptBytes bytes
-	// of the response body in Result.Body whatever the outcome (success
-	// included), as received, without the request's secrets.
+	// IsLoggedHeader accepts in Result.Header, and the first ExcerptBytes
+	// bytes of the response body (or all of a shorter one) in Result.Body
+	// whatever the outcome (success included), as received, without the
+	// request's secrets. The log keeps ExcerptBytes of what it returns.
 	LogResponse bool
 	// ExcerptBytes is how much of the response body the attempt log keeps
 	// (0: none). Set with LogResponse.
