@@ -113,10 +113,19 @@ func (c *call) logResponse(r *outbox.Result, resp *http.Response, want int) {
 	for _, s := range secrets {
 		extra = max(extra, len(s))
 	}
-	buf := make([]byte, want+extra)
+	bp, _ := c.s.excerptBufs.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	defer c.s.excerptBufs.Put(bp)
+	if cap(*bp) < want+extra {
+		*bp = make([]byte, want+extra)
+	}
+	buf := (*bp)[:want+extra]
 	n, _ := io.ReadFull(resp.Body, buf)
 	r.Body = redactExcerpt(string(buf[:n]), want, secrets)
 }
+
 
 // redactExcerpt returns the first want bytes of s with every secret that
 // starts in them replaced, whole, by "xxxxx" (s holds enough bytes past

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +32,9 @@ type Sink struct {
 	transports []*http.Transport
 	userAgent  []string // header value, shared by all requests
 	closed     atomic.Bool
+	// excerptBufs hold *[]byte buffers the attempt log's excerpts are read
+	// into (see logResponse).
+	excerptBufs sync.Pool
 }
 
 var (

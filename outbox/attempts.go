@@ -124,15 +124,38 @@ func (o *Outbox) attemptOf(j *job) *store.Attempt {
 	if n := o.cfg.excerptBytes(); n > 0 && len(res.Body) > 0 {
 		a.Body = []byte(textCut(res.Body, n))
 	}
-	for k, v := range res.Header {
-		if IsLoggedHeader(k) && len(a.Headers) < len(loggedHeaders) {
-			if a.Headers == nil {
-				a.Headers = make(map[string]string, 4)
-			}
-			a.Headers[textproto.CanonicalMIMEHeaderKey(k)] = truncate(v, 512)
+	a.Headers = loggedOnly(res.Header)
+	return a
+}
+
+// maxLoggedHeaderValue bounds each header value the attempt log keeps.
+const maxLoggedHeaderValue = 512
+
+// loggedOnly returns the headers of h the attempt log keeps, under their
+// canonical names, with values cut to maxLoggedHeaderValue. h itself when
+// it holds nothing else (the usual answer of a sink that filtered them),
+// so that the log costs no copy; the outbox never writes to it.
+func loggedOnly(h map[string]string) map[string]string {
+	clean := true
+	for k, v := range h {
+		if !loggedHeaders[k] || len(v) > maxLoggedHeaderValue {
+			clean = false
+			break
 		}
 	}
-	return a
+	if clean {
+		return h
+	}
+	var out map[string]string
+	for k, v := range h {
+		if IsLoggedHeader(k) {
+			if out == nil {
+				out = make(map[string]string, len(loggedHeaders))
+			}
+			out[textproto.CanonicalMIMEHeaderKey(k)] = truncate(v, maxLoggedHeaderValue)
+		}
+	}
+	return out
 }
 
 // validateAttemptLog checks the attempt log's fields of a Config.
