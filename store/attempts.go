@@ -106,11 +106,23 @@ func validateAttempt(a *Attempt) error {
 
 // encodeAttempt returns the frame of id's attempt a (with a.Seq).
 func encodeAttempt(id string, a *Attempt) []byte {
-	n := 64 + len(id) + len(a.Action) + len(a.Error) + len(a.Body)
+	return appendAttempt(make([]byte, 0, attemptSizeHint(id, a)), id, a)
+}
+
+// attemptSizeHint is an upper bound of the size of the frame of id's
+// attempt a.
+func attemptSizeHint(id string, a *Attempt) int {
+	n := frameMin + 1 + 8*binary.MaxVarintLen64 + 1 + len(id) + len(a.Action) + len(a.Error) + len(a.Body)
 	for k, v := range a.Headers {
 		n += 2*binary.MaxVarintLen64 + len(k) + len(v)
 	}
-	e := newEncoder(kindAttempt, n)
+	return n
+}
+
+// appendAttempt appends the frame of id's attempt a to dst.
+func appendAttempt(dst []byte, id string, a *Attempt) []byte {
+	start := len(dst)
+	e := &encoder{b: append(dst, kindAttempt, codecVersion, 0, 0, 0, 0)}
 	e.str(id)
 	e.uvarint(a.Seq)
 	e.varint(int64(a.Delivery))
@@ -131,7 +143,7 @@ func encodeAttempt(id string, a *Attempt) []byte {
 		e.str(a.Headers[k])
 	}
 	e.bytes(a.Body)
-	return e.finish()
+	return e.finishAt(start)
 }
 
 // DecodeAttempt decodes an attempt log value: the event's ID and the
@@ -237,7 +249,12 @@ func (w *wtx) putAttempt(id string, a *Attempt) {
 	if w.err != nil {
 		return
 	}
-	p := attemptPrefix(id)
+	// The key and value come from the transaction's arena: bbolt keeps
+	// them until the commit, and the log then costs no allocation of its
+	// own per attempt.
+	p := append(w.alloc(2+len(id)+8), 0, 0)
+	binary.BigEndian.PutUint16(p, uint16(len(id)))
+	p = append(p, id...)
 	c := w.attemptsCursor()
 	var keys [][]byte
 	var last uint64
@@ -258,7 +275,7 @@ func (w *wtx) putAttempt(id string, a *Attempt) {
 		}
 	}
 	a.Seq = last + 1
-	w.put(w.attempts, binary.BigEndian.AppendUint64(p, a.Seq), encodeAttempt(id, a))
+	w.put(w.attempts, binary.BigEndian.AppendUint64(p, a.Seq), appendAttempt(w.alloc(attemptSizeHint(id, a)), id, a))
 }
 
 // dropAttempts deletes every attempt of id.
