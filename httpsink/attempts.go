@@ -126,7 +126,6 @@ func (c *call) logResponse(r *outbox.Result, resp *http.Response, want int) {
 	r.Body = redactExcerpt(string(buf[:n]), want, secrets)
 }
 
-
 // redactExcerpt returns the first want bytes of s with every secret that
 // starts in them replaced, whole, by "xxxxx" (s holds enough bytes past
 // want for the longest secret): what is cut is decided on the received
