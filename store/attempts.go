@@ -199,7 +199,7 @@ func DecodeAttempt(b []byte) (id string, a *Attempt, err error) {
 func decodeAttemptAt(k, v []byte) (*Attempt, error) {
 	id, a, err := DecodeAttempt(v)
 	if err != nil {
-		return nil, fmt.Errorf("attempt %x: %w", k, err)
+		return nil, err
 	}
 	if !bytes.Equal(k, attemptKey(id, a.Seq)) {
 		return nil, fmt.Errorf("%w: attempt key %x holds attempt %d of %q", ErrCorrupt, k, a.Seq, id)
@@ -327,7 +327,7 @@ func (s *Store) Attempts(id string) ([]Attempt, error) {
 			}
 			a, err := decodeAttemptAt(k, v)
 			if err != nil {
-				return err
+				return fmt.Errorf("attempt %d of %q: %w", binary.BigEndian.Uint64(k[len(p):]), id, err)
 			}
 			out = append(out, *a)
 		}

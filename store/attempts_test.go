@@ -275,3 +275,42 @@ func TestCompactKeepsAttempts(t *testing.T) {
 		t.Fatalf("attempts after Compact: %v", got)
 	}
 }
+
+// Check reports an attempt of an event the store no longer knows (no trim
+// would ever remove it) and one that does not decode, naming the ID.
+func TestCheckFindsBadAttempts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustInsert(t, s, rec("x", ""))
+	_ = s.Close()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketAttempts)
+		if err := b.Put(attemptKey("ghost", 1), encodeAttempt("ghost", &Attempt{Seq: 1, Action: "retry"})); err != nil {
+			return err
+		}
+		return b.Put(attemptKey("x", 1), []byte("junk"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_ = db.Close()
+	rep, err := Check(path, CheckOptions{})
+	if !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Check: %v, want ErrCorrupt", err)
+	}
+	var got []string
+	for _, p := range rep.Problems {
+		got = append(got, p.String())
+	}
+	all := strings.Join(got, "\n")
+	if len(got) != 2 || !strings.Contains(all, `ID "ghost", attempt 1`) || !strings.Contains(all, "never be trimmed") ||
+		!strings.Contains(all, `ID "x", attempt 1`) {
+		t.Fatalf("problems:\n%s", all)
+	}
+}
