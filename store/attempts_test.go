@@ -314,3 +314,29 @@ func TestCheckFindsBadAttempts(t *testing.T) {
 		t.Fatalf("problems:\n%s", all)
 	}
 }
+
+// A dead letter keeps its attempts through a trim of tombstones, and a
+// replay continues their numbering.
+func TestAttemptsOfDeadAndReplayed(t *testing.T) {
+	clk := newClock()
+	s := openTest(t, Options{Now: clk.Now})
+	r := rec("x", "")
+	mustInsert(t, s, r)
+	if _, err := s.Apply(ctxT(t), []Outcome{{Kind: OutcomeDead, ID: "x", Version: r.Version, Deliveries: 1, Attempt: attempt("dead", 400)}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Hour)
+	if _, err := s.TrimTombstones(ctxT(t), clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	replayed, err := s.Replay(ctxT(t), "x", clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Apply(ctxT(t), []Outcome{{Kind: OutcomeDelete, ID: "x", Version: replayed.Version, Attempt: attempt("success", 200)}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := attemptsOf(t, s, "x"); fmt.Sprint(got) != "[1:dead/400 2:success/200]" {
+		t.Fatalf("attempts of a replayed event: %v", got)
+	}
+}
