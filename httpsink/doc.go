@@ -42,7 +42,13 @@
 // Response bodies are read through a limit: the first Config.MaxBodyExcerpt
 // bytes of a failed response are kept for the dead letters, up to
 // Config.MaxDrain bytes are drained so the connection goes back to the
-// keep-alive pool, and a longer body closes the connection instead.
+// keep-alive pool, and a longer body closes the connection instead. When the
+// outbox logs the attempt (Delivery.LogResponse), the first
+// Delivery.ExcerptBytes of every response (at most 64 KiB, success included)
+// are kept as received, with the response headers outbox.IsLoggedHeader
+// accepts; the endpoint's secrets and header values, the event's credential
+// headers and the request's signature are replaced by "xxxxx" in both,
+// should a receiver echo them.
 //
 // # Address guard
 //

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +32,9 @@ type Sink struct {
 	transports []*http.Transport
 	userAgent  []string // header value, shared by all requests
 	closed     atomic.Bool
+	// excerptBufs hold *[]byte buffers the attempt log's excerpts are read
+	// into (see logResponse).
+	excerptBufs sync.Pool
 }
 
 var (
@@ -48,6 +52,7 @@ type endpoint struct {
 	headers     http.Header   // canonical names
 	sem         chan struct{} // nil: no cap
 	client      *http.Client
+	secrets     []string // kept out of the attempt log (secretsOf)
 }
 
 // New validates cfg and returns a Sink. The error is a *ConfigError naming
@@ -71,6 +76,7 @@ func New(cfg Config) (*Sink, error) {
 			redactedURL: RedactURL(e.URL),
 			timeout:     e.Timeout,
 			headers:     make(http.Header, len(e.Headers)),
+			secrets:     secretsOf(e),
 		}
 		if ep.timeout == 0 {
 			ep.timeout = cfg.Timeout
@@ -471,7 +477,13 @@ func (c *call) classify(resp *http.Response) outbox.Result {
 	cfg := &c.s.cfg
 	r := outbox.Result{Status: resp.StatusCode, Action: cfg.Policy.Action(resp.StatusCode)}
 	limit := cfg.MaxDrain
-	if r.Action != outbox.ActionSuccess && cfg.MaxBodyExcerpt > 0 {
+	if c.d.LogResponse {
+		want := c.d.ExcerptBytes
+		if r.Action != outbox.ActionSuccess {
+			want = max(want, cfg.MaxBodyExcerpt)
+		}
+		c.logResponse(&r, resp, want)
+	} else if r.Action != outbox.ActionSuccess && cfg.MaxBodyExcerpt > 0 {
 		buf := make([]byte, cfg.MaxBodyExcerpt)
 		n, _ := io.ReadFull(resp.Body, buf)
 		r.Body = strings.ToValidUTF8(string(buf[:n]), "\uFFFD")

@@ -95,7 +95,9 @@ func (e *engine) commit(batch []*job) {
 	// Committed events left the in-flight set: refill the ready queue if it
 	// runs low, and look again at once after failures (a retry may already
 	// be due).
-	failed := slices.ContainsFunc(outs, func(out store.Outcome) bool { return out.Kind != store.OutcomeDelete })
+	failed := slices.ContainsFunc(outs, func(out store.Outcome) bool {
+		return out.Kind != store.OutcomeDelete && out.Kind != store.OutcomeAttempt
+	})
 	if !stopping && (failed || e.readyLow()) {
 		o.wake()
 	}
@@ -140,6 +142,13 @@ func (e *engine) outcomes(batch []*job, now time.Time, stopping bool) ([]store.O
 		}
 		if res.Action == ActionThrottle || res.Action == ActionDisable {
 			answered = append(answered, r.Endpoint) // in the cache below
+		}
+		if a := o.attemptOf(j); a != nil {
+			if out == nil {
+				// The event stays as it is (a disable): only its attempt.
+				out = &store.Outcome{Kind: store.OutcomeAttempt, ID: r.ID, Version: r.Version}
+			}
+			out.Attempt = a
 		}
 		if out != nil {
 			outs = append(outs, *out)

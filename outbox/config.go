@@ -162,6 +162,16 @@ type Config struct {
 	// OpenFile opens the database file: a seam for fault injection (a file
 	// whose writes fail, a disk that fills up). Default: os.OpenFile.
 	OpenFile func(name string, flag int, perm os.FileMode) (*os.File, error)
+
+	// AttemptExcerptBytes is how many bytes of each response body the
+	// attempt log keeps (Outbox.Attempts). Default: 1024; negative: none;
+	// at most MaxAttemptExcerptBytes.
+	AttemptExcerptBytes int
+
+	// NoAttemptLog turns the attempt log off: attempts are not recorded
+	// and Outbox.Attempts lists none made meanwhile. Default: false (every
+	// attempt is recorded with the outcome it led to).
+	NoAttemptLog bool
 }
 
 // Defaults of Config, as documented on its fields.
@@ -188,6 +198,7 @@ const (
 	DefaultLockTimeout         = time.Second
 	DefaultInitialMmapSize     = 1 << 30
 	DefaultMaxCommitBatch      = 1000
+	DefaultAttemptExcerptBytes = 1024
 )
 
 // backoffJitter is the randomization factor of the retry backoff (±50%).
@@ -226,6 +237,7 @@ func (c Config) withDefaults() Config {
 	setDur(&c.LockTimeout, DefaultLockTimeout)
 	setInt(&c.InitialMmapSize, DefaultInitialMmapSize)
 	setInt(&c.MaxCommitBatch, DefaultMaxCommitBatch)
+	setInt(&c.AttemptExcerptBytes, DefaultAttemptExcerptBytes)
 	if c.OpenFile == nil {
 		c.OpenFile = os.OpenFile
 	}
@@ -311,7 +323,7 @@ func (c Config) validate() error {
 	if c.Ordered && c.NoKeyIndex {
 		return &ConfigError{Field: "NoKeyIndex", Reason: "per-key order (Ordered) needs the key index"}
 	}
-	return nil
+	return c.validateAttemptLog()
 }
 
 // storeOptions are the options of the store under the outbox.

@@ -28,6 +28,9 @@ func (e *engine) work() {
 				Attempt:     r.Deliveries + 1,
 				CreatedAt:   r.CreatedAt,
 			}
+			if e.o.cfg.logsAttempts() {
+				d.LogResponse, d.ExcerptBytes = true, e.o.cfg.excerptBytes()
+			}
 			j.begun = e.o.clock.Now()
 			j.start = time.Now()
 			j.res = e.deliver(d)

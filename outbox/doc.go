@@ -80,6 +80,23 @@
 // a dead letter with the reason. Dead letters are kept, listed by List and
 // replayed by Replay or, filtered and paced, by ReplayDead.
 //
+// # Attempt log
+//
+// Every attempt is recorded, in the transaction that commits its outcome:
+// when it started, how long it took, the action, the status, the transport
+// error, the response headers IsLoggedHeader accepts and the first
+// Config.AttemptExcerptBytes (1 KiB) of the response body. Attempts lists
+// them for a pending or dead event, and for a delivered or deleted one while
+// its tombstone lasts; they are deleted with the tombstone. An attempt that
+// leaves its event as it is (one that disabled the endpoint) is recorded
+// too, and so is one whose outcome came too late to apply (the event
+// changed meanwhile), while the event is known; an attempt interrupted by
+// Stop is not. An event keeps its last AttemptsPerEvent attempts, and a
+// replayed one continues its numbering. Nothing of the request is kept,
+// and a Sink's errors carry no secrets. The log is local history: the
+// changelog does not carry it, so Restore (and a rebuild from Kafka) starts
+// each event's log afresh. Config.NoAttemptLog turns it off.
+//
 // # Ordering and coalescing
 //
 // With Config.Ordered, events with the same Key are delivered in enqueue
@@ -102,7 +119,7 @@
 // commit). The events are then delivered as those of Enqueue are. The
 // application's buckets are the file's top-level buckets other than the
 // outbox's own (events, due, dead, tombstones, tombstones_by_time, keys,
-// endpoints, changelog, meta), which Tx refuses with ErrReservedBucket; they
+// endpoints, changelog, attempts, meta), which Tx refuses with ErrReservedBucket; they
 // are bbolt's *bbolt.Bucket, with its whole API. The outbox never touches
 // them: Check reads their pages, Compact keeps them, the changelog (and so
 // Kafka shipping) carries the outbox's events only. View reads them, also on

@@ -53,7 +53,8 @@ var (
 	ErrNoKeyIndex = errors.New("outbox: the key index is not kept (Config.NoKeyIndex)")
 	// ErrReservedBucket is matched by the error of an Update or View whose
 	// function named one of the outbox's own buckets (events, due, dead,
-	// tombstones, tombstones_by_time, keys, endpoints, changelog, meta):
+	// tombstones, tombstones_by_time, keys, endpoints, changelog, attempts,
+	// meta):
 	// they are not the application's to read or write.
 	ErrReservedBucket = errors.New("outbox: bucket is the outbox's own")
 	// ErrInvalidConfig is matched by every *ConfigError: the error of Open

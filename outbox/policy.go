@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -171,7 +172,7 @@ func describe(res Result) string {
 	case res.Err != nil:
 		s = res.Err.Error()
 	case res.Status != 0 && res.Body != "":
-		s = fmt.Sprintf("status %d: %s", res.Status, res.Body)
+		s = fmt.Sprintf("status %d: %s", res.Status, strings.ToValidUTF8(res.Body, "\uFFFD"))
 	case res.Status != 0:
 		s = fmt.Sprintf("status %d", res.Status)
 	default:

@@ -61,6 +61,16 @@ type Delivery struct {
 	Attempt int
 	// CreatedAt is when the event was first enqueued.
 	CreatedAt time.Time
+	// LogResponse is set when the outbox records this attempt in its
+	// attempt log: the sink should return the response's headers that
+	// IsLoggedHeader accepts in Result.Header, and the first ExcerptBytes
+	// bytes of the response body (or all of a shorter one) in Result.Body
+	// whatever the outcome (success included), as received, without the
+	// request's secrets. The log keeps ExcerptBytes of what it returns.
+	LogResponse bool
+	// ExcerptBytes is how much of the response body the attempt log keeps
+	// (0: none). Set with LogResponse.
+	ExcerptBytes int
 }
 
 // Action is what the outbox does with an event after an attempt. The status
@@ -129,9 +139,14 @@ type Result struct {
 	// RetryAfter, when positive, is the wait the receiver asked for (already
 	// capped by the sink).
 	RetryAfter time.Duration
-	// Body is a bounded excerpt of the response body, for dead letters and
-	// the event's last error.
+	// Body is a bounded excerpt of the response body, for dead letters,
+	// the event's last error and the attempt log. It may hold any bytes:
+	// the outbox makes it valid UTF-8 where it needs text.
 	Body string
+	// Header holds response headers for the attempt log (see
+	// Delivery.LogResponse), by name; the outbox keeps only those
+	// IsLoggedHeader accepts, whatever a sink puts here.
+	Header map[string]string
 	// Err is the transport or protocol error, if any. It must not contain
 	// credentials or secrets.
 	Err error

@@ -295,7 +295,7 @@ func TestUpdateAllOrNothing(t *testing.T) {
 func TestUpdateReservedAndClosed(t *testing.T) {
 	o, path := open(t, testConfig(nopSink))
 	ctx := context.Background()
-	for _, name := range []string{"events", "changelog", "meta", "tombstones"} {
+	for _, name := range []string{"events", "changelog", "meta", "tombstones", "attempts"} {
 		err := o.Update(ctx, func(tx *outbox.Tx) error {
 			if err := writeAndEnqueue(tx, "r-"+name); err != nil {
 				return err

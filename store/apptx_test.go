@@ -84,7 +84,7 @@ func TestAppUpdateFailuresInSharedCommits(t *testing.T) {
 // nothing.
 func TestAppTxRefusesTheStoresBuckets(t *testing.T) {
 	s := openTest(t, Options{})
-	for _, name := range allBuckets {
+	for _, name := range append(allBuckets, bucketAttempts) {
 		err := s.AppUpdate(t.Context(), func(tx *AppTx) error {
 			_ = tx.Bucket(name)
 			return nil

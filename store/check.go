@@ -482,6 +482,9 @@ func (c *checker) freelist() error {
 
 // isStoreBucket reports whether name is one of the store's buckets.
 func isStoreBucket(name string) bool {
+	if name == string(bucketAttempts) {
+		return true
+	}
 	for _, b := range allBuckets {
 		if string(b) == name {
 			return true
@@ -601,6 +604,7 @@ func (c *checker) values() {
 		{bucketKeys, c.keyEntry},
 		{bucketEndpoints, c.endpoint},
 		{bucketChangelog, c.changelogEntry},
+		{bucketAttempts, c.attempt},
 	}
 	for _, v := range visitors {
 		if c.sound[string(v.bucket)] || c.partial[string(v.bucket)] {
@@ -842,5 +846,32 @@ func (c *checker) changelogEntry(page uint64, k, v []byte) {
 		c.problem("changelog", page, name, "above the last LSN %d", c.lastLSN)
 	case en.Version != lsn || (en.Record != nil && en.Record.Version != lsn):
 		c.problem("changelog", page, name, "the entry's version is not its LSN")
+	}
+}
+
+// attempt checks one attempt log value: it decodes, sits under its own key,
+// and belongs to an event that is pending, dead or tombstoned (otherwise no
+// trim would ever remove it). A file from before the attempt log has no
+// attempts bucket, and that is no problem.
+func (c *checker) attempt(page uint64, k, v []byte) {
+	name := fmt.Sprintf("attempt %x", k)
+	if len(k) < 2+1+8 || len(k) != 2+int(binary.BigEndian.Uint16(k))+8 {
+		c.problem("attempts", page, name, "an attempt key of %d bytes cannot hold its ID and sequence", len(k))
+		return
+	}
+	id := k[2 : len(k)-8]
+	name = fmt.Sprintf("ID %q, attempt %d", id, binary.BigEndian.Uint64(k[len(k)-8:]))
+	if _, err := decodeAttemptAt(k, v); err != nil {
+		c.problem("attempts", page, name, "%v", err)
+		return
+	}
+	if !c.sound["events"] || !c.sound["dead"] || !c.sound["tombstones"] {
+		return
+	}
+	_, pending := c.get("events", id)
+	_, dead := c.get("dead", id)
+	_, tomb := c.get("tombstones", id)
+	if !pending && !dead && !tomb {
+		c.problem("attempts", page, name, "the event is neither pending, dead nor tombstoned: it would never be trimmed")
 	}
 }

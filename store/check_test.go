@@ -17,7 +17,8 @@ import (
 // busyStore returns the path of a closed store that went through every kind
 // of change: inserts with and without a key, deliveries, reschedules, dead
 // letters, a replay, a drop, a coalescing upsert, endpoint states, a trim of
-// tombstones and of the changelog, a restore and a shipped LSN.
+// tombstones and of the changelog, a restore and a shipped LSN, and attempts
+// in the attempt log (some trimmed with their tombstones).
 func busyStore(t *testing.T, opts Options) string {
 	t.Helper()
 	clock := newClock()
@@ -53,6 +54,10 @@ func busyStore(t *testing.T, opts Options) string {
 				outs = append(outs, Outcome{Kind: OutcomeDead, ID: r.ID, Version: r.Version, Attempts: 1, Deliveries: 1, LastStatus: 400, Reason: "status 400"})
 			}
 		}
+	}
+	for i := range outs { // each with its attempt, as the outbox writes them
+		outs[i].Attempt = &Attempt{Delivery: 1, StartedAt: clock.Now(), Action: "retry", Status: 503,
+			Headers: map[string]string{"Content-Type": "text/plain"}, Body: []byte("unavailable")}
 	}
 	eps := []EndpointState{{Name: "orders", FailureStreak: 2, LastStatus: 503, NotBefore: clock.Now().Add(time.Minute)},
 		{Name: "billing", Disabled: true, DisabledReason: "410", DisabledAt: clock.Now()}}
@@ -152,8 +157,8 @@ func TestCheckHealthyFiles(t *testing.T) {
 			if rep.Damaged() || len(rep.Skipped) > 0 || rep.Pages == 0 || rep.PageSize == 0 {
 				t.Fatalf("report of a healthy file: %+v", rep)
 			}
-			if len(rep.Buckets) != len(allBuckets) {
-				t.Fatalf("buckets %+v, want the store's %d", rep.Buckets, len(allBuckets))
+			if len(rep.Buckets) != len(allBuckets)+1 { // and the attempt log
+				t.Fatalf("buckets %+v, want the store's %d", rep.Buckets, len(allBuckets)+1)
 			}
 			for _, b := range rep.Buckets {
 				if !b.Checked {

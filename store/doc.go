@@ -14,7 +14,20 @@
 //	keys                len(Key) ‖ Key ‖ seq ‖ ID → empty (oldest pending per Key)
 //	endpoints           name → endpoint state
 //	changelog           LSN (8 bytes) → entry
+//	attempts            len(ID) (2 bytes) ‖ ID ‖ seq (8 bytes) → attempt (framed like records)
 //	meta                schema version, last LSN, shipped LSN, counters
+//
+// The attempts bucket is the attempt log: every delivery attempt of an
+// event, written by Apply in the transaction of the outcome it answers
+// (Outcome.Attempt; OutcomeAttempt for one that leaves its event as it
+// is). One event's attempts are one run of keys in attempt order; the log
+// keeps the last AttemptsPerEvent of each event, and an event's attempts
+// are deleted when its tombstone is trimmed (a dead letter keeps them, a
+// replayed event continues their numbering). They are local history: the
+// changelog does not carry them, so Restore (and a rebuild from a
+// changelog topic) starts an event's log afresh. Open adds the bucket to a
+// file from before the attempt log, and refuses a file in which the
+// application owns a bucket of that name.
 //
 // Every other top-level bucket belongs to the application (AppUpdate,
 // AppView; IsReservedBucket tells which names are the store's): the store

@@ -45,6 +45,12 @@ func (s *Store) TrimTombstones(ctx context.Context, olderThan time.Time) (int, e
 				w.del(w.tombs, id)
 				dec(&w.tombN)
 			}
+			// The event's attempts go with its tombstone: one seek per ID.
+			for _, id := range ids {
+				if w.get(w.events, id) == nil && w.get(w.dead, id) == nil {
+					w.dropAttempts(id)
+				}
+			}
 			n = len(idx)
 			return nil
 		})

@@ -228,6 +228,10 @@ func Open(path string, opts Options) (*Store, error) {
 	}
 	s.lastLSN.Store(last)
 	s.keyIndex = schema == schemaVersion
+	if err := s.ensureAttempts(); err != nil {
+		_ = db.Close()
+		return fail(err)
+	}
 	if opts.ReadOnly {
 		close(s.done)
 		return s, nil
@@ -287,6 +291,12 @@ func create(path string, opts Options) error {
 			if _, err := tx.CreateBucket(name); err != nil {
 				return err
 			}
+		}
+		if _, err := tx.CreateBucket(bucketAttempts); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketMeta).Put(metaAttempts, []byte{1}); err != nil {
+			return err
 		}
 		return tx.Bucket(bucketMeta).Put(metaSchema, u64(schemaVersion))
 	})

@@ -391,11 +391,18 @@ const (
 	OutcomeReschedule
 	// OutcomeDead moves the record to the dead letters.
 	OutcomeDead
+	// OutcomeAttempt only logs Outcome.Attempt: the record stays as it is
+	// (an attempt whose answer changes nothing about its event, such as one
+	// that disabled the endpoint). Version is not compared: it is Applied
+	// when the ID is pending, dead or tombstoned, Stale otherwise.
+	OutcomeAttempt
 )
 
-// String returns "delete", "reschedule" or "dead".
+// String returns "delete", "reschedule", "dead" or "attempt".
 func (k OutcomeKind) String() string {
 	switch k {
+	case OutcomeAttempt:
+		return "attempt"
 	case OutcomeDelete:
 		return "delete"
 	case OutcomeReschedule:
@@ -424,6 +431,12 @@ type Outcome struct {
 	// Reason goes to the changelog entry; for OutcomeDead it is the dead
 	// reason (default "dead"), for OutcomeDelete the default is "delivered".
 	Reason string
+	// Attempt, when set, is the attempt this outcome answers, written to the
+	// attempt log in the same transaction (its Seq is the store's; the
+	// caller's Attempt is not modified). A Stale outcome's attempt is
+	// logged too while the ID is pending, dead or tombstoned: the request
+	// was made. Required for OutcomeAttempt.
+	Attempt *Attempt
 }
 
 // EndpointState is the durable state of one endpoint.
@@ -481,8 +494,15 @@ func (r OutcomeResult) Err() error {
 // Endpoint states are stored as given (UpdatedAt defaults to now).
 func (s *Store) Apply(ctx context.Context, outs []Outcome, eps []EndpointState) ([]OutcomeResult, error) {
 	for i := range outs {
-		if outs[i].ID == "" || outs[i].Kind > OutcomeDead {
+		if outs[i].ID == "" || outs[i].Kind > OutcomeAttempt {
 			return nil, fmt.Errorf("%w: outcome %d: empty ID or unknown kind", ErrInvalid, i)
+		}
+		if a := outs[i].Attempt; a != nil {
+			if err := validateAttempt(a); err != nil {
+				return nil, fmt.Errorf("outcome %d: %w", i, err)
+			}
+		} else if outs[i].Kind == OutcomeAttempt {
+			return nil, fmt.Errorf("%w: outcome %d: an attempt outcome without its attempt", ErrInvalid, i)
 		}
 	}
 	for i := range eps {
@@ -508,18 +528,35 @@ func (s *Store) Apply(ctx context.Context, outs []Outcome, eps []EndpointState) 
 			}
 			cur[i] = r
 		}
+		logged := make([]bool, len(outs))
 		for _, i := range order {
 			o := &outs[i]
 			old := cur[i]
+			if o.Kind == OutcomeAttempt {
+				logged[i] = w.known(o.ID)
+				if !logged[i] {
+					results[i] = Stale
+				}
+				continue
+			}
 			if old == nil || old.Version != o.Version {
 				results[i] = Stale
+				logged[i] = o.Attempt != nil && w.known(o.ID)
 				continue
 			}
 			cur[i] = nil // a repeated ID finds the new version and is stale
 			w.applyOutcome(o, old)
+			logged[i] = o.Attempt != nil
 		}
 		for i := range eps {
 			w.putEndpoint(&eps[i])
+		}
+		// The attempts last, in ID order: one run of writes in one tree.
+		for _, i := range order {
+			if logged[i] {
+				a := *outs[i].Attempt
+				w.putAttempt(outs[i].ID, &a)
+			}
 		}
 		return nil
 	})

@@ -19,6 +19,7 @@ type wtx struct {
 	now time.Time
 
 	events, due, dead, tombs, tombTime, keys, endpoints, changelog, meta *bolt.Bucket
+	attempts                                                             *bolt.Bucket // set on first use (attemptsCursor)
 
 	lsn                                          uint64
 	pending, deadN, tombN, endpointsN, changeLen uint64

@@ -77,6 +77,7 @@ func Run(t *testing.T, newSink Factory) {
 	t.Run("TransportError", func(t *testing.T) { testTransportError(t, newSink) })
 	t.Run("Cancel", func(t *testing.T) { testCancel(t, newSink) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, newSink) })
+	t.Run("AttemptLog", func(t *testing.T) { testAttemptLog(t, newSink) })
 }
 
 // A 2xx is ActionSuccess; the receiver gets the method, the payload byte for

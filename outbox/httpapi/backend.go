@@ -18,6 +18,8 @@ type Backend interface {
 	List(ctx context.Context, opt outbox.ListOptions) ([]outbox.Event, string, error)
 	// Get returns one event (GET /v1/events/{id}).
 	Get(ctx context.Context, id string) (outbox.Event, error)
+	// Attempts returns an event's attempt log (GET /v1/events/{id}/attempts).
+	Attempts(ctx context.Context, id string) ([]outbox.Attempt, error)
 	// Delete drops a pending or dead event (DELETE /v1/events/{id}).
 	Delete(ctx context.Context, id string) error
 	// Replay moves a dead event back to pending (POST /v1/events/{id}/replay).

@@ -16,6 +16,7 @@
 //	                                       consistent while events are added and removed.
 //	GET    /v1/events/{id}                 one event (pending, dead, or delivered or deleted while its tombstone lasts)
 //	DELETE /v1/events/{id}                 drop a pending or dead event: 204
+//	GET    /v1/events/{id}/attempts        the event's attempt log, oldest first: 200 {"id", "attempts": [...]}, 404
 //	POST   /v1/events/{id}/replay          move a dead event back to pending: 202, 404, 409 when not dead
 //	POST   /v1/dead/replay                 replay dead events matching a filter at a bounded rate: 202 {"replayed": n}
 //	GET    /v1/endpoints                   endpoint states
@@ -37,6 +38,16 @@
 // it: {"id", "key", "destination", "state": "pending" | "dead" | "delivered" | "deleted",
 // "attempts", "created_at", "next_attempt_at", "last_status", "last_error",
 // "dead_reason"} with RFC 3339 times (empty ones left out).
+//
+// An attempt as GET /v1/events/{id}/attempts returns it (see
+// outbox.Attempts): {"attempt" (1, 2, ... in order), "delivery" (the
+// delivery number the sink saw), "started_at", "duration_ms", "outcome"
+// (success, retry, park, throttle, disable, dead), "status" (0 without a
+// response), "error"?, "response"?: {"headers"?: {name: value},
+// "body"? | "body_base64"?}}. The body's excerpt is "body" when it is valid
+// UTF-8 and "body_base64" otherwise, never both. A pending or dead event
+// lists its attempts, and so does a delivered or deleted one while its
+// tombstone lasts; otherwise 404.
 //
 // Every request must carry "Authorization: Bearer TOKEN" when Config.Token
 // is set (compared in constant time). Request bodies are bounded by

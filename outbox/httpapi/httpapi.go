@@ -143,6 +143,7 @@ func New(o Backend, cfg Config) http.Handler {
 		http.MethodDelete: h.delete,
 	})
 	route("/v1/events/{id}/replay", map[string]http.HandlerFunc{http.MethodPost: h.replay})
+	route("/v1/events/{id}/attempts", map[string]http.HandlerFunc{http.MethodGet: h.attempts})
 	route("/v1/dead/replay", map[string]http.HandlerFunc{http.MethodPost: h.replayDead})
 	route("/v1/endpoints", map[string]http.HandlerFunc{http.MethodGet: h.endpoints})
 	route("/v1/endpoints/{name}/enable", map[string]http.HandlerFunc{http.MethodPost: h.enable})

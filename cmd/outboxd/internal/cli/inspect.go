@@ -272,14 +272,19 @@ func inspectEvent(w io.Writer, o *outbox.Outbox, id string, asJSON bool) error {
 	if err != nil {
 		return fmt.Errorf("reading the history of %q: %w", id, err)
 	}
+	attempts, err := eventAttempts(o, id)
+	if err != nil {
+		return err
+	}
 	stateName := stateString(state)
 	if asJSON {
 		return writeJSONTo(w, struct {
-			ID      string        `json:"id"`
-			State   string        `json:"state"`
-			Event   *recordView   `json:"event,omitempty"`
-			History []historyView `json:"history"`
-		}{id, stateName, viewRecord(rec), describeHistory(hist)})
+			ID       string        `json:"id"`
+			State    string        `json:"state"`
+			Event    *recordView   `json:"event,omitempty"`
+			History  []historyView `json:"history"`
+			Attempts []attemptView `json:"attempts"`
+		}{id, stateName, viewRecord(rec), describeHistory(hist), viewAttempts(attempts)})
 	}
 	fmt.Fprintf(w, "event %s: %s\n", id, stateName)
 	if rec != nil {
@@ -305,12 +310,13 @@ func inspectEvent(w io.Writer, o *outbox.Outbox, id string, asJSON bool) error {
 	}
 	if len(hist) == 0 {
 		fmt.Fprintln(w, "history: no changelog entries kept for this ID (never seen, or trimmed)")
-		return nil
+	} else {
+		fmt.Fprintln(w, "history (changelog, oldest first):")
+		for i, h := range describeHistory(hist) {
+			fmt.Fprintf(w, "  %s  lsn %-6d %s\n", tsText(hist[i].Time), h.LSN, h.What)
+		}
 	}
-	fmt.Fprintln(w, "history (changelog, oldest first):")
-	for i, h := range describeHistory(hist) {
-		fmt.Fprintf(w, "  %s  lsn %-6d %s\n", tsText(hist[i].Time), h.LSN, h.What)
-	}
+	writeAttempts(w, attempts)
 	return nil
 }
 

@@ -142,6 +142,13 @@ type Delivery struct {
 	// Policy overrides rows of the status policy table, e.g. "404=retry",
 	// "4xx=dead", "error=throttle". Default: none (the design's table).
 	Policy []string `yaml:"policy"`
+	// AttemptLog records every attempt (GET /v1/events/{id}/attempts,
+	// inspect --id). Default true.
+	AttemptLog bool `yaml:"attempt_log"`
+	// AttemptExcerpt is how much of each response body the attempt log
+	// keeps; unlike the other delivery settings, 0 keeps none. At most
+	// 64 KiB. Default 1 KiB.
+	AttemptExcerpt ByteSize `yaml:"attempt_excerpt"`
 }
 
 // Endpoint is a named delivery target.
@@ -216,6 +223,8 @@ func Default() Config {
 			ChangelogRetention:  outbox.DefaultChangelogRetention,
 			ChangelogMaxEntries: outbox.DefaultChangelogMaxEntries,
 			MaintenanceInterval: outbox.DefaultMaintenanceInterval,
+			AttemptLog:          true,
+			AttemptExcerpt:      outbox.DefaultAttemptExcerptBytes,
 		},
 	}
 }

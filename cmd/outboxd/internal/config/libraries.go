@@ -71,8 +71,20 @@ func (c *Config) OutboxConfig(sink outbox.Sink, logger *slog.Logger) outbox.Conf
 		// sidecar's API does not offer: without ordering it would only
 		// slow keyed enqueues down as the backlog grows. Turning ordering
 		// on later rebuilds it when the file is opened.
-		NoKeyIndex: !d.Ordered,
+		NoKeyIndex:          !d.Ordered,
+		NoAttemptLog:        !d.AttemptLog,
+		AttemptExcerptBytes: attemptExcerpt(d.AttemptExcerpt),
 	}
+}
+
+// attemptExcerpt maps delivery.attempt_excerpt, where 0 keeps none, onto
+// outbox.Config.AttemptExcerptBytes, where 0 is the default and negative
+// keeps none. A size beyond an int stays beyond the outbox's limit.
+func attemptExcerpt(b ByteSize) int {
+	if b == 0 {
+		return -1
+	}
+	return int(min(b, 1<<31-1))
 }
 
 func component(logger *slog.Logger, name string) *slog.Logger {

@@ -21,6 +21,9 @@ func TestZeroDeliverySettingsAreTheLibraryDefaults(t *testing.T) {
 		if !strings.HasPrefix(s.path, "delivery.") || s.list || s.isBool {
 			continue
 		}
+		if s.path == "delivery.attempt_excerpt" {
+			continue // the one exception: 0 keeps no excerpt (TestAttemptLogSettings)
+		}
 		v := "0s" // a duration's default reads "1s", a count's "1000"
 		if _, err := strconv.Atoi(defaultOf(s.path)); err == nil {
 			v = "0"
@@ -119,5 +122,35 @@ func TestLibraryRefusalsNameOurSettings(t *testing.T) {
 				t.Errorf("error %q says %q", err, c.not)
 			}
 		})
+	}
+}
+
+// delivery.attempt_excerpt is a size whose 0 keeps no excerpt, and
+// delivery.attempt_log=false turns the log off; an excerpt beyond the
+// outbox's limit is refused naming the setting.
+func TestAttemptLogSettings(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		excerpt int
+		off     bool
+	}{
+		{nil, outbox.DefaultAttemptExcerptBytes, false},
+		{[]string{"--attempt-excerpt", "0"}, -1, false},
+		{[]string{"--attempt-excerpt", "4KiB"}, 4096, false},
+		{[]string{"--attempt-log=false"}, outbox.DefaultAttemptExcerptBytes, true},
+	} {
+		cfg, err := load(t, tc.args, nil)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		oc := cfg.OutboxConfig(nil, nil)
+		if oc.AttemptExcerptBytes != tc.excerpt || oc.NoAttemptLog != tc.off {
+			t.Errorf("%v: excerpt %d, off %v; want %d, %v", tc.args, oc.AttemptExcerptBytes, oc.NoAttemptLog, tc.excerpt, tc.off)
+		}
+	}
+	_, err := load(t, []string{"--attempt-excerpt", "1MiB"}, nil)
+	var se *SettingError
+	if !errors.As(err, &se) || se.Setting != "delivery.attempt_excerpt" || !strings.Contains(err.Error(), "--attempt-excerpt") {
+		t.Fatalf("an excerpt over the limit: %v, want a SettingError naming delivery.attempt_excerpt", err)
 	}
 }

@@ -121,6 +121,10 @@ var outboxNames = sync.OnceValue(func() fieldNames {
 		"MaxPayloadBytes": "limits.max_payload_bytes",
 		"MaxIDBytes":      "limits.max_id_bytes",
 		"MaxCommitBatch":  "limits.max_batch",
+		// Named otherwise than the settings: an off switch and a size whose
+		// zero keeps none (see OutboxConfig).
+		"NoAttemptLog":        "delivery.attempt_log",
+		"AttemptExcerptBytes": "delivery.attempt_excerpt",
 	}
 	sameNames(names, reflect.TypeFor[outbox.Config](), reflect.TypeFor[Delivery](), "", "delivery.")
 	return newFieldNames("delivery", names)

@@ -1,0 +1,139 @@
+package outbox_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/outboxd/outbox/httpsink"
+	"github.com/outboxd/outbox/internal/cputime"
+	"github.com/outboxd/outbox/outbox"
+	"github.com/outboxd/outbox/store"
+)
+
+// BenchmarkAttemptLog measures what the attempt log costs on the delivery
+// path: it drains pending events through httpsink to a local receiver that
+// answers 200 with a short JSON body, with the log on (default excerpt,
+// 1 KiB) and off (Config.NoAttemptLog), outcomes committed durably (fsync).
+// "off" and "on" report each one's rate; "interleaved" runs both in each
+// round, in alternating order, so that the shared machine's noise falls on
+// both alike, and reports the median of the rounds' on/off rate ratios
+// (and the ratio of the totals).
+func BenchmarkAttemptLog(b *testing.B) {
+	const n = 10_000
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"accepted"}`)
+	}))
+	b.Cleanup(srv.Close)
+	// drain delivers n events and returns the wall-clock time and the
+	// process's CPU time it took (the receiver's included: it runs in
+	// this process, and answers the same in both modes).
+	drain := func(b *testing.B, logOn bool) (time.Duration, time.Duration) {
+		b.StopTimer()
+		defer b.StartTimer()
+		path := filepath.Join(b.TempDir(), "drain.db")
+		fillEndpoint(b, path, n, "bench")
+		sink, err := httpsink.New(httpsink.Config{
+			Endpoints: []httpsink.Endpoint{{Name: "bench", URL: srv.URL + "/hook", AllowPrivate: true}},
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer sink.Close()
+		var done atomic.Int64
+		finished := make(chan struct{})
+		cfg := outbox.Config{Sink: sink, NoAttemptLog: !logOn}
+		cfg.Hooks.OnDelivery = func(outbox.DeliveryInfo) {
+			if done.Add(1) == n {
+				close(finished)
+			}
+		}
+		o, err := outbox.Open(path, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		t0, c0 := time.Now(), cputime.Process()
+		if err := o.Start(); err != nil {
+			b.Fatal(err)
+		}
+		<-finished
+		took, cpu := time.Since(t0), cputime.Process()-c0
+		b.StopTimer()
+		if err := o.Stop(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		return took, cpu
+	}
+	for _, mode := range []struct {
+		name  string
+		logOn bool
+	}{{"off", false}, {"on", true}} {
+		b.Run(mode.name, func(b *testing.B) {
+			var total time.Duration
+			rounds := 0
+			for b.Loop() {
+				took, _ := drain(b, mode.logOn)
+				total += took
+				rounds++
+			}
+			b.ReportMetric(float64(rounds*n)/total.Seconds(), "events/s")
+		})
+	}
+	b.Run("interleaved", func(b *testing.B) {
+		var on, off, cpuOn, cpuOff time.Duration
+		var ratios []float64
+		for i := 0; b.Loop(); i++ {
+			var tOn, tOff, cOn, cOff time.Duration
+			if i%2 == 0 {
+				tOff, cOff = drain(b, false)
+				tOn, cOn = drain(b, true)
+			} else {
+				tOn, cOn = drain(b, true)
+				tOff, cOff = drain(b, false)
+			}
+			on, off, cpuOn, cpuOff = on+tOn, off+tOff, cpuOn+cOn, cpuOff+cOff
+			ratios = append(ratios, tOff.Seconds()/tOn.Seconds())
+		}
+		slices.Sort(ratios)
+		events := float64(len(ratios) * n)
+		b.ReportMetric(ratios[len(ratios)/2], "on/off-ratio")
+		b.ReportMetric(off.Seconds()/on.Seconds(), "on/off-total-ratio")
+		b.ReportMetric(events/on.Seconds(), "on-events/s")
+		b.ReportMetric(events/off.Seconds(), "off-events/s")
+		b.ReportMetric(float64(cpuOn.Microseconds())/events, "on-cpu-µs/event")
+		b.ReportMetric(float64(cpuOff.Microseconds())/events, "off-cpu-µs/event")
+	})
+}
+
+// fillEndpoint stores n pending events for the named endpoint directly, due
+// now.
+func fillEndpoint(b *testing.B, path string, n int, endpoint string) {
+	st, err := store.Open(path, store.Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Now().UTC()
+	for i := 0; i < n; i += 1000 {
+		recs := make([]*store.Record, 0, 1000)
+		for j := i; j < min(i+1000, n); j++ {
+			recs = append(recs, &store.Record{
+				ID: fmt.Sprintf("ev-%08d", j), Destination: endpoint, Endpoint: endpoint, Method: "POST",
+				Payload: []byte(`{"n":1}`), CreatedAt: now, NextAttemptAt: now.Add(-time.Second),
+			})
+		}
+		if _, err := st.Insert(context.Background(), recs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
