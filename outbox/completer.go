@@ -131,6 +131,15 @@ func (e *engine) outcomes(batch []*job, now time.Time, stopping bool) ([]store.O
 			}
 		}
 		out, newEP, dead := o.outcome(r, res, ep, j.begun, now)
+		if newEP.BreakerUntil != ep.BreakerUntil {
+			switch {
+			case newEP.BreakerUntil.IsZero():
+				o.logBreaker(newEP, BreakerClosed)
+				e.forwardLater(r.Endpoint)
+			default:
+				o.logBreaker(newEP, BreakerOpen)
+			}
+		}
 		if newEP != ep {
 			newEP.UpdatedAt = now
 			if !slices.Contains(touched, r.Endpoint) {
@@ -138,7 +147,7 @@ func (e *engine) outcomes(batch []*job, now time.Time, stopping bool) ([]store.O
 			}
 			changed[r.Endpoint] = newEP
 		}
-		if res.Action == ActionThrottle || res.Action == ActionDisable {
+		if res.Action == ActionThrottle || res.Action == ActionDisable || j.tripped {
 			answered = append(answered, r.Endpoint) // in the cache below
 		}
 		if out != nil {

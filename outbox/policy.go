@@ -34,6 +34,7 @@ func (o *Outbox) outcome(r *store.Record, res Result, ep store.EndpointState, be
 	if res.Status != 0 {
 		newEP.LastStatus = res.Status
 	}
+	o.breaker(&newEP, res, begun, now)
 	lastErr := describe(res)
 	base := store.Outcome{
 		ID:         r.ID,
@@ -71,7 +72,6 @@ func (o *Outbox) outcome(r *store.Record, res Result, ep store.EndpointState, be
 
 	switch res.Action {
 	case ActionSuccess:
-		newEP.FailureStreak = 0
 		newEP.Throttles, newEP.ThrottledAt = 0, time.Time{} // the episode ends
 		out := base
 		out.Kind = store.OutcomeDelete
@@ -104,12 +104,10 @@ func (o *Outbox) outcome(r *store.Record, res Result, ep store.EndpointState, be
 		return deadOut(lastErr)
 
 	case ActionThrottle:
-		newEP.FailureStreak++
 		o.throttle(&newEP, res.RetryAfter, begun, now)
 		return retry(newEP.NotBefore)
 
 	default: // ActionRetry, and anything unknown
-		newEP.FailureStreak++
 		wait := res.RetryAfter
 		if wait > 0 {
 			wait = min(wait, c.MaxThrottle)
@@ -145,11 +143,17 @@ func (o *Outbox) throttle(ep *store.EndpointState, retryAfter time.Duration, beg
 // backoff returns the jittered wait after n failures (n >= 1): about
 // BackoffInitial·BackoffMultiplier^(n-1), ±50%, at most BackoffMax.
 func (o *Outbox) backoff(n int) time.Duration {
+	return expBackoff(o.cfg.BackoffInitial, o.cfg.BackoffMultiplier, o.cfg.BackoffMax, backoffJitter, n)
+}
+
+// expBackoff returns the n-th wait (n >= 1) of an exponential backoff:
+// about initial·multiplier^(n-1), jittered by ±jitter, at most maxWait.
+func expBackoff(initial time.Duration, multiplier float64, maxWait time.Duration, jitter float64, n int) time.Duration {
 	b := &backoff.ExponentialBackOff{
-		InitialInterval:     o.cfg.BackoffInitial,
-		RandomizationFactor: backoffJitter,
-		Multiplier:          o.cfg.BackoffMultiplier,
-		MaxInterval:         o.cfg.BackoffMax,
+		InitialInterval:     initial,
+		RandomizationFactor: jitter,
+		Multiplier:          multiplier,
+		MaxInterval:         maxWait,
 		MaxElapsedTime:      0,
 		Stop:                backoff.Stop,
 		Clock:               backoff.SystemClock,
@@ -159,7 +163,7 @@ func (o *Outbox) backoff(n int) time.Duration {
 	for range max(n, 1) {
 		d = b.NextBackOff()
 	}
-	return min(d, o.cfg.BackoffMax)
+	return min(d, maxWait)
 }
 
 // describe renders a result for LastError and dead reasons.

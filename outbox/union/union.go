@@ -303,6 +303,7 @@ func (v *View) Stats() outbox.Stats {
 		sum.OldestPendingAge = max(sum.OldestPendingAge, s.OldestPendingAge)
 		sum.EndpointsThrottled += s.EndpointsThrottled
 		sum.EndpointsDisabled += s.EndpointsDisabled
+		sum.EndpointsBreakerOpen += s.EndpointsBreakerOpen
 		sum.Tombstones += s.Tombstones
 		sum.Endpoints += s.Endpoints
 		sum.ChangelogEntries += s.ChangelogEntries
