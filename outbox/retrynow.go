@@ -15,7 +15,8 @@ import (
 // DefaultReplayRate) so that the receiver is not flooded: the n-th event
 // (from 0) becomes due n/rate seconds from now, or stays due earlier when it
 // was. The endpoint's rate limit, if it has one, applies on top. It returns
-// how many events it rescheduled; events in flight are left alone.
+// how many pending events it made due (those due already included); events
+// in flight are left alone.
 // ErrNotFound when the endpoint has no state and the Sink does not list it;
 // ErrEndpointDisabled when it is disabled (EnableEndpoint is the call then).
 func (o *Outbox) RetryEndpoint(ctx context.Context, name string, rate float64) (int, error) {
@@ -52,7 +53,8 @@ func (o *Outbox) listsEndpoint(name string) bool {
 
 // pull makes the pending events of an endpoint due from now on, one every
 // step, skipping events in flight and never making an event due later
-// than it was. It returns how many it rescheduled.
+// than it was. It returns how many events it counted (those due already
+// included).
 func (o *Outbox) pull(ctx context.Context, endpoint string, now time.Time, step time.Duration) (int, error) {
 	n := 0
 	after := ""
@@ -74,11 +76,11 @@ func (o *Outbox) pull(ctx context.Context, endpoint string, now time.Time, step 
 				continue
 			}
 			at := now.Add(time.Duration(n) * step)
+			n++
 			if !at.Before(r.NextAttemptAt) {
 				continue // due already, or sooner than its turn
 			}
 			outs = append(outs, rescheduleAt(r, at))
-			n++
 		}
 		if len(outs) > 0 {
 			if _, err := o.st.Apply(ctx, outs, nil); err != nil {

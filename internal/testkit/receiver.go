@@ -3,6 +3,7 @@ package testkit
 import (
 	"bytes"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -58,6 +59,19 @@ func NewReceiver(t testing.TB, idHeader string, answer Answer) *Receiver {
 	t.Helper()
 	rc := &Receiver{idHeader: idHeader, answer: answer, byID: map[string][]*Request{}}
 	rc.Server = httptest.NewServer(http.HandlerFunc(rc.serve))
+	t.Cleanup(rc.Close)
+	return rc
+}
+
+// NewReceiverOn is NewReceiver serving on l: a receiver that comes back on
+// an address where connections were refused, say.
+func NewReceiverOn(t testing.TB, l net.Listener, idHeader string, answer Answer) *Receiver {
+	t.Helper()
+	rc := &Receiver{idHeader: idHeader, answer: answer, byID: map[string][]*Request{}}
+	rc.Server = httptest.NewUnstartedServer(http.HandlerFunc(rc.serve))
+	rc.Listener.Close()
+	rc.Listener = l
+	rc.Start()
 	t.Cleanup(rc.Close)
 	return rc
 }
