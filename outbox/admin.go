@@ -243,9 +243,7 @@ type EndpointState struct {
 	// ThrottledUntil is the endpoint-wide not-before time set by a throttle
 	// (Retry-After); in the past when the endpoint is not throttled.
 	ThrottledUntil time.Time
-	// FailureStreak counts the consecutive failed attempts of the retry
-	// class (no response, a timeout, a 5xx, a throttle answer other than
-	// 429) since the receiver last answered otherwise.
+	// FailureStreak counts the failed attempts since the last success.
 	FailureStreak int
 	// LastStatus is the last response status seen from it.
 	LastStatus int

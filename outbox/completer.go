@@ -131,6 +131,7 @@ func (e *engine) outcomes(batch []*job, now time.Time, stopping bool) ([]store.O
 			}
 		}
 		out, newEP, dead := o.outcome(r, res, ep, j.begun, now)
+		o.breaker(&newEP, res, j.tripped, j.begun, now)
 		if newEP.BreakerUntil != ep.BreakerUntil {
 			switch {
 			case newEP.BreakerUntil.IsZero():

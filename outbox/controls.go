@@ -177,34 +177,26 @@ func breakerAnswer(res Result) bool {
 }
 
 // breaker applies the result of an attempt that began at begun to ep's
-// failure streak and breaker, and returns the transition it made, if any.
-func (o *Outbox) breaker(ep *store.EndpointState, res Result, begun, now time.Time) (to BreakerState, changed bool) {
-	b := &o.cfg.Breaker
+// breaker. tripped reports that the endpoint's live failure streak reached
+// the threshold with it (see tripLocked).
+func (o *Outbox) breaker(ep *store.EndpointState, res Result, tripped bool, begun, now time.Time) {
 	switch {
 	case breakerFailure(res):
-		ep.FailureStreak++
 		switch breakerAt(*ep, now) {
 		case BreakerClosed:
-			if b.Threshold > 0 && ep.FailureStreak >= b.Threshold {
+			if tripped {
 				o.openBreaker(ep, now)
-				return BreakerOpen, true
 			}
 		case BreakerHalfOpen:
 			// Only an attempt begun once the cool-down ended is the
 			// probe; a failure of one sent before it opened is old news.
 			if !begun.Before(ep.BreakerUntil) {
 				o.openBreaker(ep, now)
-				return BreakerOpen, true
 			}
 		}
 	case res.Action == ActionSuccess || breakerAnswer(res):
-		ep.FailureStreak = 0
-		if !ep.BreakerUntil.IsZero() {
-			closeBreaker(ep)
-			return BreakerClosed, true
-		}
+		closeBreaker(ep)
 	}
-	return 0, false
 }
 
 // openBreaker opens ep's breaker at now for the next cool-down.
@@ -402,23 +394,31 @@ func (e *engine) bringForwardClosed(ctx context.Context, now time.Time) {
 	}
 }
 
-// tripLocked keeps the live failure streak of j's endpoint, in the order
-// attempts end, and holds the endpoint at once when it reaches the breaker's
-// threshold, so that no more deliveries start before the commit that opens
-// the breaker (j.tripped asks that commit to lift this early hold). e.mu
+// tripLocked keeps the live failure streak of j's endpoint: its
+// consecutive retry-class failures, in the order attempts end, since the
+// receiver last answered otherwise (or the outbox started). When it reaches
+// the breaker's threshold, j.tripped asks the commit of j's outcome to open
+// the breaker, and the endpoint is held at once, so that no more
+// deliveries start before that commit (which lifts this early hold). e.mu
 // must be held.
 func (e *engine) tripLocked(j *job) {
 	name := j.rec.Endpoint
 	switch {
 	case breakerFailure(j.res):
-		ep, _ := e.holds.state(name)
-		n := max(e.streaks[name], ep.FailureStreak) + 1
-		e.streaks[name] = n
-		if th := e.o.cfg.Breaker.Threshold; th > 0 && n >= th {
+		e.streaks[name]++
+		if th := e.o.cfg.Breaker.Threshold; th > 0 && e.streaks[name] >= th {
 			e.holds.holdSoon(name)
 			j.tripped = true
 		}
 	case j.res.Action == ActionSuccess || breakerAnswer(j.res):
 		delete(e.streaks, name)
 	}
+}
+
+// resetStreak forgets the live failure streak of an endpoint that an
+// operator closed the breaker of.
+func (e *engine) resetStreak(endpoint string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.streaks, endpoint)
 }

@@ -241,6 +241,7 @@ func (h *holds) retry(ctx context.Context, name string, now time.Time, listed bo
 // closedByHand logs and reports the closing of a breaker by an operator's
 // call, when it was not closed.
 func (h *holds) closedByHand(name string, wasOpen bool) {
+	h.o.eng.resetStreak(name)
 	if wasOpen {
 		h.o.log.Info("outbox: circuit breaker closed by hand", "endpoint", name)
 		h.o.hookBreaker(BreakerChange{Endpoint: name, State: BreakerClosed})

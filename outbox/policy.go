@@ -34,7 +34,6 @@ func (o *Outbox) outcome(r *store.Record, res Result, ep store.EndpointState, be
 	if res.Status != 0 {
 		newEP.LastStatus = res.Status
 	}
-	o.breaker(&newEP, res, begun, now)
 	lastErr := describe(res)
 	base := store.Outcome{
 		ID:         r.ID,
@@ -72,6 +71,7 @@ func (o *Outbox) outcome(r *store.Record, res Result, ep store.EndpointState, be
 
 	switch res.Action {
 	case ActionSuccess:
+		newEP.FailureStreak = 0
 		newEP.Throttles, newEP.ThrottledAt = 0, time.Time{} // the episode ends
 		out := base
 		out.Kind = store.OutcomeDelete
@@ -104,10 +104,12 @@ func (o *Outbox) outcome(r *store.Record, res Result, ep store.EndpointState, be
 		return deadOut(lastErr)
 
 	case ActionThrottle:
+		newEP.FailureStreak++
 		o.throttle(&newEP, res.RetryAfter, begun, now)
 		return retry(newEP.NotBefore)
 
 	default: // ActionRetry, and anything unknown
+		newEP.FailureStreak++
 		wait := res.RetryAfter
 		if wait > 0 {
 			wait = min(wait, c.MaxThrottle)
