@@ -43,7 +43,11 @@ func TestZeroDeliverySettingsAreTheLibraryDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sink.Close()
-	o, err := outbox.Open(filepath.Join(t.TempDir(), "o.db"), cfg.OutboxConfig(sink, nil))
+	oc, err := cfg.OutboxConfig(sink, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := outbox.Open(filepath.Join(t.TempDir(), "o.db"), oc)
 	if err != nil {
 		t.Fatal(err)
 	}

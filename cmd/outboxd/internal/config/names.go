@@ -121,6 +121,11 @@ var outboxNames = sync.OnceValue(func() fieldNames {
 		"MaxPayloadBytes": "limits.max_payload_bytes",
 		"MaxIDBytes":      "limits.max_id_bytes",
 		"MaxCommitBatch":  "limits.max_batch",
+
+		"Breaker.Threshold":   "delivery.breaker_threshold",
+		"Breaker.CoolDown":    "delivery.breaker_cool_down",
+		"Breaker.MaxCoolDown": "delivery.breaker_max_cool_down",
+		"RateLimits":          "endpoints",
 	}
 	sameNames(names, reflect.TypeFor[outbox.Config](), reflect.TypeFor[Delivery](), "", "delivery.")
 	return newFieldNames("delivery", names)
