@@ -247,6 +247,20 @@ type EndpointState struct {
 	FailureStreak int
 	// LastStatus is the last response status seen from it.
 	LastStatus int
+	// Breaker is the state of its circuit breaker now (see Breaker).
+	Breaker BreakerState
+	// BreakerOpenedAt is when the breaker last opened, and BreakerUntil
+	// when it half-opens (in the past once it has); both zero while it is
+	// closed. BreakerOpens counts its consecutive openings, which set the
+	// length of the next cool-down.
+	BreakerOpenedAt, BreakerUntil time.Time
+	BreakerOpens                  int
+	// RateLimit is the endpoint's rate limit (see Config.RateLimits); its
+	// zero value means none.
+	RateLimit RateLimit
+	// Rate is the recent rate of deliveries started to it, per second
+	// (averaged over the last few seconds).
+	Rate float64
 }
 
 // Endpoints returns the state of every endpoint that has one and of every
@@ -264,18 +278,23 @@ func (o *Outbox) Endpoints(ctx context.Context) ([]EndpointState, error) {
 	if err != nil {
 		return nil, mapErr("endpoints", "", err)
 	}
+	now := o.clock.Now()
 	out := make([]EndpointState, len(eps))
 	known := make(map[string]bool, len(eps))
 	for i, ep := range eps {
 		known[ep.Name] = true
 		out[i] = EndpointState{
-			Name:           ep.Name,
-			Disabled:       ep.Disabled,
-			DisabledReason: ep.DisabledReason,
-			DisabledAt:     ep.DisabledAt,
-			ThrottledUntil: ep.NotBefore,
-			FailureStreak:  ep.FailureStreak,
-			LastStatus:     ep.LastStatus,
+			Name:            ep.Name,
+			Disabled:        ep.Disabled,
+			DisabledReason:  ep.DisabledReason,
+			DisabledAt:      ep.DisabledAt,
+			ThrottledUntil:  ep.NotBefore,
+			FailureStreak:   ep.FailureStreak,
+			LastStatus:      ep.LastStatus,
+			Breaker:         breakerAt(ep, now),
+			BreakerOpenedAt: ep.BreakerOpenedAt,
+			BreakerUntil:    ep.BreakerUntil,
+			BreakerOpens:    ep.BreakerOpens,
 		}
 	}
 	if l, ok := o.sink.(EndpointLister); ok {
@@ -286,12 +305,16 @@ func (o *Outbox) Endpoints(ctx context.Context) ([]EndpointState, error) {
 		}
 		slices.SortFunc(out, func(a, b EndpointState) int { return strings.Compare(a.Name, b.Name) })
 	}
+	for i := range out {
+		out[i].RateLimit, _ = o.cfg.RateLimits.Limit(out[i].Name)
+		out[i].Rate = o.eng.rate(out[i].Name)
+	}
 	return out, nil
 }
 
-// EnableEndpoint re-enables a disabled endpoint and lifts its throttle; its
-// pending events become due at once. ErrNotFound when the endpoint has no
-// state.
+// EnableEndpoint re-enables a disabled endpoint, lifts its throttle and
+// closes its circuit breaker; its pending events become due at once.
+// ErrNotFound when the endpoint has no state.
 func (o *Outbox) EnableEndpoint(ctx context.Context, name string) error {
 	if err := o.enter(); err != nil {
 		return err

@@ -133,6 +133,16 @@ func (e *engine) outcomes(batch []*job, now time.Time, stopping bool) ([]store.O
 			}
 		}
 		out, newEP, dead := o.outcome(r, res, ep, j.begun, now)
+		o.breaker(&newEP, res, j.tripped, j.begun, now)
+		if newEP.BreakerUntil != ep.BreakerUntil {
+			switch {
+			case newEP.BreakerUntil.IsZero():
+				o.logBreaker(newEP, BreakerClosed)
+				e.forwardLater(r.Endpoint)
+			default:
+				o.logBreaker(newEP, BreakerOpen)
+			}
+		}
 		if newEP != ep {
 			newEP.UpdatedAt = now
 			if !slices.Contains(touched, r.Endpoint) {
@@ -140,7 +150,7 @@ func (e *engine) outcomes(batch []*job, now time.Time, stopping bool) ([]store.O
 			}
 			changed[r.Endpoint] = newEP
 		}
-		if res.Action == ActionThrottle || res.Action == ActionDisable {
+		if res.Action == ActionThrottle || res.Action == ActionDisable || j.tripped {
 			answered = append(answered, r.Endpoint) // in the cache below
 		}
 		if a := o.attemptOf(j); a != nil {

@@ -91,6 +91,16 @@ type Config struct {
 	// (a Retry-After larger than this is cut to it). Default: 1h.
 	MaxThrottle time.Duration
 
+	// RateLimits caps how fast deliveries to named endpoints start (see
+	// RateLimits; build it with NewRateLimits). Rate limits use the
+	// monotonic wall clock, not Clock. Default: nil, no endpoint is
+	// limited.
+	RateLimits *RateLimits
+
+	// Breaker configures every endpoint's circuit breaker (see Breaker for
+	// its fields' defaults).
+	Breaker Breaker
+
 	// Ordered turns on per-key FIFO delivery: an event with a Key is
 	// delivered only once every earlier pending event with that Key was
 	// delivered or became dead. Other keys are not blocked. Default: false.
@@ -227,6 +237,9 @@ func (c Config) withDefaults() Config {
 	}
 	setDur(&c.ParkInterval, DefaultParkInterval)
 	setDur(&c.MaxThrottle, DefaultMaxThrottle)
+	setInt(&c.Breaker.Threshold, DefaultBreakerThreshold)
+	setDur(&c.Breaker.CoolDown, DefaultBreakerCoolDown)
+	setDur(&c.Breaker.MaxCoolDown, max(DefaultBreakerMaxCoolDown, c.Breaker.CoolDown))
 	setDur(&c.TombstoneRetention, DefaultTombstoneRetention)
 	setDur(&c.ChangelogRetention, DefaultChangelogRetention)
 	setInt(&c.ChangelogMaxEntries, DefaultChangelogMaxEntries)
@@ -279,6 +292,8 @@ func (c Config) validate() error {
 		{"BackoffMax", c.BackoffMax},
 		{"ParkInterval", c.ParkInterval},
 		{"MaxThrottle", c.MaxThrottle},
+		{"Breaker.CoolDown", c.Breaker.CoolDown},
+		{"Breaker.MaxCoolDown", c.Breaker.MaxCoolDown},
 		{"TombstoneRetention", c.TombstoneRetention},
 		{"MaintenanceInterval", c.MaintenanceInterval},
 		{"LockTimeout", c.LockTimeout},
@@ -313,6 +328,9 @@ func (c Config) validate() error {
 	}
 	if c.MaxPerEndpoint > c.Concurrency {
 		return &ConfigError{Field: "MaxPerEndpoint", Reason: "must not exceed Concurrency"}
+	}
+	if c.Breaker.MaxCoolDown < c.Breaker.CoolDown {
+		return &ConfigError{Field: "Breaker.MaxCoolDown", Reason: "must not be less than Breaker.CoolDown"}
 	}
 	if c.BackoffMax < c.BackoffInitial {
 		return &ConfigError{Field: "BackoffMax", Reason: "must not be less than BackoffInitial"}

@@ -79,6 +79,7 @@ func (e *engine) finished(j *job) (refill, commitNow bool) {
 	if a := j.res.Action; a == ActionThrottle || a == ActionDisable {
 		e.holds.holdSoon(r.Endpoint)
 	}
+	e.tripLocked(j)
 	e.dispatchLocked()
 	commitNow = !e.mayWaitLocked(j) || e.uncommitted >= e.commitLimit
 	return e.running && len(e.ready) <= e.lowWater, commitNow
@@ -94,6 +95,7 @@ func (e *engine) dispatchLocked() int {
 	}
 	c := &e.o.cfg
 	n, kept := 0, 0
+	now := time.Now()
 	for i, r := range e.ready {
 		if e.delivering >= c.Concurrency || e.uncommitted >= c.MaxUncommitted {
 			kept += copy(e.ready[kept:], e.ready[i:])
@@ -104,9 +106,15 @@ func (e *engine) dispatchLocked() int {
 			kept++
 			continue
 		}
+		ok, probe := e.allowLocked(r, now)
+		if !ok {
+			e.ready[kept] = r
+			kept++
+			continue
+		}
 		e.delivering++
 		e.perEndpoint[r.Endpoint]++
-		e.jobs <- &job{rec: r}
+		e.jobs <- &job{rec: r, probe: probe}
 		n++
 	}
 	clear(e.ready[kept:])
@@ -142,6 +150,7 @@ func (e *engine) punctuate(ctx context.Context, _ time.Time) {
 	defer func() { o.hookPunctuation(time.Since(t0), started) }()
 
 	now := o.clock.Now()
+	e.bringForwardClosed(ctx, now)
 	room := e.room(now)
 	if room == 0 {
 		return
@@ -166,6 +175,9 @@ func (e *engine) punctuate(ctx context.Context, _ time.Time) {
 	started = e.take(recs)
 	if len(sc.deferred) > 0 {
 		e.deferHeld(ctx, sc.deferred, sc.deferredEP)
+	}
+	if len(sc.paced) > 0 {
+		e.deferPaced(ctx, sc.paced, sc.pacedEP)
 	}
 }
 
@@ -206,6 +218,8 @@ type scan struct {
 
 	deferred   []store.Outcome // push-backs of held endpoints' events
 	deferredEP []string        // the endpoint of each
+	paced      []store.Outcome // push-backs of rate-limited endpoints' events
+	pacedEP    []string        // the endpoint of each
 }
 
 // newScan marks the scan before the snapshot's read transaction starts: an
@@ -249,12 +263,24 @@ func (sc *scan) skipID(id []byte) bool {
 // skip refuses events of held endpoints (pushing them back to the end of
 // the hold, a bounded number per punctuation), of endpoints whose share of
 // the ready queue is full, and of keys with an event in flight (Ordered).
+// A half-open endpoint's share is one event (its probe); its others are
+// pushed back to the end of the cool-down that would follow a failed probe,
+// and brought forward when it closes. A rate-limited endpoint's share is
+// its burst; its others are pushed back to when its limit will let them go
+// (see pacedAt).
 func (sc *scan) skip(r *store.Record) bool {
 	e, c := sc.e, &sc.e.o.cfg
 	if ep, held := sc.holds[r.Endpoint]; held {
-		until := ep.NotBefore
-		if ep.Disabled {
+		until := heldUntil(ep)
+		switch {
+		case ep.Disabled:
 			until = sc.now.Add(disabledDefer)
+		case !heldAt(ep, sc.now) && !ep.BreakerUntil.IsZero():
+			// Half-open: its probe may go.
+			if sc.queued[r.Endpoint] == 0 {
+				return sc.take(r)
+			}
+			until = sc.now.Add(expBackoff(c.Breaker.CoolDown, 2, c.Breaker.MaxCoolDown, 0, ep.BreakerOpens+1))
 		}
 		if until.After(r.NextAttemptAt) && len(sc.deferred) < c.BatchSize {
 			sc.deferred = append(sc.deferred, rescheduleAt(r, until))
@@ -262,10 +288,23 @@ func (sc *scan) skip(r *store.Record) bool {
 		}
 		return true
 	}
+	if l, limited := c.RateLimits.Limit(r.Endpoint); limited && sc.queued[r.Endpoint] >= min(e.readyPerEndpoint, l.Burst) {
+		if len(sc.paced) < c.BatchSize {
+			sc.paced = append(sc.paced, rescheduleAt(r, e.pacedAt(r.Endpoint, l, sc.now)))
+			sc.pacedEP = append(sc.pacedEP, r.Endpoint)
+		}
+		return true
+	}
 	if sc.queued[r.Endpoint] >= e.readyPerEndpoint {
 		return true
 	}
-	if c.Ordered && r.Key != "" {
+	return sc.take(r)
+}
+
+// take counts r in the scan's limits and refuses it only when its key is
+// busy (Ordered).
+func (sc *scan) take(r *store.Record) bool {
+	if sc.e.o.cfg.Ordered && r.Key != "" {
 		if sc.perKey[r.Key] > 0 {
 			return true
 		}
@@ -273,6 +312,24 @@ func (sc *scan) skip(r *store.Record) bool {
 	}
 	sc.queued[r.Endpoint]++
 	return false
+}
+
+// pacedAt returns the time the next event of a rate-limited endpoint's
+// backlog is rescheduled to: one interval of the limit after the one
+// rescheduled before it, and no earlier than the burst that fills the
+// endpoint's share of the ready queue now. The slots follow each other
+// across punctuations, so that a backlog is spread once, in order, at the
+// limit's pace. Only punctuations call it (they never overlap).
+func (e *engine) pacedAt(endpoint string, l RateLimit, now time.Time) time.Time {
+	step := time.Duration(float64(time.Second) / l.PerSecond)
+	t := e.paced[endpoint]
+	if first := now.Add(time.Duration(l.Burst) * step); t.Before(first) {
+		t = first
+	} else {
+		t = t.Add(step)
+	}
+	e.paced[endpoint] = t
+	return t
 }
 
 // rescheduleAt is the outcome that moves r's next attempt to t and changes
@@ -320,6 +377,25 @@ func (e *engine) deferHeld(ctx context.Context, deferred []store.Outcome, endpoi
 	}
 }
 
+// deferPaced commits the push-back of events whose endpoint's rate limit
+// would not let them go yet. Unlike a hold, a limit does not end: the
+// events are rescheduled whatever happened meanwhile (an event that changed
+// since the scan keeps its newer state: the store compares versions).
+func (e *engine) deferPaced(ctx context.Context, paced []store.Outcome, endpoints []string) {
+	if _, err := e.o.st.Apply(ctx, paced, nil); err != nil {
+		e.o.logStoreErr("pace rate-limited events", err)
+		return
+	}
+	for i := 0; i < len(endpoints); {
+		j := i + 1
+		for j < len(endpoints) && endpoints[j] == endpoints[i] {
+			j++
+		}
+		e.o.hookRateLimited(endpoints[i], j-i)
+		i = j
+	}
+}
+
 // release forgets the jobs' events as in flight, once their outcomes are
 // committed.
 func (e *engine) release(batch []*job) {
@@ -334,6 +410,9 @@ func (e *engine) release(batch []*job) {
 		e.uncommitted--
 		if e.o.cfg.Ordered && r.Key != "" {
 			decr(e.perKey, r.Key)
+		}
+		if j.probe {
+			delete(e.probing, r.Endpoint)
 		}
 	}
 	e.dispatchLocked()

@@ -97,6 +97,32 @@
 // changelog does not carry it, so Restore (and a rebuild from Kafka) starts
 // each event's log afresh. Config.NoAttemptLog turns it off.
 //
+// # Delivery controls
+//
+// Every endpoint has a circuit breaker (Config.Breaker): after 5
+// consecutive failures of the retry class (no answer, a timeout, a 5xx, a
+// throttle answer other than 429) it opens, and for a cool-down (5 s,
+// doubling at each consecutive opening up to 5 min, jittered) none of the
+// endpoint's events is attempted or spends an attempt; their due times move
+// to the cool-down's end. Then it is half-open: one event goes out as a
+// probe while the others wait. A failed probe opens it again for the next
+// cool-down; any other answer closes it, and the endpoint's events become
+// due at once. Its state is part of the endpoint's durable state, so a
+// restart keeps it open until the cool-down ends; Endpoints shows it, each
+// transition is logged once and reported to Hooks.OnBreaker.
+//
+// Config.RateLimits caps how fast deliveries to named endpoints start
+// (events per second and a burst). A delivery the limit refuses is not
+// started and spends nothing: it waits in the ready queue without holding a
+// worker, and the rest of the endpoint's due backlog is rescheduled, in
+// order, to the times the limit will let it go, so that it does not stand
+// in front of other endpoints' events. The breaker, the limit, the throttle
+// and the disable compose: an endpoint delivers only when none holds it.
+//
+// EnableEndpoint lifts a disable, a throttle and an open breaker;
+// RetryEndpoint, for an endpoint whose receiver was fixed, closes the
+// breaker, lifts the throttle and makes its pending events due now, paced.
+//
 // # Ordering and coalescing
 //
 // With Config.Ordered, events with the same Key are delivered in enqueue
@@ -143,10 +169,11 @@
 // # Observability
 //
 // Stats returns counts (pending, dead, in flight, totals, oldest pending
-// age, held endpoints, tombstones, changelog LSNs, file size) and the group
-// committer's statistics; Hooks are called on enqueues, deliveries and
-// punctuations; package outboxprom turns them into Prometheus metrics. Logs go
-// to Config.Logger and are discarded by default.
+// age, held endpoints and open breakers, tombstones, changelog LSNs, file
+// size) and the group committer's statistics; Hooks are called on enqueues,
+// deliveries, punctuations, breaker transitions and rate-limited events;
+// package outboxprom turns them into Prometheus metrics. Logs go to
+// Config.Logger and are discarded by default.
 //
 // # Changelog
 //

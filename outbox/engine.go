@@ -81,6 +81,24 @@ type engine struct {
 	scanning       bool
 	releasedInScan map[string]struct{}
 
+	// probing holds the endpoints whose half-open breaker's probe is in
+	// flight; meters the recent rate of deliveries started, by endpoint.
+	probing map[string]bool
+	meters  map[string]*rateMeter
+	// paced is, by rate-limited endpoint, the time the last event of its
+	// backlog was rescheduled to (see pacedAt); punctuations alone use it.
+	paced map[string]time.Time
+	// forward holds the endpoints whose breaker closed, for the next
+	// punctuation to bring their events forward.
+	forward map[string]bool
+	// streaks is the live failure streak by endpoint (see tripLocked).
+	streaks map[string]int
+	// The pacer (see pace) dispatches again at pacerAt, when a rate limit
+	// refused a ready event; pacerPoke tells it pacerAt moved earlier.
+	pacerAt   time.Time
+	pacerPoke chan struct{}
+	pacerStop chan struct{}
+
 	// holds owns the endpoints' states and the lock that orders their
 	// writes (see holds).
 	holds *holds
@@ -93,10 +111,12 @@ type job struct {
 	start    time.Time // monotonic, for the duration
 	duration time.Duration
 	ended    time.Time // by the outbox's clock, when the Sink returned
+	probe    bool      // the probe of its endpoint's half-open breaker
+	tripped  bool      // its failure held the endpoint before the commit
 }
 
 func newEngine(o *Outbox) (*engine, error) {
-	h, err := newHolds(o.st)
+	h, err := newHolds(o)
 	if err != nil {
 		return nil, err
 	}
@@ -110,6 +130,11 @@ func newEngine(o *Outbox) (*engine, error) {
 		perEndpoint:      make(map[string]int),
 		queued:           make(map[string]int),
 		perKey:           make(map[string]int),
+		probing:          make(map[string]bool),
+		meters:           make(map[string]*rateMeter),
+		paced:            make(map[string]time.Time),
+		forward:          make(map[string]bool),
+		streaks:          make(map[string]int),
 		holds:            h,
 	}
 	e.lowWater = e.readyCap / 2
@@ -133,6 +158,12 @@ func (e *engine) start() {
 	for range n {
 		go e.work()
 	}
+	if !e.o.cfg.RateLimits.empty() {
+		e.pacerPoke = make(chan struct{}, 1)
+		e.pacerStop = make(chan struct{})
+		e.workers.Add(1)
+		go e.pace()
+	}
 	go e.commitLoop()
 }
 
@@ -151,6 +182,9 @@ func (e *engine) stop(ctx context.Context) error {
 	}
 	e.ready = nil
 	close(e.jobs)
+	if e.pacerStop != nil {
+		close(e.pacerStop)
+	}
 	e.mu.Unlock()
 
 	workersDone := make(chan struct{})

@@ -27,6 +27,9 @@ var (
 	ErrDeleted = errors.New("outbox: event was deleted by the operator")
 	// ErrNotDead is returned by Replay for an event that is not a dead letter.
 	ErrNotDead = errors.New("outbox: event is not dead")
+	// ErrEndpointDisabled is returned by RetryEndpoint for a disabled
+	// endpoint: EnableEndpoint re-enables it and makes its events due.
+	ErrEndpointDisabled = errors.New("outbox: endpoint is disabled")
 	// ErrInvalid is matched by every *ValidationError.
 	ErrInvalid = errors.New("outbox: invalid event")
 	// ErrUnavailable is matched by the error Health returns, and by

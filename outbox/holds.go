@@ -23,6 +23,7 @@ import (
 // that saw an endpoint held cannot push its events back after it was
 // enabled. Readers do not take it: the cache is a map replaced whole.
 type holds struct {
+	o  *Outbox // for its log and hooks
 	st *store.Store
 
 	mu    sync.Mutex
@@ -32,7 +33,8 @@ type holds struct {
 	soon sync.Map // endpoint name → struct{}
 }
 
-func newHolds(st *store.Store) (*holds, error) {
+func newHolds(o *Outbox) (*holds, error) {
+	st := o.st
 	eps, err := st.Endpoints()
 	if err != nil {
 		return nil, fmt.Errorf("read endpoints: %w", err)
@@ -41,7 +43,7 @@ func newHolds(st *store.Store) (*holds, error) {
 	for _, ep := range eps {
 		m[ep.Name] = ep
 	}
-	h := &holds{st: st}
+	h := &holds{o: o, st: st}
 	h.cache.Store(&m)
 	return h, nil
 }
@@ -63,16 +65,27 @@ func (h *holds) held(name string, now time.Time) bool {
 }
 
 func heldAt(ep store.EndpointState, now time.Time) bool {
-	return ep.Disabled || ep.NotBefore.After(now)
+	return ep.Disabled || ep.NotBefore.After(now) || ep.BreakerUntil.After(now)
+}
+
+// heldUntil returns when a held endpoint's hold ends, as far as it is
+// known: the end of its throttle or its breaker's cool-down, whichever is
+// later (zero when disabled with neither).
+func heldUntil(ep store.EndpointState) time.Time {
+	if ep.BreakerUntil.After(ep.NotBefore) {
+		return ep.BreakerUntil
+	}
+	return ep.NotBefore
 }
 
 // heldNow returns the endpoints held at now, for a punctuation: the cached
-// state of those disabled or throttled, and a state with only the name for
-// those held by an answer not committed yet (skipped, not pushed back).
+// state of those disabled, throttled, or whose breaker is open or
+// half-open, and a state with only the name for those held by an answer
+// not committed yet (skipped, not pushed back).
 func (h *holds) heldNow(now time.Time) map[string]store.EndpointState {
 	out := make(map[string]store.EndpointState)
 	for name, ep := range *h.cache.Load() {
-		if heldAt(ep, now) {
+		if heldAt(ep, now) || !ep.BreakerUntil.IsZero() {
 			out[name] = ep
 		}
 	}
@@ -86,8 +99,9 @@ func (h *holds) heldNow(now time.Time) map[string]store.EndpointState {
 	return out
 }
 
-// count counts the endpoints throttled at now and the disabled ones.
-func (h *holds) count(now time.Time) (throttled, disabled int) {
+// count counts the endpoints throttled at now, the disabled ones, and
+// those whose breaker is not closed.
+func (h *holds) count(now time.Time) (throttled, disabled, broken int) {
 	for _, ep := range *h.cache.Load() {
 		switch {
 		case ep.Disabled:
@@ -95,8 +109,11 @@ func (h *holds) count(now time.Time) (throttled, disabled int) {
 		case ep.NotBefore.After(now):
 			throttled++
 		}
+		if !ep.BreakerUntil.IsZero() {
+			broken++
+		}
 	}
-	return throttled, disabled
+	return throttled, disabled, broken
 }
 
 // holdSoon holds an endpoint at once, before the commit of the answer that
@@ -154,25 +171,29 @@ func (h *holds) enable(ctx context.Context, name string, now time.Time, after fu
 	ep.NotBefore = time.Time{}
 	ep.FailureStreak = 0
 	ep.Throttles, ep.ThrottledAt = 0, time.Time{}
+	wasOpen := !ep.BreakerUntil.IsZero()
+	closeBreaker(&ep)
 	ep.UpdatedAt = now
 	if err := h.st.PutEndpoint(ctx, ep); err != nil {
 		return mapErr("enable endpoint", name, err)
 	}
 	h.setLocked(map[string]store.EndpointState{name: ep}, nil)
+	h.closedByHand(name, wasOpen)
 	return after()
 }
 
 // pushBack commits the push-back of events whose endpoint was held when a
-// punctuation looked, keeping only those whose endpoint is still held: an
-// endpoint enabled in between has had its events brought forward already,
-// and must not lose them for another hour. endpoints[i] is the endpoint
-// of outs[i].
+// punctuation looked, keeping only those whose endpoint is still held (or
+// its breaker still half-open): an endpoint enabled, or whose breaker
+// closed, in between has had its events brought forward already, and must
+// not lose them for another cool-down. endpoints[i] is the endpoint of
+// outs[i].
 func (h *holds) pushBack(ctx context.Context, outs []store.Outcome, endpoints []string, now time.Time) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	kept := outs[:0]
 	for i, out := range outs {
-		if ep, ok := h.state(endpoints[i]); ok && heldAt(ep, now) {
+		if ep, ok := h.state(endpoints[i]); ok && (heldAt(ep, now) || !ep.BreakerUntil.IsZero()) {
 			kept = append(kept, out)
 		}
 	}
@@ -181,4 +202,48 @@ func (h *holds) pushBack(ctx context.Context, outs []store.Outcome, endpoints []
 	}
 	_, err := h.st.Apply(ctx, kept, nil)
 	return err
+}
+
+// retry closes the endpoint's breaker and lifts its throttle, in the store
+// and the cache, then runs after (making its events due) under the same
+// lock. An endpoint with no state is fine when listed (it has nothing to
+// lift); otherwise ErrNotFound. ErrEndpointDisabled when it is disabled.
+func (h *holds) retry(ctx context.Context, name string, now time.Time, listed bool, after func() error) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ep, ok, err := h.st.Endpoint(name)
+	if err != nil {
+		return mapErr("retry endpoint", name, err)
+	}
+	switch {
+	case !ok && !listed:
+		return fmt.Errorf("outbox: retry endpoint %q: %w", name, ErrNotFound)
+	case ep.Disabled:
+		return fmt.Errorf("outbox: retry endpoint %q: %w since %s (%s); enable it instead", name, ErrEndpointDisabled,
+			ep.DisabledAt.Format(time.RFC3339), ep.DisabledReason)
+	}
+	if ok && (!ep.BreakerUntil.IsZero() || !ep.NotBefore.IsZero() || ep.FailureStreak != 0) {
+		wasOpen := !ep.BreakerUntil.IsZero()
+		closeBreaker(&ep)
+		ep.NotBefore = time.Time{}
+		ep.Throttles, ep.ThrottledAt = 0, time.Time{}
+		ep.FailureStreak = 0
+		ep.UpdatedAt = now
+		if err := h.st.PutEndpoint(ctx, ep); err != nil {
+			return mapErr("retry endpoint", name, err)
+		}
+		h.setLocked(map[string]store.EndpointState{name: ep}, nil)
+		h.closedByHand(name, wasOpen)
+	}
+	return after()
+}
+
+// closedByHand logs and reports the closing of a breaker by an operator's
+// call, when it was not closed.
+func (h *holds) closedByHand(name string, wasOpen bool) {
+	h.o.eng.resetStreak(name)
+	if wasOpen {
+		h.o.log.Info("outbox: circuit breaker closed by hand", "endpoint", name)
+		h.o.hookBreaker(BreakerChange{Endpoint: name, State: BreakerClosed})
+	}
 }

@@ -23,6 +23,13 @@ type Hooks struct {
 	// OnPunctuation is called after each delivery punctuation with its
 	// duration and the number of deliveries it started.
 	OnPunctuation func(d time.Duration, due int)
+	// OnBreaker is called at each transition of an endpoint's circuit
+	// breaker (see Breaker).
+	OnBreaker func(BreakerChange)
+	// OnRateLimited is called with the number of events of an endpoint
+	// that a punctuation rescheduled because its rate limit would not let
+	// them go yet.
+	OnRateLimited func(endpoint string, n int)
 }
 
 // DeliveryInfo describes one delivery attempt for Hooks.OnDelivery.
@@ -98,6 +105,22 @@ func (o *Outbox) hookPunctuation(d time.Duration, due int) {
 	for _, h := range *o.hooks.Load() {
 		if h.OnPunctuation != nil {
 			h.OnPunctuation(d, due)
+		}
+	}
+}
+
+func (o *Outbox) hookBreaker(c BreakerChange) {
+	for _, h := range *o.hooks.Load() {
+		if h.OnBreaker != nil {
+			h.OnBreaker(c)
+		}
+	}
+}
+
+func (o *Outbox) hookRateLimited(endpoint string, n int) {
+	for _, h := range *o.hooks.Load() {
+		if h.OnRateLimited != nil {
+			h.OnRateLimited(endpoint, n)
 		}
 	}
 }

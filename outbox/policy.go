@@ -146,11 +146,17 @@ func (o *Outbox) throttle(ep *store.EndpointState, retryAfter time.Duration, beg
 // backoff returns the jittered wait after n failures (n >= 1): about
 // BackoffInitial·BackoffMultiplier^(n-1), ±50%, at most BackoffMax.
 func (o *Outbox) backoff(n int) time.Duration {
+	return expBackoff(o.cfg.BackoffInitial, o.cfg.BackoffMultiplier, o.cfg.BackoffMax, backoffJitter, n)
+}
+
+// expBackoff returns the n-th wait (n >= 1) of an exponential backoff:
+// about initial·multiplier^(n-1), jittered by ±jitter, at most maxWait.
+func expBackoff(initial time.Duration, multiplier float64, maxWait time.Duration, jitter float64, n int) time.Duration {
 	b := &backoff.ExponentialBackOff{
-		InitialInterval:     o.cfg.BackoffInitial,
-		RandomizationFactor: backoffJitter,
-		Multiplier:          o.cfg.BackoffMultiplier,
-		MaxInterval:         o.cfg.BackoffMax,
+		InitialInterval:     initial,
+		RandomizationFactor: jitter,
+		Multiplier:          multiplier,
+		MaxInterval:         maxWait,
 		MaxElapsedTime:      0,
 		Stop:                backoff.Stop,
 		Clock:               backoff.SystemClock,
@@ -160,7 +166,7 @@ func (o *Outbox) backoff(n int) time.Duration {
 	for range max(n, 1) {
 		d = b.NextBackOff()
 	}
-	return min(d, o.cfg.BackoffMax)
+	return min(d, maxWait)
 }
 
 // describe renders a result for LastError and dead reasons.

@@ -30,6 +30,9 @@ type Stats struct {
 	OldestPendingAge time.Duration
 	// EndpointsThrottled and EndpointsDisabled count held endpoints.
 	EndpointsThrottled, EndpointsDisabled int
+	// EndpointsBreakerOpen counts the endpoints whose circuit breaker is
+	// open or half-open.
+	EndpointsBreakerOpen int
 
 	// Tombstones counts the IDs remembered for the dedup window (delivered,
 	// deleted or superseded events within Config.TombstoneRetention).
@@ -97,7 +100,7 @@ func (o *Outbox) Stats() Stats {
 		DuplicatesTotal: o.duplicatesTotal.Load(),
 		Commits:         o.CommitStats(),
 	}
-	s.EndpointsThrottled, s.EndpointsDisabled = o.eng.holds.count(now)
+	s.EndpointsThrottled, s.EndpointsDisabled, s.EndpointsBreakerOpen = o.eng.holds.count(now)
 	if o.enter() != nil {
 		return s
 	}

@@ -203,6 +203,9 @@ func encodeEndpoint(ep *EndpointState) []byte {
 	// older builds ignore the bytes past UpdatedAt.
 	e.time(ep.ThrottledAt)
 	e.varint(int64(ep.Throttles))
+	e.time(ep.BreakerUntil)
+	e.time(ep.BreakerOpenedAt)
+	e.varint(int64(ep.BreakerOpens))
 	return e.finish()
 }
 
@@ -224,6 +227,11 @@ func decodeEndpoint(b []byte) (EndpointState, error) {
 	if d.err == nil && len(d.b) > 0 {
 		ep.ThrottledAt = d.time()
 		ep.Throttles = d.int()
+	}
+	if d.err == nil && len(d.b) > 0 {
+		ep.BreakerUntil = d.time()
+		ep.BreakerOpenedAt = d.time()
+		ep.BreakerOpens = d.int()
 	}
 	return ep, d.err
 }

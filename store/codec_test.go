@@ -245,13 +245,15 @@ func checkEntryDecode(t *testing.T, b []byte) {
 	}
 }
 
-// Endpoint states round-trip with their throttle episode, and a state
-// encoded before those fields existed decodes with none.
+// Endpoint states round-trip with their throttle episode and circuit
+// breaker, and a state encoded before those fields existed decodes with
+// none.
 func TestEndpointRoundTripAndOlderLayout(t *testing.T) {
 	at := time.Date(2026, 5, 6, 7, 8, 9, 10, time.UTC)
 	ep := EndpointState{Name: "orders", Disabled: true, DisabledReason: "gone", DisabledAt: at,
 		NotBefore: at.Add(time.Minute), FailureStreak: 3, LastStatus: 429, UpdatedAt: at,
-		ThrottledAt: at.Add(time.Second), Throttles: 2}
+		ThrottledAt: at.Add(time.Second), Throttles: 2,
+		BreakerUntil: at.Add(time.Hour), BreakerOpenedAt: at.Add(time.Minute), BreakerOpens: 4}
 	got, err := decodeEndpoint(encodeEndpoint(&ep))
 	if err != nil || got != ep {
 		t.Fatalf("round trip = %+v, %v; want %+v", got, err, ep)
@@ -270,7 +272,51 @@ func TestEndpointRoundTripAndOlderLayout(t *testing.T) {
 	old, err := decodeEndpoint(e.finish())
 	want := ep
 	want.ThrottledAt, want.Throttles = time.Time{}, 0
+	want.BreakerUntil, want.BreakerOpenedAt, want.BreakerOpens = time.Time{}, time.Time{}, 0
 	if err != nil || old != want {
 		t.Fatalf("older layout = %+v, %v; want %+v", old, err, want)
 	}
+
+	// The second layout: with the throttle episode, before the breaker.
+	e = newEncoder(kindEndpoint, 64)
+	e.str(ep.Name)
+	e.uvarint(1)
+	e.str(ep.DisabledReason)
+	e.time(ep.DisabledAt)
+	e.time(ep.NotBefore)
+	e.varint(int64(ep.FailureStreak))
+	e.varint(int64(ep.LastStatus))
+	e.time(ep.UpdatedAt)
+	e.time(ep.ThrottledAt)
+	e.varint(int64(ep.Throttles))
+	second, err := decodeEndpoint(e.finish())
+	want.ThrottledAt, want.Throttles = ep.ThrottledAt, ep.Throttles
+	if err != nil || second != want {
+		t.Fatalf("second layout = %+v, %v; want %+v", second, err, want)
+	}
+}
+
+// FuzzDecodeEndpoint: an endpoint state read from the file never panics,
+// and what decodes re-encodes to a state that decodes the same.
+func FuzzDecodeEndpoint(f *testing.F) {
+	at := time.Date(2026, 5, 6, 7, 8, 9, 10, time.UTC)
+	f.Add(encodeEndpoint(&EndpointState{Name: "orders"}))
+	f.Add(encodeEndpoint(&EndpointState{Name: "orders", Disabled: true, DisabledReason: "gone", DisabledAt: at,
+		NotBefore: at, FailureStreak: 7, LastStatus: 503, UpdatedAt: at, ThrottledAt: at, Throttles: 1,
+		BreakerUntil: at.Add(time.Minute), BreakerOpenedAt: at, BreakerOpens: 3}))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ep, err := decodeEndpoint(b)
+		if err != nil {
+			return
+		}
+		again, err := decodeEndpoint(encodeEndpoint(&ep))
+		if err != nil {
+			t.Fatalf("re-decoding a decoded endpoint: %v", err)
+		}
+		if !again.DisabledAt.Equal(ep.DisabledAt) || again.Name != ep.Name || again.BreakerOpens != ep.BreakerOpens ||
+			!again.BreakerUntil.Equal(ep.BreakerUntil) || again.FailureStreak != ep.FailureStreak {
+			t.Fatalf("round trip of a decoded endpoint differs:\n%+v\n%+v", again, ep)
+		}
+	})
 }

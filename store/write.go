@@ -455,6 +455,13 @@ type EndpointState struct {
 	// deliveries that began before ThrottledAt do not grow it again.
 	ThrottledAt time.Time
 	Throttles   int
+	// BreakerUntil is when the endpoint's open circuit breaker half-opens
+	// (zero when the breaker is closed); BreakerOpenedAt is when it last
+	// opened, and BreakerOpens how often it opened since it was last
+	// closed, which sets the length of the next cool-down.
+	BreakerUntil    time.Time
+	BreakerOpenedAt time.Time
+	BreakerOpens    int
 }
 
 // OutcomeResult tells what Apply did with one outcome.

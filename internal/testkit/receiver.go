@@ -3,10 +3,13 @@ package testkit
 import (
 	"bytes"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Request is what a [Receiver] saw of one request, and what it answered.
@@ -22,6 +25,8 @@ type Request struct {
 	// Acked is true for a 2xx answered while the sender still waited for
 	// it: a delivery the sender can know succeeded.
 	Acked bool
+	// At is when the request arrived.
+	At time.Time
 }
 
 // Reply is a receiver's answer to one request.
@@ -62,13 +67,26 @@ func NewReceiver(t testing.TB, idHeader string, answer Answer) *Receiver {
 	return rc
 }
 
+// NewReceiverOn is NewReceiver serving on l: a receiver that comes back on
+// an address where connections were refused, say.
+func NewReceiverOn(t testing.TB, l net.Listener, idHeader string, answer Answer) *Receiver {
+	t.Helper()
+	rc := &Receiver{idHeader: idHeader, answer: answer, byID: map[string][]*Request{}}
+	rc.Server = httptest.NewUnstartedServer(http.HandlerFunc(rc.serve))
+	rc.Listener.Close()
+	rc.Listener = l
+	rc.Start()
+	t.Cleanup(rc.Close)
+	return rc
+}
+
 func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		return // the sender went away
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	req := &Request{ID: r.Header.Get(rc.idHeader), Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
+	req := &Request{ID: r.Header.Get(rc.idHeader), Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body, At: time.Now()}
 	rc.mu.Lock()
 	n := len(rc.byID[req.ID])
 	rc.reqs = append(rc.reqs, req)
@@ -181,4 +199,19 @@ func (rc *Receiver) Missing(ids []string) []string {
 		}
 	}
 	return out
+}
+
+// MostWithin returns the most of times that fall within one window of
+// length d: the peak rate, as a rate limit must bound it.
+func MostWithin(times []time.Time, d time.Duration) int {
+	times = slices.Clone(times)
+	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+	most := 0
+	for i, j := 0, 0; i < len(times); i++ {
+		for times[i].Sub(times[j]) >= d {
+			j++
+		}
+		most = max(most, i-j+1)
+	}
+	return most
 }

@@ -30,6 +30,9 @@ type Backend interface {
 	Endpoints(ctx context.Context) ([]outbox.EndpointState, error)
 	// EnableEndpoint re-enables an endpoint (POST /v1/endpoints/{name}/enable).
 	EnableEndpoint(ctx context.Context, name string) error
+	// RetryEndpoint makes an endpoint's pending events due, paced
+	// (POST /v1/endpoints/{name}/retry).
+	RetryEndpoint(ctx context.Context, name string, rate float64) (int, error)
 	// Stats returns the counts (GET /v1/stats).
 	Stats() outbox.Stats
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"mime"
 	"net/http"
 	"reflect"
@@ -107,7 +108,7 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error, batch 
 		writeError(w, http.StatusNotFound, err.Error())
 	case errors.Is(err, outbox.ErrConflict):
 		writeError(w, http.StatusConflict, err.Error())
-	case errors.Is(err, outbox.ErrNotDead):
+	case errors.Is(err, outbox.ErrNotDead), errors.Is(err, outbox.ErrEndpointDisabled):
 		writeError(w, http.StatusConflict, err.Error())
 	case errors.Is(err, outbox.ErrClosed):
 		writeError(w, http.StatusServiceUnavailable, "the outbox is shutting down")
@@ -324,26 +325,13 @@ func (h *handler) replayDead(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err, false)
 		return
 	}
-	body := b.b
 	var in replayFilterIn
-	if len(bytes.TrimSpace(body)) > 0 {
-		if bytes.TrimLeft(body, " \t\r\n")[0] != '{' {
-			h.fail(w, r, errorf(http.StatusBadRequest, "body must be a filter object"), false)
-			return
-		}
-		err := decodeStrict(body, &in)
-		if err != nil {
-			err = decodeError(err, "")
-		} else {
-			err = checkRaw(body, 0, "", "")
-		}
-		if err != nil {
-			b.release()
-			h.fail(w, r, err, false)
-			return
-		}
-	}
+	err = decodeOptionalObject(b.b, &in, "body must be a filter object")
 	b.release() // decoded: the filter is all that is kept
+	if err != nil {
+		h.fail(w, r, err, false)
+		return
+	}
 	f := outbox.ReplayFilter{Destination: in.Destination, Status: in.Status, KeyPrefix: in.KeyPrefix, Limit: in.Limit, Rate: in.Rate}
 	for _, t := range []struct {
 		name string
@@ -386,23 +374,32 @@ func (h *handler) replayDead(w http.ResponseWriter, r *http.Request) {
 
 // endpointOut is an endpoint's state as the API returns it.
 type endpointOut struct {
-	Name           string `json:"name"`
-	Disabled       bool   `json:"disabled"`
-	DisabledReason string `json:"disabled_reason,omitempty"`
-	ThrottledUntil string `json:"throttled_until,omitempty"`
-	FailureStreak  int    `json:"failure_streak"`
-	LastStatus     int    `json:"last_status"`
+	Name           string        `json:"name"`
+	Disabled       bool          `json:"disabled"`
+	DisabledReason string        `json:"disabled_reason,omitempty"`
+	ThrottledUntil string        `json:"throttled_until,omitempty"`
+	FailureStreak  int           `json:"failure_streak"`
+	LastStatus     int           `json:"last_status"`
+	Breaker        breakerOut    `json:"breaker"`
+	RateLimit      *rateLimitOut `json:"rate_limit,omitempty"`
+	Rate           float64       `json:"rate"`
 }
 
 func toEndpointOut(e outbox.EndpointState) endpointOut {
-	return endpointOut{
+	out := endpointOut{
 		Name:           e.Name,
 		Disabled:       e.Disabled,
 		DisabledReason: e.DisabledReason,
 		ThrottledUntil: formatTime(e.ThrottledUntil),
 		FailureStreak:  e.FailureStreak,
 		LastStatus:     e.LastStatus,
+		Breaker:        toBreakerOut(e),
+		Rate:           math.Round(e.Rate*100) / 100,
 	}
+	if e.RateLimit != (outbox.RateLimit{}) {
+		out.RateLimit = &rateLimitOut{PerSecond: e.RateLimit.PerSecond, Burst: e.RateLimit.Burst}
+	}
+	return out
 }
 
 // endpoints serves GET /v1/endpoints.

@@ -147,6 +147,7 @@ func New(o Backend, cfg Config) http.Handler {
 	route("/v1/dead/replay", map[string]http.HandlerFunc{http.MethodPost: h.replayDead})
 	route("/v1/endpoints", map[string]http.HandlerFunc{http.MethodGet: h.endpoints})
 	route("/v1/endpoints/{name}/enable", map[string]http.HandlerFunc{http.MethodPost: h.enable})
+	route("/v1/endpoints/{name}/retry", map[string]http.HandlerFunc{http.MethodPost: h.retryEndpoint})
 	route("/v1/stats", map[string]http.HandlerFunc{http.MethodGet: h.stats})
 	mux.Handle("/", NotFound())
 	h.mux = mux

@@ -1,6 +1,7 @@
 package outboxprom
 
 import (
+	"context"
 	"errors"
 	"sync/atomic"
 	"time"
@@ -38,13 +39,23 @@ var _ Source = (*outbox.Outbox)(nil)
 //	outbox_punctuation_duration_seconds         histogram delivery punctuation runs
 //	outbox_pending, outbox_dead, outbox_in_flight,
 //	outbox_oldest_pending_age_seconds,
-//	outbox_endpoints_throttled, outbox_endpoints_disabled  gauges from Stats
+//	outbox_endpoints_throttled, outbox_endpoints_disabled,
+//	outbox_endpoints_breaker_open               gauges from Stats
+//	outbox_breaker_transitions_total{endpoint,state} counter circuit breaker transitions
+//	outbox_rate_limited_total{endpoint}         counter   events rescheduled by a rate limit
+//	outbox_endpoint_breaker_state{endpoint,state} gauge   1 for the breaker's state (closed, open, half-open)
+//	outbox_endpoint_rate_limit{endpoint}        gauge     the endpoint's limit, deliveries per second
+//	outbox_endpoint_delivery_rate{endpoint}     gauge     deliveries started per second, recently
 //	outbox_store_commits_total                  counter   write transactions of the store
 //	outbox_store_commit_failures_total          counter   of them, those that failed
 //	outbox_store_commit_calls_total             counter   write calls they carried
 //	outbox_store_commit_records_total           counter   records they carried
 //	outbox_store_commit_seconds_total           counter   time spent committing (fsync included)
 //	outbox_store_commit_running_seconds         gauge     age of the commit under way, 0 when idle
+//
+// The outbox_endpoint_* gauges are read at each scrape from the Source's
+// Endpoints method, when it has one (an *outbox.Outbox and a union View do),
+// for every endpoint with a state or a configuration.
 //
 // The store counters come from store.Store.CommitStats: the mean batch is
 // rate(records) / rate(commits), the mean commit time rate(seconds) /
@@ -68,8 +79,12 @@ type Collector struct {
 	deliveryDur  *prometheus.HistogramVec
 	sinceEnqueue prometheus.Histogram
 	punctDur     prometheus.Histogram
+	transitions  *prometheus.CounterVec
+	rateLimited  *prometheus.CounterVec
 
-	pendingDesc, deadDesc, inFlightDesc, oldestDesc, throttledDesc, disabledDesc, unavailableDesc *prometheus.Desc
+	pendingDesc, deadDesc, inFlightDesc, oldestDesc, throttledDesc, disabledDesc, breakerOpenDesc, unavailableDesc *prometheus.Desc
+
+	breakerStateDesc, rateLimitDesc, deliveryRateDesc *prometheus.Desc
 
 	commitsDesc, commitFailuresDesc, commitCallsDesc, commitRecordsDesc, commitSecondsDesc, commitRunningDesc *prometheus.Desc
 }
@@ -107,12 +122,22 @@ func New(o *outbox.Outbox) (*Collector, outbox.Hooks) {
 			Namespace: ns, Name: "punctuation_duration_seconds", Help: "Duration of delivery punctuations.",
 			Buckets: prometheus.ExponentialBuckets(0.00005, 3, 12),
 		}),
-		pendingDesc:   prometheus.NewDesc(ns+"_pending", "Pending events.", nil, nil),
-		deadDesc:      prometheus.NewDesc(ns+"_dead", "Dead letters kept.", nil, nil),
-		inFlightDesc:  prometheus.NewDesc(ns+"_in_flight", "Deliveries in flight.", nil, nil),
-		oldestDesc:    prometheus.NewDesc(ns+"_oldest_pending_age_seconds", "Age of the oldest pending event.", nil, nil),
-		throttledDesc: prometheus.NewDesc(ns+"_endpoints_throttled", "Endpoints held by a throttle now.", nil, nil),
-		disabledDesc:  prometheus.NewDesc(ns+"_endpoints_disabled", "Disabled endpoints.", nil, nil),
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "breaker_transitions_total", Help: "Transitions of endpoints' circuit breakers, by the state they went to.",
+		}, []string{"endpoint", "state"}),
+		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "rate_limited_total", Help: "Events rescheduled because their endpoint's rate limit would not let them go yet.",
+		}, []string{"endpoint"}),
+		breakerOpenDesc:  prometheus.NewDesc(ns+"_endpoints_breaker_open", "Endpoints whose circuit breaker is open or half-open.", nil, nil),
+		breakerStateDesc: prometheus.NewDesc(ns+"_endpoint_breaker_state", "1 for the current state of the endpoint's circuit breaker, 0 for the others.", []string{"endpoint", "state"}, nil),
+		rateLimitDesc:    prometheus.NewDesc(ns+"_endpoint_rate_limit", "The endpoint's rate limit, in deliveries started per second.", []string{"endpoint"}, nil),
+		deliveryRateDesc: prometheus.NewDesc(ns+"_endpoint_delivery_rate", "Deliveries started to the endpoint per second, over the last few seconds.", []string{"endpoint"}, nil),
+		pendingDesc:      prometheus.NewDesc(ns+"_pending", "Pending events.", nil, nil),
+		deadDesc:         prometheus.NewDesc(ns+"_dead", "Dead letters kept.", nil, nil),
+		inFlightDesc:     prometheus.NewDesc(ns+"_in_flight", "Deliveries in flight.", nil, nil),
+		oldestDesc:       prometheus.NewDesc(ns+"_oldest_pending_age_seconds", "Age of the oldest pending event.", nil, nil),
+		throttledDesc:    prometheus.NewDesc(ns+"_endpoints_throttled", "Endpoints held by a throttle now.", nil, nil),
+		disabledDesc:     prometheus.NewDesc(ns+"_endpoints_disabled", "Disabled endpoints.", nil, nil),
 		unavailableDesc: prometheus.NewDesc(ns+"_unavailable", "1 while the outbox cannot do its job (see Outbox.Health), by reason: damaged (the database file) or commit (outcomes cannot be committed).",
 			[]string{"reason"}, nil),
 
@@ -173,6 +198,10 @@ func (c *Collector) Hooks() outbox.Hooks {
 			}
 		},
 		OnPunctuation: func(d time.Duration, _ int) { c.punctDur.Observe(d.Seconds()) },
+		OnBreaker: func(b outbox.BreakerChange) {
+			c.transitions.WithLabelValues(b.Endpoint, b.State.String()).Inc()
+		},
+		OnRateLimited: func(endpoint string, n int) { c.rateLimited.WithLabelValues(endpoint).Add(float64(n)) },
 	}
 }
 
@@ -185,7 +214,10 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	c.deliveryDur.Describe(ch)
 	c.sinceEnqueue.Describe(ch)
 	c.punctDur.Describe(ch)
+	c.transitions.Describe(ch)
+	c.rateLimited.Describe(ch)
 	for _, d := range []*prometheus.Desc{c.pendingDesc, c.deadDesc, c.inFlightDesc, c.oldestDesc, c.throttledDesc, c.disabledDesc, c.unavailableDesc,
+		c.breakerOpenDesc, c.breakerStateDesc, c.rateLimitDesc, c.deliveryRateDesc,
 		c.commitsDesc, c.commitFailuresDesc, c.commitCallsDesc, c.commitRecordsDesc, c.commitSecondsDesc, c.commitRunningDesc} {
 		ch <- d
 	}
@@ -200,6 +232,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.deliveryDur.Collect(ch)
 	c.sinceEnqueue.Collect(ch)
 	c.punctDur.Collect(ch)
+	c.transitions.Collect(ch)
+	c.rateLimited.Collect(ch)
 	ref := c.src.Load()
 	if ref == nil {
 		return
@@ -215,6 +249,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.oldestDesc, s.OldestPendingAge.Seconds())
 	gauge(c.throttledDesc, float64(s.EndpointsThrottled))
 	gauge(c.disabledDesc, float64(s.EndpointsDisabled))
+	gauge(c.breakerOpenDesc, float64(s.EndpointsBreakerOpen))
+	if es, ok := src.(endpointSource); ok {
+		c.collectEndpoints(ch, es)
+	}
 	damaged, commit := 0.0, 0.0
 	if err := src.Health(); errors.Is(err, outbox.ErrDamaged) {
 		damaged = 1
@@ -234,4 +272,30 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.commitRecordsDesc, float64(cs.Records))
 	counter(c.commitSecondsDesc, cs.Busy.Seconds())
 	gauge(c.commitRunningDesc, cs.Running.Seconds())
+}
+
+// endpointSource is a Source that lists its endpoints' states.
+type endpointSource interface {
+	Endpoints(ctx context.Context) ([]outbox.EndpointState, error)
+}
+
+// collectEndpoints reports the per-endpoint gauges.
+func (c *Collector) collectEndpoints(ch chan<- prometheus.Metric, src endpointSource) {
+	eps, err := src.Endpoints(context.Background())
+	if err != nil {
+		return // closed or failing: Health reports it
+	}
+	for _, ep := range eps {
+		for _, st := range []outbox.BreakerState{outbox.BreakerClosed, outbox.BreakerOpen, outbox.BreakerHalfOpen} {
+			v := 0.0
+			if ep.Breaker == st {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.breakerStateDesc, prometheus.GaugeValue, v, ep.Name, st.String())
+		}
+		if ep.RateLimit.PerSecond > 0 {
+			ch <- prometheus.MustNewConstMetric(c.rateLimitDesc, prometheus.GaugeValue, ep.RateLimit.PerSecond, ep.Name)
+		}
+		ch <- prometheus.MustNewConstMetric(c.deliveryRateDesc, prometheus.GaugeValue, ep.Rate, ep.Name)
+	}
 }

@@ -44,14 +44,21 @@
 //     DisabledAt of the store that disabled it first), ThrottledUntil the
 //     latest, FailureStreak the sum, LastStatus that of the store with the
 //     longest failure streak (the first of them) among those that have seen
-//     one.
+//     one, the breaker that of the store where it is most open (open, then
+//     half-open; the latest BreakerUntil among equals), Rate the sum. Each
+//     store keeps a breaker of its own; the rate limit is shared when the
+//     stores share their Config.RateLimits.
+//   - RetryEndpoint retries the endpoint in every store that knows it, each
+//     at an equal share of the rate, and returns the sum; errors as for
+//     EnableEndpoint.
 //   - EnableEndpoint enables the endpoint in every store that knows it. It
 //     fails with outbox.ErrNotFound when no store knows it, and with the
 //     first other error after asking all of them (the endpoint is enabled in
 //     the others; enabling again is harmless).
 //   - Stats sums every store's Stats field by field. OldestPendingAge is the
 //     oldest; KeyIndex holds when every store keeps its key index; held and
-//     stored endpoints (EndpointsThrottled, EndpointsDisabled, Endpoints)
+//     stored endpoints (EndpointsThrottled, EndpointsDisabled,
+//     EndpointsBreakerOpen, Endpoints)
 //     are counted per store, so an endpoint held in two stores counts twice.
 //     LSNs number the changelog of one store and mean nothing summed:
 //     LastLSN and ShippedLSN are the primary's. Totals cover the stores of

@@ -258,6 +258,11 @@ func (m *merged) add(e outbox.EndpointState) {
 	if e.ThrottledUntil.After(m.ThrottledUntil) {
 		m.ThrottledUntil = e.ThrottledUntil
 	}
+	if openness(e.Breaker) > openness(m.Breaker) || (e.Breaker == m.Breaker && e.BreakerUntil.After(m.BreakerUntil)) {
+		// The most open breaker (open, then half-open) stands for all.
+		m.Breaker, m.BreakerOpenedAt, m.BreakerUntil, m.BreakerOpens = e.Breaker, e.BreakerOpenedAt, e.BreakerUntil, e.BreakerOpens
+	}
+	m.Rate += e.Rate // the limit is shared; the rates add up
 	if e.LastStatus != 0 && (m.LastStatus == 0 || e.FailureStreak > m.statusStreak) {
 		m.LastStatus, m.statusStreak = e.LastStatus, e.FailureStreak
 	}
@@ -282,6 +287,44 @@ func (v *View) EnableEndpoint(ctx context.Context, name string) error {
 	return errs.result("enable endpoint")
 }
 
+// openness ranks breaker states: open, then half-open, then closed.
+func openness(s outbox.BreakerState) int {
+	switch s {
+	case outbox.BreakerOpen:
+		return 2
+	case outbox.BreakerHalfOpen:
+		return 1
+	}
+	return 0
+}
+
+// RetryEndpoint makes the endpoint's pending events due in every store
+// that knows it (see Outbox.RetryEndpoint), sharing rate among the stores
+// so that the pace over all of them is rate, and returns how many it made
+// due in all. ErrNotFound when no store knows the endpoint; another
+// store's error (ErrEndpointDisabled, say) is returned after every store
+// was asked.
+func (v *View) RetryEndpoint(ctx context.Context, name string, rate float64) (int, error) {
+	if rate < 0 {
+		return 0, fmt.Errorf("outbox: retry endpoint: %w: rate must not be negative", outbox.ErrInvalid)
+	}
+	stores := v.stores()
+	share := cmp.Or(rate, outbox.DefaultReplayRate) / float64(max(1, len(stores)))
+	var errs storeErrors
+	total, retried := 0, false
+	for _, o := range stores {
+		n, err := o.RetryEndpoint(ctx, name, share)
+		total += n
+		if errs.note(err) {
+			retried = true
+		}
+	}
+	if retried && errs.failed == nil {
+		return total, nil
+	}
+	return total, errs.result("retry endpoint")
+}
+
 // Stats returns the sum of the stores' Stats (the package documentation
 // gives the exceptions).
 func (v *View) Stats() outbox.Stats {
@@ -303,6 +346,7 @@ func (v *View) Stats() outbox.Stats {
 		sum.OldestPendingAge = max(sum.OldestPendingAge, s.OldestPendingAge)
 		sum.EndpointsThrottled += s.EndpointsThrottled
 		sum.EndpointsDisabled += s.EndpointsDisabled
+		sum.EndpointsBreakerOpen += s.EndpointsBreakerOpen
 		sum.Tombstones += s.Tombstones
 		sum.Endpoints += s.Endpoints
 		sum.ChangelogEntries += s.ChangelogEntries

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -94,14 +95,14 @@ func TestMainDispatch(t *testing.T) {
 // they are.
 func TestOutboxConfigCarriesTheCommitSettings(t *testing.T) {
 	c := config.Default()
-	oc := c.OutboxConfig(nil, newLogger(c.Log, io.Discard))
+	oc := outboxConfig(t, c, nil, newLogger(c.Log, io.Discard))
 	if oc.CommitInterval != outbox.DefaultCommitInterval || oc.MaxUncommitted != outbox.DefaultMaxUncommitted {
 		t.Errorf("defaults: commit interval %s, max uncommitted %d; want %s, %d",
 			oc.CommitInterval, oc.MaxUncommitted, outbox.DefaultCommitInterval, outbox.DefaultMaxUncommitted)
 	}
 	c.Delivery.CommitInterval = -time.Millisecond
 	c.Delivery.MaxUncommitted = 16
-	oc = c.OutboxConfig(nil, newLogger(c.Log, io.Discard))
+	oc = outboxConfig(t, c, nil, newLogger(c.Log, io.Discard))
 	if oc.CommitInterval >= 0 || oc.MaxUncommitted != 16 {
 		t.Errorf("commit_interval -1ms, max_uncommitted 16: outbox got %s, %d; want a negative interval (never wait), 16",
 			oc.CommitInterval, oc.MaxUncommitted)
@@ -112,7 +113,7 @@ func TestOutboxConfigCarriesTheCommitSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sink.Close()
-	if oc = c.OutboxConfig(sink, newLogger(c.Log, io.Discard)); oc.CommitInterval != 0 {
+	if oc = outboxConfig(t, c, sink, newLogger(c.Log, io.Discard)); oc.CommitInterval != 0 {
 		t.Errorf("commit_interval 0: outbox got %s, want 0 (the outbox's default)", oc.CommitInterval)
 	}
 	o, err := outbox.Open(t.TempDir()+"/o.db", oc)
@@ -129,11 +130,11 @@ func TestOutboxConfigCarriesTheCommitSettings(t *testing.T) {
 // Upsert, and the index slows keyed enqueues on a large backlog.
 func TestOutboxConfigKeepsTheKeyIndexOnlyWhenOrdered(t *testing.T) {
 	c := config.Default()
-	if oc := c.OutboxConfig(nil, newLogger(c.Log, io.Discard)); oc.Ordered || !oc.NoKeyIndex {
+	if oc := outboxConfig(t, c, nil, newLogger(c.Log, io.Discard)); oc.Ordered || !oc.NoKeyIndex {
 		t.Errorf("defaults: Ordered %v, NoKeyIndex %v; want false, true", oc.Ordered, oc.NoKeyIndex)
 	}
 	c.Delivery.Ordered = true
-	if oc := c.OutboxConfig(nil, newLogger(c.Log, io.Discard)); !oc.Ordered || oc.NoKeyIndex {
+	if oc := outboxConfig(t, c, nil, newLogger(c.Log, io.Discard)); !oc.Ordered || oc.NoKeyIndex {
 		t.Errorf("ordered: Ordered %v, NoKeyIndex %v; want true, false", oc.Ordered, oc.NoKeyIndex)
 	}
 }
@@ -143,7 +144,7 @@ func TestOutboxConfigCarriesTheChangelogSettings(t *testing.T) {
 	c.Delivery.ChangelogRetention = 2 * time.Hour
 	c.Delivery.ChangelogMaxEntries = -1
 	c.Delivery.MaintenanceInterval = 10 * time.Second
-	oc := c.OutboxConfig(nil, newLogger(c.Log, io.Discard))
+	oc := outboxConfig(t, c, nil, newLogger(c.Log, io.Discard))
 	if oc.ChangelogRetention != 2*time.Hour || oc.ChangelogMaxEntries != -1 || oc.MaintenanceInterval != 10*time.Second {
 		t.Errorf("outbox config: retention %s, max entries %d, maintenance %s; want 2h, -1, 10s",
 			oc.ChangelogRetention, oc.ChangelogMaxEntries, oc.MaintenanceInterval)
@@ -158,4 +159,14 @@ func TestLoopback(t *testing.T) {
 			t.Errorf("loopback(%s) = %v, want %v", addr, got, want)
 		}
 	}
+}
+
+// outboxConfig is c.OutboxConfig for settings it cannot refuse.
+func outboxConfig(t *testing.T, c config.Config, sink outbox.Sink, logger *slog.Logger) outbox.Config {
+	t.Helper()
+	oc, err := c.OutboxConfig(sink, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return oc
 }

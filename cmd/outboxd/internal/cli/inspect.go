@@ -178,6 +178,9 @@ type endpointView struct {
 	ThrottledUntil string `json:"throttled_until,omitempty"`
 	FailureStreak  int    `json:"failure_streak"`
 	LastStatus     int    `json:"last_status"`
+	Breaker        string `json:"breaker"`
+	BreakerUntil   string `json:"breaker_until,omitempty"`
+	BreakerOpens   int    `json:"breaker_opens,omitempty"`
 }
 
 // historyView is one changelog entry of an event, with what it means.
@@ -388,6 +391,7 @@ func inspectSummary(w io.Writer, o *outbox.Outbox, only string, limit int, asJSO
 			epViews[i] = endpointView{
 				Name: ep.Name, Disabled: ep.Disabled, DisabledReason: ep.DisabledReason, DisabledAt: ts(ep.DisabledAt),
 				ThrottledUntil: ts(ep.ThrottledUntil), FailureStreak: ep.FailureStreak, LastStatus: ep.LastStatus,
+				Breaker: ep.Breaker.String(), BreakerUntil: ts(ep.BreakerUntil), BreakerOpens: ep.BreakerOpens,
 			}
 		}
 		return writeJSONTo(w, struct {
@@ -412,7 +416,7 @@ func inspectSummary(w io.Writer, o *outbox.Outbox, only string, limit int, asJSO
 	if len(eps) > 0 {
 		fmt.Fprintln(w, "endpoints:")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  NAME\tSTATE\tFAILURE STREAK\tLAST STATUS")
+		fmt.Fprintln(tw, "  NAME\tSTATE\tBREAKER\tFAILURE STREAK\tLAST STATUS")
 		for _, ep := range eps {
 			s := "enabled"
 			switch {
@@ -421,7 +425,14 @@ func inspectSummary(w io.Writer, o *outbox.Outbox, only string, limit int, asJSO
 			case ep.ThrottledUntil.After(time.Now()):
 				s = "throttled until " + tsText(ep.ThrottledUntil)
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\n", ep.Name, s, ep.FailureStreak, ep.LastStatus)
+			b := ep.Breaker.String()
+			switch ep.Breaker {
+			case outbox.BreakerOpen:
+				b = fmt.Sprintf("open until %s (opened %d times in a row)", tsText(ep.BreakerUntil), ep.BreakerOpens)
+			case outbox.BreakerHalfOpen:
+				b = fmt.Sprintf("half-open since %s (opened %d times in a row)", tsText(ep.BreakerUntil), ep.BreakerOpens)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%d\n", ep.Name, s, b, ep.FailureStreak, ep.LastStatus)
 		}
 		tw.Flush()
 	}

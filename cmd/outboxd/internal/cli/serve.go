@@ -79,7 +79,11 @@ func (s *server) run(sigs <-chan os.Signal) int {
 	}
 	defer sink.Close()
 
-	o, err := outbox.Open(cfg.DB, cfg.OutboxConfig(sink, s.log))
+	ocfg, err := cfg.OutboxConfig(sink, s.log)
+	if err != nil {
+		return s.fail(exitUsage, "%v", err)
+	}
+	o, err := outbox.Open(cfg.DB, ocfg)
 	if err != nil {
 		if errors.Is(err, outbox.ErrLocked) {
 			return s.fail(exitError, "database %s is locked by another process (is another outboxd serve running on it?): %v", cfg.DB, err)
@@ -117,8 +121,8 @@ func (s *server) run(sigs <-chan os.Signal) int {
 	}
 	if cfg.Kafka.Enabled() {
 		// In group mode every partition store counts into the same
-		// collector as the local store.
-		pcfg := cfg.OutboxConfig(sink, s.log)
+		// collector as the local store, and shares its rate limits.
+		pcfg := ocfg
 		pcfg.Hooks = hooks
 		r, err := startKafka(context.Background(), o, cfg.Kafka, partitionStores(cfg.DB, pcfg), s.log)
 		if err != nil {

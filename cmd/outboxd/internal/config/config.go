@@ -125,6 +125,15 @@ type Delivery struct {
 	// MaxRetryAfter caps a receiver's Retry-After and an endpoint's
 	// throttle. Default 1h.
 	MaxRetryAfter time.Duration `yaml:"max_retry_after"`
+	// BreakerThreshold is the number of consecutive failures (no answer, a
+	// timeout, 5xx) that opens an endpoint's circuit breaker. Default 5;
+	// negative: never.
+	BreakerThreshold int `yaml:"breaker_threshold"`
+	// BreakerCoolDown is how long an endpoint's breaker stays open the
+	// first time; it doubles at each consecutive opening. Default 5s.
+	BreakerCoolDown time.Duration `yaml:"breaker_cool_down"`
+	// BreakerMaxCoolDown caps the breaker's cool-down. Default 5m.
+	BreakerMaxCoolDown time.Duration `yaml:"breaker_max_cool_down"`
 	// TombstoneRetention is the dedup window for delivered IDs. Default 24h.
 	TombstoneRetention time.Duration `yaml:"tombstone_retention"`
 	// ChangelogRetention is how long changelog entries (each event's
@@ -170,6 +179,12 @@ type Endpoint struct {
 	// AllowPrivate lets this endpoint be on a private or loopback address.
 	// Default false.
 	AllowPrivate bool `yaml:"allow_private"`
+	// RateLimit caps the deliveries started to this endpoint, per second.
+	// Default 0: no limit.
+	RateLimit float64 `yaml:"rate_limit"`
+	// Burst is how many deliveries may start at once above RateLimit.
+	// Default 1 when RateLimit is set.
+	Burst int `yaml:"burst"`
 }
 
 // Defaults of Config.
@@ -219,6 +234,9 @@ func Default() Config {
 			MaxUncommitted:      outbox.DefaultMaxUncommitted,
 			Timeout:             httpsink.DefaultTimeout,
 			MaxRetryAfter:       httpsink.DefaultMaxRetryAfter,
+			BreakerThreshold:    outbox.DefaultBreakerThreshold,
+			BreakerCoolDown:     outbox.DefaultBreakerCoolDown,
+			BreakerMaxCoolDown:  outbox.DefaultBreakerMaxCoolDown,
 			TombstoneRetention:  outbox.DefaultTombstoneRetention,
 			ChangelogRetention:  outbox.DefaultChangelogRetention,
 			ChangelogMaxEntries: outbox.DefaultChangelogMaxEntries,

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"flag"
+	"github.com/outboxd/outbox/outbox"
 	"io"
 	"os"
 	"path/filepath"
@@ -127,7 +128,7 @@ func TestEndpointsFromFlagsAndEnv(t *testing.T) {
 	file := writeFile(t, "endpoints:\n  - name: orders\n    url: https://old.example.com/\n    max_in_flight: 3\n  - name: billing\n    url: https://billing.example.com/\n")
 	cfg, err := load(t, []string{"--config", file,
 		"--endpoint", "orders=https://new.example.com/hook,secret=whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw,allow-private,timeout=2s,max-in-flight=4",
-		"--endpoint", "audit=http://127.0.0.1:9/x,allow-private"},
+		"--endpoint", "audit=http://127.0.0.1:9/x,allow-private,rate=2.5,burst=3"},
 		map[string]string{"OUTBOXD_ENDPOINTS": "fromenv=https://env.example.com/ other=https://other.example.com/"})
 	if err != nil {
 		t.Fatal(err)
@@ -142,6 +143,19 @@ func TestEndpointsFromFlagsAndEnv(t *testing.T) {
 	o := got["orders"]
 	if o.URL != "https://new.example.com/hook" || !o.AllowPrivate || o.Timeout != 2*time.Second || o.MaxInFlight != 4 || len(o.Secrets) != 1 {
 		t.Errorf("orders %+v: the flag must replace the file's endpoint", o)
+	}
+	if a := got["audit"]; a.RateLimit != 2.5 || a.Burst != 3 {
+		t.Errorf("audit %+v: want rate 2.5 and burst 3", a)
+	}
+	oc, err := cfg.OutboxConfig(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, ok := oc.RateLimits.Limit("audit"); !ok || l != (outbox.RateLimit{PerSecond: 2.5, Burst: 3}) {
+		t.Errorf("the outbox's limit of audit = %v, %v; want 2.5/s burst 3", l, ok)
+	}
+	if _, ok := oc.RateLimits.Limit("orders"); ok {
+		t.Error("orders has a rate limit; want none")
 	}
 }
 
@@ -167,6 +181,13 @@ func TestBadSettingsAreRefusedNamingTheSetting(t *testing.T) {
 		{name: "endpoint option", args: []string{"--endpoint", "a=https://a.example.com/,colour=red"}, want: []string{"unknown option", "colour"}},
 		{name: "endpoint url", args: []string{"--endpoint", "a=ftp://a.example.com/"}, want: []string{"endpoints[0].url", "http"}},
 		{name: "secret", args: []string{"--endpoint", "a=https://a.example.com/,secret=hunter2"}, want: []string{"endpoints[0].secrets[0]", "whsec_"}},
+		{name: "zero rate", args: []string{"--endpoint", "a=https://a.example.com/,rate=0"}, want: []string{"endpoint a: rate", "positive", `"0"`}},
+		{name: "negative rate", args: []string{"--endpoint", "a=https://a.example.com/,rate=-5"}, want: []string{"endpoint a: rate", "positive"}},
+		{name: "zero burst", args: []string{"--endpoint", "a=https://a.example.com/,rate=5,burst=0"}, want: []string{"endpoint a: burst", "at least 1"}},
+		{name: "negative rate in the file", file: "endpoints:\n  - {name: a, url: 'https://a.example.com/', rate_limit: -1}\n", want: []string{"endpoints[0].rate_limit", "positive"}},
+		{name: "burst without rate", file: "endpoints:\n  - {name: a, url: 'https://a.example.com/', burst: 5}\n", want: []string{"endpoints[0].burst", "rate_limit is not"}},
+		{name: "breaker cool-down order", args: []string{"--breaker-cool-down", "1m", "--breaker-max-cool-down", "1s"}, want: []string{"delivery.breaker_max_cool_down", "--breaker-max-cool-down"}},
+		{name: "negative breaker cool-down", env: map[string]string{"OUTBOXD_BREAKER_COOL_DOWN": "-1s"}, want: []string{"delivery.breaker_cool_down", "OUTBOXD_BREAKER_COOL_DOWN", "must not be negative"}},
 		{name: "duplicate endpoint", file: "endpoints:\n  - {name: a, url: 'https://a.example.com/'}\n  - {name: a, url: 'https://b.example.com/'}\n", want: []string{"endpoints[1].name", `"a" is already the name of endpoints[0]`}},
 		{name: "unknown file setting", file: "delivery:\n  intervall: 1s\n", want: []string{"config file", "unknown setting intervall", "line 2"}},
 		{name: "wrong file type", file: "delivery:\n  max_attempts: lots\n", want: []string{"config file", "line 2"}},

@@ -1,7 +1,9 @@
 package config
 
 import (
+	"fmt"
 	"log/slog"
+	"math"
 
 	"github.com/outboxd/outbox/httpsink"
 	"github.com/outboxd/outbox/outbox"
@@ -41,22 +43,35 @@ func (c *Config) SinkConfig(logger *slog.Logger) (httpsink.Config, error) {
 
 // OutboxConfig maps the settings onto the outbox's configuration, delivering
 // through sink. logger may be nil (the outbox's default: discard). Zero
-// settings stay zero: the outbox takes them as its defaults.
-func (c *Config) OutboxConfig(sink outbox.Sink, logger *slog.Logger) outbox.Config {
+// settings stay zero: the outbox takes them as its defaults. The endpoints'
+// rate limits are built anew: outboxes that are to share them (the local
+// store and the partition stores of one process) share one Config. The
+// error is a *SettingError naming an endpoint's rate limit it refuses.
+func (c *Config) OutboxConfig(sink outbox.Sink, logger *slog.Logger) (outbox.Config, error) {
 	d := c.Delivery
+	limits, err := c.rateLimits()
+	if err != nil {
+		return outbox.Config{}, err
+	}
 	return outbox.Config{
-		Sink:                sink,
-		Logger:              component(logger, "outbox"),
-		Interval:            d.Interval,
-		BatchSize:           d.BatchSize,
-		Concurrency:         d.Concurrency,
-		MaxPerEndpoint:      d.MaxPerEndpoint,
-		MaxAttempts:         d.MaxAttempts,
-		MaxAge:              d.MaxAge,
-		BackoffInitial:      d.BackoffInitial,
-		BackoffMax:          d.BackoffMax,
-		ParkInterval:        d.ParkInterval,
-		MaxThrottle:         d.MaxRetryAfter,
+		Sink:           sink,
+		Logger:         component(logger, "outbox"),
+		Interval:       d.Interval,
+		BatchSize:      d.BatchSize,
+		Concurrency:    d.Concurrency,
+		MaxPerEndpoint: d.MaxPerEndpoint,
+		MaxAttempts:    d.MaxAttempts,
+		MaxAge:         d.MaxAge,
+		BackoffInitial: d.BackoffInitial,
+		BackoffMax:     d.BackoffMax,
+		ParkInterval:   d.ParkInterval,
+		MaxThrottle:    d.MaxRetryAfter,
+		RateLimits:     limits,
+		Breaker: outbox.Breaker{
+			Threshold:   d.BreakerThreshold,
+			CoolDown:    d.BreakerCoolDown,
+			MaxCoolDown: d.BreakerMaxCoolDown,
+		},
 		Ordered:             d.Ordered,
 		CommitInterval:      d.CommitInterval,
 		MaxUncommitted:      d.MaxUncommitted,
@@ -74,7 +89,37 @@ func (c *Config) OutboxConfig(sink outbox.Sink, logger *slog.Logger) outbox.Conf
 		NoKeyIndex:          !d.Ordered,
 		NoAttemptLog:        !d.AttemptLog,
 		AttemptExcerptBytes: attemptExcerpt(d.AttemptExcerpt),
+	}, nil
+}
+
+// rateLimits builds the endpoints' rate limits (nil when none has one).
+func (c *Config) rateLimits() (*outbox.RateLimits, error) {
+	var limits map[string]outbox.RateLimit
+	for i, e := range c.Endpoints {
+		setting := fmt.Sprintf("endpoints[%d]", i)
+		switch {
+		case e.RateLimit < 0 || math.IsInf(e.RateLimit, 0) || math.IsNaN(e.RateLimit):
+			return nil, bad(setting+".rate_limit", "want a positive number of deliveries per second, got %g", e.RateLimit)
+		case e.Burst < 0:
+			return nil, bad(setting+".burst", "want a whole number of at least 1, got %d", e.Burst)
+		case e.Burst > 0 && e.RateLimit == 0:
+			return nil, bad(setting+".burst", "is set but rate_limit is not")
+		case e.RateLimit == 0:
+			continue
+		}
+		if limits == nil {
+			limits = make(map[string]outbox.RateLimit)
+		}
+		limits[e.Name] = outbox.RateLimit{PerSecond: e.RateLimit, Burst: max(1, e.Burst)}
 	}
+	if limits == nil {
+		return nil, nil
+	}
+	rl, err := outbox.NewRateLimits(limits)
+	if err != nil {
+		return nil, Explain(err)
+	}
+	return rl, nil
 }
 
 // attemptExcerpt maps delivery.attempt_excerpt, where 0 keeps none, onto
@@ -116,5 +161,9 @@ func validateLibraries(c *Config) error {
 		return Explain(err)
 	}
 	defer sink.Close()
-	return Explain(c.OutboxConfig(sink, nil).Validate())
+	oc, err := c.OutboxConfig(sink, nil)
+	if err != nil {
+		return err
+	}
+	return Explain(oc.Validate())
 }

@@ -46,7 +46,11 @@ func TestZeroDeliverySettingsAreTheLibraryDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sink.Close()
-	o, err := outbox.Open(filepath.Join(t.TempDir(), "o.db"), cfg.OutboxConfig(sink, nil))
+	oc, err := cfg.OutboxConfig(sink, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := outbox.Open(filepath.Join(t.TempDir(), "o.db"), oc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +147,10 @@ func TestAttemptLogSettings(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %v", tc.args, err)
 		}
-		oc := cfg.OutboxConfig(nil, nil)
+		oc, err := cfg.OutboxConfig(nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if oc.AttemptExcerptBytes != tc.excerpt || oc.NoAttemptLog != tc.off {
 			t.Errorf("%v: excerpt %d, off %v; want %d, %v", tc.args, oc.AttemptExcerptBytes, oc.NoAttemptLog, tc.excerpt, tc.off)
 		}

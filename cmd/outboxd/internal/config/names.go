@@ -125,6 +125,11 @@ var outboxNames = sync.OnceValue(func() fieldNames {
 		// zero keeps none (see OutboxConfig).
 		"NoAttemptLog":        "delivery.attempt_log",
 		"AttemptExcerptBytes": "delivery.attempt_excerpt",
+
+		"Breaker.Threshold":   "delivery.breaker_threshold",
+		"Breaker.CoolDown":    "delivery.breaker_cool_down",
+		"Breaker.MaxCoolDown": "delivery.breaker_max_cool_down",
+		"RateLimits":          "endpoints",
 	}
 	sameNames(names, reflect.TypeFor[outbox.Config](), reflect.TypeFor[Delivery](), "", "delivery.")
 	return newFieldNames("delivery", names)

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -149,6 +150,12 @@ func settings() []setting {
 			set: dur(func(c *Config) *time.Duration { return &c.Delivery.Timeout })},
 		{path: "delivery.max_retry_after", flag: "max-retry-after", env: "OUTBOXD_MAX_RETRY_AFTER", usage: "cap of a receiver's Retry-After and of an endpoint throttle",
 			set: dur(func(c *Config) *time.Duration { return &c.Delivery.MaxRetryAfter })},
+		{path: "delivery.breaker_threshold", flag: "breaker-threshold", env: "OUTBOXD_BREAKER_THRESHOLD", usage: "consecutive failures that open an endpoint's circuit breaker (negative: never)",
+			set: integer(func(c *Config) *int { return &c.Delivery.BreakerThreshold })},
+		{path: "delivery.breaker_cool_down", flag: "breaker-cool-down", env: "OUTBOXD_BREAKER_COOL_DOWN", usage: "how long an open circuit breaker waits before its probe, doubling at each opening",
+			set: dur(func(c *Config) *time.Duration { return &c.Delivery.BreakerCoolDown })},
+		{path: "delivery.breaker_max_cool_down", flag: "breaker-max-cool-down", env: "OUTBOXD_BREAKER_MAX_COOL_DOWN", usage: "cap of the circuit breaker's cool-down",
+			set: dur(func(c *Config) *time.Duration { return &c.Delivery.BreakerMaxCoolDown })},
 		{path: "delivery.tombstone_retention", flag: "tombstone-retention", env: "OUTBOXD_TOMBSTONE_RETENTION", usage: "dedup window for delivered and dropped IDs",
 			set: dur(func(c *Config) *time.Duration { return &c.Delivery.TombstoneRetention })},
 		{path: "delivery.changelog_retention", flag: "changelog-retention", env: "OUTBOXD_CHANGELOG_RETENTION", usage: "how long changelog entries (event history) are kept (0: the default; negative: no age limit)",
@@ -169,7 +176,7 @@ func settings() []setting {
 		{path: "allow_private_networks", flag: "allow-private-networks", env: "OUTBOXD_ALLOW_PRIVATE_NETWORKS", usage: "let deliveries reach private, loopback and link-local addresses", isBool: true,
 			set: boolean(func(c *Config) *bool { return &c.AllowPrivateNetworks })},
 		{path: "endpoints", flag: "endpoint", env: "OUTBOXD_ENDPOINTS",
-			usage: "named `endpoint` as NAME=URL[,secret=whsec_...][,timeout=D][,max-in-flight=N][,allow-private] (repeatable; env: space separated); replaces a file endpoint of that name",
+			usage: "named `endpoint` as NAME=URL[,secret=whsec_...][,timeout=D][,max-in-flight=N][,rate=PER_SECOND[,burst=N]][,allow-private] (repeatable; env: space separated); replaces a file endpoint of that name",
 			list:  true, split: strings.Fields, set: addEndpointSpec},
 		{path: "kafka.brokers", flag: "kafka-brokers", env: "OUTBOXD_KAFKA_BROKERS", usage: "Kafka broker `addresses`, comma separated",
 			set: commaList(func(c *Config) *[]string { return &c.Kafka.Brokers })},
@@ -195,7 +202,7 @@ func splitSpaceOrComma(s string) []string {
 }
 
 // addEndpointSpec parses NAME=URL[,secret=whsec_...][,timeout=D]
-// [,max-in-flight=N][,allow-private] and puts the endpoint in c, replacing
+// [,max-in-flight=N][,rate=R[,burst=N]][,allow-private] and puts the endpoint in c, replacing
 // one of the same name.
 func addEndpointSpec(c *Config, spec string) error {
 	ep, err := ParseEndpointSpec(spec)
@@ -214,7 +221,8 @@ func addEndpointSpec(c *Config, spec string) error {
 
 // ParseEndpointSpec parses an endpoint given on the command line:
 // NAME=URL, then optional comma-separated options secret=whsec_...
-// (repeatable), timeout=DURATION, max-in-flight=N and allow-private. The URL
+// (repeatable), timeout=DURATION, max-in-flight=N, rate=PER_SECOND,
+// burst=N and allow-private. The URL
 // must not contain a comma.
 func ParseEndpointSpec(spec string) (Endpoint, error) {
 	parts := strings.Split(spec, ",")
@@ -241,6 +249,18 @@ func ParseEndpointSpec(spec string) (Endpoint, error) {
 				return Endpoint{}, fmt.Errorf("endpoint %s: max-in-flight: invalid whole number %q", name, v)
 			}
 			ep.MaxInFlight = n
+		case "rate":
+			r, err := strconv.ParseFloat(v, 64)
+			if err != nil || !(r > 0) || math.IsInf(r, 0) {
+				return Endpoint{}, fmt.Errorf("endpoint %s: rate: want a positive number of deliveries per second, got %q", name, v)
+			}
+			ep.RateLimit = r
+		case "burst":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return Endpoint{}, fmt.Errorf("endpoint %s: burst: want a whole number of at least 1, got %q", name, v)
+			}
+			ep.Burst = n
 		case "allow-private":
 			b := true
 			if v != "" {
@@ -251,7 +271,7 @@ func ParseEndpointSpec(spec string) (Endpoint, error) {
 			}
 			ep.AllowPrivate = b
 		default:
-			return Endpoint{}, fmt.Errorf("endpoint %s: unknown option %q (known: secret, timeout, max-in-flight, allow-private)", name, k)
+			return Endpoint{}, fmt.Errorf("endpoint %s: unknown option %q (known: secret, timeout, max-in-flight, rate, burst, allow-private)", name, k)
 		}
 	}
 	return ep, nil
