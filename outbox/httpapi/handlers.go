@@ -28,6 +28,7 @@ type eventOut struct {
 	Attempts      int    `json:"attempts"`
 	CreatedAt     string `json:"created_at,omitempty"`
 	NextAttemptAt string `json:"next_attempt_at,omitempty"`
+	DeliverAt     string `json:"deliver_at,omitempty"`
 	LastStatus    int    `json:"last_status"`
 	LastError     string `json:"last_error"`
 	DeadReason    string `json:"dead_reason,omitempty"`
@@ -48,6 +49,7 @@ func toOut(ev *outbox.Event) eventOut {
 		State:       ev.State.String(),
 		Attempts:    ev.Attempts,
 		CreatedAt:   formatTime(ev.CreatedAt),
+		DeliverAt:   formatTime(ev.DeliverAt),
 		LastStatus:  ev.LastStatus,
 		LastError:   ev.LastError,
 		DeadReason:  ev.DeadReason,
@@ -154,7 +156,8 @@ func (h *handler) enqueue(w http.ResponseWriter, r *http.Request) {
 	}
 	defer b.release()
 	body := b.b
-	evs, err := decodeEvents(body, limits{maxBatch: h.cfg.MaxBatch, maxPayload: h.cfg.MaxPayloadBytes, maxID: h.cfg.MaxIDBytes})
+	evs, err := decodeEvents(body, limits{maxBatch: h.cfg.MaxBatch, maxPayload: h.cfg.MaxPayloadBytes, maxID: h.cfg.MaxIDBytes,
+		now: time.Now()})
 	if err != nil {
 		h.fail(w, r, err, false)
 		return
