@@ -101,3 +101,28 @@ func TestReplayKeepsNotBefore(t *testing.T) {
 		t.Fatalf("Replay = %+v, %v; want due at %v", r, err, d.DeliverAt)
 	}
 }
+
+// A store rebuilt from the changelog (a restore from Kafka) keeps the
+// schedule: the record's DeliverAt and its place in the due index.
+func TestRestoreKeepsSchedule(t *testing.T) {
+	clk := newClock()
+	s := openTest(t, Options{Now: clk.Now})
+	r := rec("s", "1")
+	r.DeliverAt = clk.Now().Add(time.Hour)
+	mustInsert(t, s, r)
+	entries, err := s.Changelog(1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := openTest(t, Options{Now: clk.Now})
+	if err := fresh.Restore(t.Context(), entries); err != nil {
+		t.Fatal(err)
+	}
+	if due, err := fresh.Due(DueQuery{Now: clk.Now()}); err != nil || len(due) != 0 {
+		t.Fatalf("restored store: due now %d, %v; want none", len(due), err)
+	}
+	got, _, err := fresh.Get("s")
+	if err != nil || !got.DeliverAt.Equal(r.DeliverAt) || !got.NextAttemptAt.Equal(r.DeliverAt) {
+		t.Fatalf("restored record %+v, %v", got, err)
+	}
+}
