@@ -267,3 +267,23 @@ func TestReplayOfScheduledEventIsDueNow(t *testing.T) {
 		t.Fatalf("after Replay: %+v, %v; want pending, due now, DeliverAt kept", ev, err)
 	}
 }
+
+// An event waiting for its DeliverAt is not lag: OldestPendingAge counts
+// from DeliverAt, as MaxAge does.
+func TestOldestPendingAgeCountsFromDeliverAt(t *testing.T) {
+	clock := newFakeClock(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))
+	cfg := testConfig(newWebSink())
+	cfg.Clock = clock
+	o, _ := open(t, cfg)
+	if _, err := o.Enqueue(t.Context(), outbox.Event{ID: "s", Destination: "https://x.example/a", DeliverAt: clock.Now().Add(2 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Hour)
+	if age := o.Stats().OldestPendingAge; age != 0 {
+		t.Fatalf("an hour before its DeliverAt: OldestPendingAge %v, want 0", age)
+	}
+	clock.Advance(90 * time.Minute)
+	if age := o.Stats().OldestPendingAge; age != 30*time.Minute {
+		t.Fatalf("30m after its DeliverAt: OldestPendingAge %v, want 30m", age)
+	}
+}
