@@ -19,7 +19,7 @@ func (o *Outbox) checkSchedule(i int, ev *Event) error {
 	now := o.clock.Now()
 	if limit := now.Add(o.cfg.MaxSchedule); ev.DeliverAt.After(limit) {
 		return &ValidationError{Index: i, Field: "deliver_at", Reason: ev.DeliverAt.UTC().Format(time.RFC3339Nano) +
-			" is more than " + o.cfg.MaxSchedule.String() + " ahead (the scheduling horizon, Config.MaxSchedule)"}
+			" is more than " + o.cfg.MaxSchedule.String() + " ahead, past the scheduling horizon"}
 	}
 	return nil
 }

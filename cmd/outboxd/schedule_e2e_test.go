@@ -67,7 +67,7 @@ func TestBadScheduleOverHTTPStoresNothing(t *testing.T) {
 	}{
 		{"unparseable deliver_at", `{"id":"e1","destination":"orders","deliver_at":"next tuesday"}`, `deliver_at: "next tuesday" is not an RFC 3339 time`},
 		{"deliver_at beyond the horizon", `{"id":"e2","destination":"orders","deliver_at":"` + beyond + `"}`, "deliver_at: " + beyond + " is more than 1h0m0s ahead"},
-		{"delay beyond the horizon", `{"id":"e3","destination":"orders","delay":"2h"}`, "is more than 1h0m0s ahead"},
+		{"delay beyond the horizon", `{"id":"e3","destination":"orders","delay":"2h"}`, "delay: puts the event at "},
 		{"both", `{"id":"e4","destination":"orders","delay":"2s","deliver_at":"` + beyond + `"}`, "deliver_at, delay: give one of the two, not both"},
 		{"bad delay", `{"id":"e5","destination":"orders","delay":"soon"}`, `delay: "soon" is not a duration`},
 		{"negative delay", `{"id":"e6","destination":"orders","delay":"-2s"}`, `delay: "-2s" is negative`},

@@ -168,6 +168,7 @@ func (h *handler) enqueue(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, outbox.ErrConflict) {
 			err = conflictError(err, evs, batch)
 		}
+		err = delayField(err, body, batch)
 		h.fail(w, r, err, batch)
 		return
 	}
