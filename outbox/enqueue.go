@@ -207,10 +207,10 @@ func (o *Outbox) buildRecord(ev Event, endpoint string, now time.Time) (*store.R
 // destination and DeliverAt are replaced, its attempts and schedule are
 // kept (except that a changed DeliverAt reschedules it to the new time, or
 // to now when that is zero or has passed: copy current.DeliverAt to keep
-// it), and its Version changes, so that a delivery of the old version that succeeds
-// afterwards does not delete the new one (it is delivered in turn). Another
-// ID replaces the current event (its tombstone says it was superseded) with a
-// new one. fn runs while the store's write lock is held: keep it short and do
+// it), and its Version changes, so that a delivery of the old version that
+// succeeds afterwards does not delete the new one (it is delivered in
+// turn). Another ID replaces the current event (its tombstone says it was
+// superseded) with a new one. fn runs while the store's write lock is held: keep it short and do
 // not call the Outbox from it; an error from fn aborts the upsert and is
 // returned. The event's Key is always key. Upsert needs the store's key
 // index: with Config.NoKeyIndex it fails with ErrNoKeyIndex.
