@@ -25,6 +25,7 @@ const (
 	DefaultGroup             = "outboxd"
 	DefaultDestinationHeader = "outbox-destination"
 	DefaultIDHeader          = "outbox-id"
+	DefaultDeliverAtHeader   = "outbox-deliver-at"
 	DefaultClientID          = "outboxd"
 	DefaultStartOffset       = "earliest"
 	DefaultBatchSize         = 1000
@@ -94,6 +95,11 @@ type Config struct {
 	// without it get "kafka:<topic>:<partition>:<offset>", which is stable
 	// across re-consumption. Default "outbox-id".
 	IDHeader string `yaml:"id_header"`
+	// DeliverAtHeader names the record header that holds the event's
+	// not-before time (outbox.Event.DeliverAt), in RFC 3339. A record whose
+	// header is not such a time, or is given twice, becomes a dead letter.
+	// Default "outbox-deliver-at".
+	DeliverAtHeader string `yaml:"deliver_at_header"`
 	// StartOffset is where the group starts on a partition without a
 	// committed offset: "earliest" (the default: records published before
 	// the first start are not skipped) or "latest".
@@ -188,6 +194,7 @@ func (c Config) WithDefaults() Config {
 	str(&c.Group, DefaultGroup)
 	str(&c.DestinationHeader, DefaultDestinationHeader)
 	str(&c.IDHeader, DefaultIDHeader)
+	str(&c.DeliverAtHeader, DefaultDeliverAtHeader)
 	str(&c.StartOffset, DefaultStartOffset)
 	str(&c.ClientID, DefaultClientID)
 	num(&c.BatchSize, DefaultBatchSize)
@@ -252,6 +259,12 @@ func (c Config) Validate() error {
 	}
 	if c.IDHeader == c.DestinationHeader {
 		return bad("IDHeader", "must differ from DestinationHeader")
+	}
+	if !validHeaderName(c.DeliverAtHeader) {
+		return bad("DeliverAtHeader", "%q is not a valid header name", c.DeliverAtHeader)
+	}
+	if c.DeliverAtHeader == c.IDHeader || c.DeliverAtHeader == c.DestinationHeader {
+		return bad("DeliverAtHeader", "must differ from IDHeader and DestinationHeader")
 	}
 	for _, d := range []struct {
 		name string

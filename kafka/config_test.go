@@ -47,6 +47,8 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"start offset", func(c *Config) { c.StartOffset = "middle" }, "StartOffset"},
 		{"dest header", func(c *Config) { c.DestinationHeader = "a b" }, "DestinationHeader"},
 		{"same headers", func(c *Config) { c.IDHeader = "h"; c.DestinationHeader = "h" }, "IDHeader"},
+		{"deliver-at header", func(c *Config) { c.DeliverAtHeader = "a b" }, "DeliverAtHeader"},
+		{"deliver-at header is the ID's", func(c *Config) { c.DeliverAtHeader = "outbox-id" }, "DeliverAtHeader"},
 		{"heartbeat", func(c *Config) { c.HeartbeatInterval = time.Minute }, "HeartbeatInterval"},
 		{"negative", func(c *Config) { c.CommitInterval = -time.Second }, "CommitInterval"},
 		{"backoff", func(c *Config) { c.RetryBackoff = time.Minute }, "RetryBackoffMax"},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
 
@@ -34,19 +35,22 @@ type mapped struct {
 
 // mapper turns records into events.
 type mapper struct {
-	defaultDest string
-	destHeader  string
-	idHeader    string
+	defaultDest     string
+	destHeader      string
+	idHeader        string
+	deliverAtHeader string
 }
 
 func newMapper(c Config) mapper {
-	return mapper{defaultDest: c.Destination, destHeader: c.DestinationHeader, idHeader: c.IDHeader}
+	return mapper{defaultDest: c.Destination, destHeader: c.DestinationHeader, idHeader: c.IDHeader,
+		deliverAtHeader: c.DeliverAtHeader}
 }
 
 // mapRecord maps one record: the ID from the ID header or the record's
-// coordinates, key to Key, value to Payload, headers (but the ID and
-// destination headers) to Headers, the destination from its header or the
-// default. Problems that make the record undeliverable set dead.
+// coordinates, key to Key, value to Payload, headers (but the ID,
+// destination and not-before headers) to Headers, the destination from its
+// header or the default, DeliverAt from its header (RFC 3339) when there is
+// one. Problems that make the record undeliverable set dead.
 func (m mapper) mapRecord(msg *kafkago.Message) mapped {
 	out := mapped{offset: msg.Offset}
 	ev := &out.ev
@@ -55,7 +59,7 @@ func (m mapper) mapRecord(msg *kafkago.Message) mapped {
 	ev.Key = mapKey(msg.Key)
 
 	var problems []string
-	var idSeen, destSeen bool
+	var idSeen, destSeen, atSeen bool
 	var headers map[string]string
 	for _, h := range msg.Headers {
 		switch h.Key {
@@ -85,6 +89,18 @@ func (m mapper) mapRecord(msg *kafkago.Message) mapped {
 			if ev.Destination == "" {
 				problems = append(problems, fmt.Sprintf("empty %q header", m.destHeader))
 			}
+		case m.deliverAtHeader:
+			if atSeen {
+				problems = append(problems, fmt.Sprintf("more than one %q header", m.deliverAtHeader))
+				continue
+			}
+			atSeen = true
+			at, err := time.Parse(time.RFC3339, string(h.Value))
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("%q header is not an RFC 3339 time", m.deliverAtHeader))
+				continue
+			}
+			ev.DeliverAt = at.UTC()
 		default:
 			if headers == nil {
 				headers = make(map[string]string, len(msg.Headers))

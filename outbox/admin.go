@@ -106,9 +106,9 @@ func (o *Outbox) Delete(ctx context.Context, id string) error {
 	return mapErr("delete", id, o.st.Drop(ctx, id, "dropped by operator"))
 }
 
-// Replay moves a dead event back to pending, due now, with its attempts
-// reset. ErrNotFound when there is no such event, ErrNotDead when it is not a
-// dead letter.
+// Replay moves a dead event back to pending, due now (or at its DeliverAt
+// while that is still ahead), with its attempts reset. ErrNotFound when
+// there is no such event, ErrNotDead when it is not a dead letter.
 func (o *Outbox) Replay(ctx context.Context, id string) error {
 	if err := o.enter(); err != nil {
 		return err
@@ -330,7 +330,8 @@ func (o *Outbox) EnableEndpoint(ctx context.Context, name string) error {
 }
 
 // bringForward makes the pending events of an endpoint due now (those pushed
-// back while it was held), skipping events in flight.
+// back while it was held), skipping events in flight; a scheduled event is
+// not brought before its DeliverAt.
 func (o *Outbox) bringForward(ctx context.Context, endpoint string, now time.Time) error {
 	after := ""
 	for {
@@ -339,7 +340,7 @@ func (o *Outbox) bringForward(ctx context.Context, endpoint string, now time.Tim
 			After: after,
 			Limit: MaxListLimit,
 			Filter: func(r *store.Record) bool {
-				return r.Endpoint == endpoint && r.NextAttemptAt.After(now)
+				return r.Endpoint == endpoint && r.NextAttemptAt.After(notBefore(now, r.DeliverAt))
 			},
 		})
 		if err != nil {
@@ -350,7 +351,7 @@ func (o *Outbox) bringForward(ctx context.Context, endpoint string, now time.Tim
 			if o.eng.isInFlight(r.ID) {
 				continue
 			}
-			outs = append(outs, rescheduleAt(r, now))
+			outs = append(outs, rescheduleAt(r, notBefore(now, r.DeliverAt)))
 		}
 		if len(outs) > 0 {
 			if _, err := o.st.Apply(ctx, outs, nil); err != nil {

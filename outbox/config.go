@@ -66,9 +66,17 @@ type Config struct {
 	MaxAttempts int
 
 	// MaxAge is the age after which a failing or parked event becomes a dead
-	// letter at its next outcome. Events waiting for a disabled endpoint are
-	// not aged out (they get no outcome until it is enabled). Default: 72h.
+	// letter at its next outcome. The age counts from the event's DeliverAt
+	// when that is later than its creation. Events waiting for a disabled
+	// endpoint are not aged out (they get no outcome until it is enabled).
+	// Default: 72h.
 	MaxAge time.Duration
+
+	// MaxSchedule is the scheduling horizon: how far ahead of now an
+	// event's DeliverAt may be; a later one is refused with a
+	// *ValidationError for "deliver_at". Default: DefaultMaxSchedule (30
+	// days).
+	MaxSchedule time.Duration
 
 	// BackoffInitial is the wait before the second attempt after a retry.
 	// Default: 1s.
@@ -230,6 +238,7 @@ func (c Config) withDefaults() Config {
 	setInt(&c.MaxUncommitted, DefaultMaxUncommitted)
 	setInt(&c.MaxAttempts, DefaultMaxAttempts)
 	setDur(&c.MaxAge, DefaultMaxAge)
+	setDur(&c.MaxSchedule, DefaultMaxSchedule)
 	setDur(&c.BackoffInitial, DefaultBackoffInitial)
 	setDur(&c.BackoffMax, DefaultBackoffMax)
 	if c.BackoffMultiplier == 0 {
@@ -288,6 +297,7 @@ func (c Config) validate() error {
 	}{
 		{"Interval", c.Interval},
 		{"MaxAge", c.MaxAge},
+		{"MaxSchedule", c.MaxSchedule},
 		{"BackoffInitial", c.BackoffInitial},
 		{"BackoffMax", c.BackoffMax},
 		{"ParkInterval", c.ParkInterval},

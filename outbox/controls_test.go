@@ -374,6 +374,11 @@ func TestRetryEndpoint(t *testing.T) {
 		}
 		return true
 	})
+	// One event is scheduled for later: retry now leaves its time alone.
+	later := time.Now().Add(time.Hour).UTC()
+	if _, err := o.Enqueue(context.Background(), outbox.Event{ID: "later", Destination: rc.URL + "/hook/x", DeliverAt: later}); err != nil {
+		t.Fatal(err)
+	}
 	up.Store(true)
 	before := time.Now()
 	n, err := o.RetryEndpoint(context.Background(), endpoint, 1000)
@@ -382,6 +387,12 @@ func TestRetryEndpoint(t *testing.T) {
 	}
 	// Paced: one every millisecond, in ID order.
 	for ev := range allPending(t, o) {
+		if ev.ID == "later" {
+			if !ev.NextAttemptAt.Equal(later) {
+				t.Errorf("the scheduled event is due at %s after RetryEndpoint; want its time, %s", ev.NextAttemptAt, later)
+			}
+			continue
+		}
 		var i int
 		fmt.Sscanf(ev.ID, "ev-%d", &i)
 		if ev.NextAttemptAt.Before(before.Add(time.Duration(i)*time.Millisecond)) || ev.NextAttemptAt.After(time.Now().Add(time.Duration(i)*time.Millisecond)) {

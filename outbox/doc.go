@@ -54,6 +54,23 @@
 // so a new event's first attempt starts at once; otherwise it runs every
 // Config.Interval, and when nothing is due it costs one key read.
 //
+// # Scheduled delivery
+//
+// An event may carry a not-before time, Event.DeliverAt: it is stored
+// pending (durable, surviving restarts) and first attempted at that time,
+// not before; a zero or past DeliverAt means at once, and one more than
+// Config.MaxSchedule (30 days) ahead is refused (*ValidationError for
+// "deliver_at"). The due index is ordered by next attempt time, so a
+// punctuation reads only what is due: events scheduled for later cost it
+// nothing. Config.MaxAge counts from DeliverAt when that is later than the
+// enqueue. Nothing brings an event before its DeliverAt: not EnableEndpoint,
+// not Replay (a replayed event is due now, or at its DeliverAt while that is
+// ahead). DeliverAt is not content: re-enqueueing an ID with another DeliverAt
+// is a duplicate that keeps the first schedule (a client retrying with a
+// relative delay computes another time each try); Upsert changes a pending
+// event's schedule. With Config.Ordered a scheduled event holds the later
+// events of its key until it is delivered or dead, as any earlier event does.
+//
 // # Policy actions
 //
 // The Sink maps each response to an Action (the status policy table):

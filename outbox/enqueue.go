@@ -27,7 +27,8 @@ import (
 // caller is told so. Nothing of a failed call is stored.
 //
 // Only the caller-owned fields of the events are read (ID, Key,
-// Destination, Method, Headers, Payload); the outbox keeps its own copies.
+// Destination, Method, Headers, Payload, DeliverAt); the outbox keeps its
+// own copies. An event with a DeliverAt ahead is first due then.
 func (o *Outbox) Enqueue(ctx context.Context, events ...Event) ([]string, error) {
 	return o.enqueue(ctx, events, true)
 }
@@ -177,6 +178,10 @@ func (o *Outbox) buildRecord(ev Event, endpoint string, now time.Time) (*store.R
 		}
 		ev.ID = id.String()
 	}
+	var deliverAt time.Time
+	if !ev.DeliverAt.IsZero() {
+		deliverAt = ev.DeliverAt.UTC()
+	}
 	return &store.Record{
 		ID:            ev.ID,
 		Key:           ev.Key,
@@ -186,7 +191,8 @@ func (o *Outbox) buildRecord(ev Event, endpoint string, now time.Time) (*store.R
 		Headers:       maps.Clone(ev.Headers),
 		Payload:       append([]byte(nil), ev.Payload...),
 		CreatedAt:     now,
-		NextAttemptAt: now,
+		NextAttemptAt: notBefore(now, deliverAt),
+		DeliverAt:     deliverAt,
 	}, nil
 }
 
@@ -197,12 +203,14 @@ func (o *Outbox) buildRecord(ev Event, endpoint string, now time.Time) (*store.R
 // each fn sees the result of the previous one.
 //
 // When fn returns an event with an empty ID or the current event's ID, the
-// current event is updated in place: its payload, headers, method and
-// destination are replaced, its attempts and schedule are kept, and its
-// Version changes, so that a delivery of the old version that succeeds
-// afterwards does not delete the new one (it is delivered in turn). Another
-// ID replaces the current event (its tombstone says it was superseded) with a
-// new one. fn runs while the store's write lock is held: keep it short and do
+// current event is updated in place: its payload, headers, method,
+// destination and DeliverAt are replaced, its attempts and schedule are
+// kept (except that a changed DeliverAt reschedules it to the new time, or
+// to now when that is zero or has passed: copy current.DeliverAt to keep
+// it), and its Version changes, so that a delivery of the old version that
+// succeeds afterwards does not delete the new one (it is delivered in
+// turn). Another ID replaces the current event (its tombstone says it was
+// superseded) with a new one. fn runs while the store's write lock is held: keep it short and do
 // not call the Outbox from it; an error from fn aborts the upsert and is
 // returned. The event's Key is always key. Upsert needs the store's key
 // index: with Config.NoKeyIndex it fails with ErrNoKeyIndex.
@@ -263,6 +271,13 @@ func (o *Outbox) upsertFn(key string, fn func(current *Event) (Event, error), in
 			r.Method = ev.Method
 			r.Headers = maps.Clone(ev.Headers)
 			r.Payload = append([]byte(nil), ev.Payload...)
+			if !ev.DeliverAt.Equal(cur.DeliverAt) {
+				r.DeliverAt = time.Time{}
+				if !ev.DeliverAt.IsZero() {
+					r.DeliverAt = ev.DeliverAt.UTC()
+				}
+				r.NextAttemptAt = notBefore(now, r.DeliverAt)
+			}
 			return &r, nil
 		}
 		*inserted = true

@@ -114,7 +114,7 @@ type ValidationError struct {
 	// EnqueueDead and Upsert).
 	Index int
 	// Field names the offending field: "id", "key", "destination", "method",
-	// "headers" or "payload".
+	// "headers", "payload" or "deliver_at".
 	Field string
 	// Reason says what is wrong with it.
 	Reason string

@@ -11,7 +11,8 @@ import (
 )
 
 // Event is one message for one destination. Callers set ID (optional), Key,
-// Destination, Method, Headers and Payload; the outbox sets the rest.
+// Destination, Method, Headers, Payload and DeliverAt (optional); the outbox
+// sets the rest.
 type Event struct {
 	// ID identifies the event for deduplication: re-enqueueing the same ID
 	// with the same content is a no-op, within the tombstone retention after
@@ -33,6 +34,14 @@ type Event struct {
 	Headers map[string]string
 	// Payload is delivered verbatim.
 	Payload []byte
+	// DeliverAt is a not-before time (scheduled delivery): the event is
+	// stored pending and first attempted at DeliverAt, not before. Zero or
+	// a time that has passed: as soon as possible. At most
+	// Config.MaxSchedule ahead (else a *ValidationError for "deliver_at").
+	// It is stored in UTC and survives restarts; Config.MaxAge counts from
+	// it. It is not content: re-enqueueing an ID with another DeliverAt is
+	// an idempotent no-op that keeps the first schedule.
+	DeliverAt time.Time
 
 	// Endpoint is the endpoint the destination resolved to. Set by the outbox.
 	Endpoint string
@@ -129,6 +138,7 @@ func eventFromRecord(r *store.Record, st State) Event {
 		Attempts:      r.Attempts,
 		Deliveries:    r.Deliveries,
 		NextAttemptAt: r.NextAttemptAt,
+		DeliverAt:     r.DeliverAt,
 		LastStatus:    r.LastStatus,
 		LastError:     r.LastError,
 		Version:       r.Version,
@@ -200,6 +210,9 @@ func (o *Outbox) validateEvent(i int, ev *Event, resolve bool) (endpoint string,
 	}
 	if len(ev.Payload) > c.MaxPayloadBytes {
 		return "", bad("payload", "larger than the limit of "+itoa(c.MaxPayloadBytes)+" bytes")
+	}
+	if err := o.checkSchedule(i, ev); err != nil {
+		return "", err
 	}
 	return endpoint, nil
 }

@@ -44,7 +44,7 @@ func (o *Outbox) outcome(r *store.Record, res Result, ep store.EndpointState, be
 		LastStatus: res.Status,
 		LastError:  lastErr,
 	}
-	age := now.Sub(r.CreatedAt)
+	age := now.Sub(ageStart(r))
 	deadOut := func(reason string) (*store.Outcome, store.EndpointState, bool) {
 		out := base
 		out.Kind = store.OutcomeDead

@@ -14,9 +14,10 @@ import (
 // makes its pending events due now, paced at rate events per second (0:
 // DefaultReplayRate) so that the receiver is not flooded: the n-th event
 // (from 0) becomes due n/rate seconds from now, or stays due earlier when it
-// was. The endpoint's rate limit, if it has one, applies on top. It returns
-// how many pending events it made due (those due already included); events
-// in flight are left alone.
+// was; an event scheduled later (Event.DeliverAt) keeps its time. The
+// endpoint's rate limit, if it has one, applies on top. It returns how many
+// pending events it made due (those due already included); events in
+// flight are left alone.
 // ErrNotFound when the endpoint has no state and the Sink does not list it;
 // ErrEndpointDisabled when it is disabled (EnableEndpoint is the call then).
 func (o *Outbox) RetryEndpoint(ctx context.Context, name string, rate float64) (int, error) {
@@ -53,8 +54,8 @@ func (o *Outbox) listsEndpoint(name string) bool {
 
 // pull makes the pending events of an endpoint due from now on, one every
 // step, skipping events in flight and never making an event due later
-// than it was. It returns how many events it counted (those due already
-// included).
+// than it was, nor before its DeliverAt. It returns how many events it
+// made due (those due already included; those scheduled later are not).
 func (o *Outbox) pull(ctx context.Context, endpoint string, now time.Time, step time.Duration) (int, error) {
 	n := 0
 	after := ""
@@ -76,7 +77,11 @@ func (o *Outbox) pull(ctx context.Context, endpoint string, now time.Time, step 
 				continue
 			}
 			at := now.Add(time.Duration(n) * step)
-			n++
+			if r.DeliverAt.After(at) {
+				at = r.DeliverAt // scheduled: never before its time
+			} else {
+				n++
+			}
 			if !at.Before(r.NextAttemptAt) {
 				continue // due already, or sooner than its turn
 			}

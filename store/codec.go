@@ -51,7 +51,7 @@ func appendRecord(dst []byte, r *Record) []byte {
 
 // recordSizeHint is an upper bound of the size of r's frame.
 func recordSizeHint(r *Record) int {
-	n := frameMin + 16 + 12*binary.MaxVarintLen64 + 3*(1+2*binary.MaxVarintLen64) +
+	n := frameMin + 16 + 12*binary.MaxVarintLen64 + 4*(1+2*binary.MaxVarintLen64) +
 		len(r.ID) + len(r.Key) + len(r.Destination) + len(r.Endpoint) + len(r.Method) +
 		len(r.Payload) + len(r.LastError) + len(r.DeadReason)
 	for k, v := range r.Headers {
@@ -302,6 +302,12 @@ func (e *encoder) record(r *Record) {
 	e.str(r.LastError)
 	e.time(r.DeadAt)
 	e.str(r.DeadReason)
+	// Added after the first layout, and written only when set, so that a
+	// record without it keeps its first-layout bytes. Older builds ignore
+	// it; a field appended later must write it (flag 0 when zero) first.
+	if !r.DeliverAt.IsZero() {
+		e.time(r.DeliverAt)
+	}
 }
 
 // patchRecord sets the Version and seq of an encoded record frame in place
@@ -509,6 +515,9 @@ func (d *decoder) record() *Record {
 	r.LastError = d.str()
 	r.DeadAt = d.time()
 	r.DeadReason = d.str()
+	if d.err == nil && len(d.b) > 0 {
+		r.DeliverAt = d.time()
+	}
 	if d.err != nil {
 		return nil
 	}

@@ -34,6 +34,12 @@
 // never reads or writes it, Check walks its pages without judging its
 // values, and Compact copies it.
 //
+// A record with a not-before time (Record.DeliverAt) is inserted with its
+// due index entry at that time, and Replay never puts it earlier, so Due
+// never reads what is scheduled for later. The time is a field appended to
+// the record's first layout, written only when set: older files decode, and
+// records without one keep their bytes.
+//
 // The keys bucket (the key index) serves per-key order and UpsertKey. With
 // Options.NoKeyIndex it stays empty and the schema version says so (2
 // instead of 1); Open empties or rebuilds it when the option changes.

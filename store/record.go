@@ -34,9 +34,14 @@ type Record struct {
 	Attempts int
 	// Deliveries counts the attempts made, parks included.
 	Deliveries int
-	// NextAttemptAt is when the record is due; Insert sets it to CreatedAt
-	// when zero (due at once).
+	// NextAttemptAt is when the record is due; Insert sets it to CreatedAt,
+	// or to DeliverAt when that is later, when zero.
 	NextAttemptAt time.Time
+	// DeliverAt is the event's not-before time (scheduled delivery); zero
+	// when it has none. It is kept with the record, so the schedule
+	// survives a restart; Insert and Replay never make a record due before
+	// it. It is bookkeeping, not content: SameContent ignores it.
+	DeliverAt time.Time
 	// LastStatus is the HTTP status of the last attempt (0 if none).
 	LastStatus int
 	// LastError describes the last failed attempt.
@@ -58,7 +63,9 @@ type Record struct {
 // SameContent reports whether r and o carry the same event: equal ID, Key,
 // Destination, Method, Headers and Payload. It is the test that tells an
 // idempotent re-enqueue from a conflict. A nil map equals an empty one, and a
-// nil payload an empty one.
+// nil payload an empty one. The schedule (NextAttemptAt, DeliverAt) is not
+// content: a client that retries an enqueue with a relative delay computes
+// another DeliverAt each time, and its retry must stay a no-op.
 func (r *Record) SameContent(o *Record) bool {
 	if r == nil || o == nil {
 		return r == o

@@ -65,7 +65,7 @@ func validateRecord(r *Record) error {
 // field is the caller's and is not modified.
 //
 // A zero CreatedAt becomes Options.Now(); a zero NextAttemptAt becomes
-// CreatedAt (due at once). A record with DeadReason set goes straight to the
+// CreatedAt (due at once), or DeliverAt when that is later. A record with DeadReason set goes straight to the
 // dead letters (DeadAt defaults to now).
 //
 // A record whose ID has a live tombstone is not stored: its status is
@@ -140,7 +140,7 @@ func (s *Store) prepareInsert(recs []*Record) (*preparedInsert, error) {
 			c.CreatedAt = now
 		}
 		if c.NextAttemptAt.IsZero() {
-			c.NextAttemptAt = c.CreatedAt
+			c.NextAttemptAt = notBefore(c.CreatedAt, c.DeliverAt)
 		}
 		if c.DeadReason == "" {
 			c.DeadAt = time.Time{}
@@ -359,7 +359,7 @@ func (w *wtx) insertNew(r *Record) {
 		r.CreatedAt = w.now
 	}
 	if r.NextAttemptAt.IsZero() {
-		r.NextAttemptAt = r.CreatedAt
+		r.NextAttemptAt = notBefore(r.CreatedAt, r.DeliverAt)
 	}
 	lsn := w.next()
 	r.Version = lsn
@@ -670,8 +670,18 @@ func applyEdit(cur, edited *Record) *Record {
 	r.Destination = edited.Destination
 	r.Endpoint = edited.Endpoint
 	r.NextAttemptAt = edited.NextAttemptAt
+	r.DeliverAt = edited.DeliverAt
 	r.Key = edited.Key
 	return r
+}
+
+// notBefore returns t, or deliverAt when that is later: when a record with
+// that not-before time may be due.
+func notBefore(t, deliverAt time.Time) time.Time {
+	if deliverAt.After(t) {
+		return deliverAt
+	}
+	return t
 }
 
 func cloneMap(m map[string]string) map[string]string {
@@ -685,8 +695,8 @@ func cloneMap(m map[string]string) map[string]string {
 // Update runs fn on a copy of the pending record with that ID inside the
 // write transaction, serialized with every other write, and stores the
 // result: a read-modify-write that never loses a concurrent update. fn may
-// change Payload, Headers, Method, Destination, Endpoint, NextAttemptAt and
-// Key; other changes are ignored. If fn returns an error nothing is written
+// change Payload, Headers, Method, Destination, Endpoint, NextAttemptAt,
+// DeliverAt and Key; other changes are ignored. If fn returns an error nothing is written
 // and Update returns it. fn runs once, on the committer goroutine, while
 // other writers wait: keep it short and free of I/O. A panic in fn is raised
 // again in the caller's goroutine.
@@ -861,7 +871,8 @@ func (s *Store) Drop(ctx context.Context, id string, reason string) error {
 }
 
 // Replay moves a dead letter back to pending: Attempts reset to 0, DeadAt
-// and DeadReason cleared, due at now (OpReplay). Deliveries, LastStatus and
+// and DeadReason cleared, due at now, or at its DeliverAt when that is
+// still ahead (OpReplay). Deliveries, LastStatus and
 // LastError are kept. ErrNotDead when the record is pending, ErrNotFound when
 // it is neither pending nor dead.
 func (s *Store) Replay(ctx context.Context, id string, now time.Time) (*Record, error) {
@@ -881,7 +892,7 @@ func (s *Store) Replay(ctx context.Context, id string, now time.Time) (*Record, 
 		r := dead.clone()
 		r.Attempts = 0
 		r.DeadAt, r.DeadReason = time.Time{}, ""
-		r.NextAttemptAt = now
+		r.NextAttemptAt = notBefore(now, r.DeliverAt)
 		r.Version, r.seq = lsn, lsn
 		frame := EncodeRecord(r)
 		w.removeDead(dead)

@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/outboxd/outbox/outbox"
@@ -26,6 +27,8 @@ type eventIn struct {
 	Headers       map[string]string `json:"headers"`
 	Payload       json.RawMessage   `json:"payload"`
 	PayloadBase64 *string           `json:"payload_base64"`
+	DeliverAt     *string           `json:"deliver_at"`
+	Delay         *string           `json:"delay"`
 }
 
 // limits are the bounds decodeEvents enforces.
@@ -33,6 +36,8 @@ type limits struct {
 	maxBatch   int
 	maxPayload int
 	maxID      int
+	// now is the time a "delay" counts from.
+	now time.Time
 }
 
 // decodeEvents parses a POST /v1/events body: one event object or an array
@@ -242,6 +247,10 @@ func (in *eventIn) toEvent(ev *outbox.Event, lim limits, prefix string) error {
 		return errorf(http.StatusRequestEntityTooLarge, fmt.Sprintf("%s%s: %d bytes is over the limit of %d bytes",
 			prefix, field, len(payload), lim.maxPayload))
 	}
+	deliverAt, err := in.schedule(lim.now, prefix)
+	if err != nil {
+		return err
+	}
 	*ev = outbox.Event{
 		ID:          in.ID,
 		Key:         in.Key,
@@ -249,8 +258,49 @@ func (in *eventIn) toEvent(ev *outbox.Event, lim limits, prefix string) error {
 		Method:      method,
 		Headers:     in.Headers,
 		Payload:     payload,
+		DeliverAt:   deliverAt,
 	}
 	return nil
+}
+
+// schedule returns the not-before time of in: "deliver_at" (RFC 3339) or
+// now + "delay" (a Go duration such as "90s" or "2h30m", not negative), zero
+// when neither is given. The horizon (outbox.Config.MaxSchedule) is
+// Enqueue's to check.
+func (in *eventIn) schedule(now time.Time, prefix string) (time.Time, error) {
+	switch {
+	case in.DeliverAt != nil && in.Delay != nil:
+		return time.Time{}, errorf(http.StatusBadRequest, prefix+"deliver_at, "+prefix+"delay: give one of the two, not both")
+	case in.DeliverAt != nil:
+		t, err := time.Parse(time.RFC3339, *in.DeliverAt)
+		if err != nil {
+			return time.Time{}, errorf(http.StatusBadRequest, prefix+"deliver_at: "+quoteShort(*in.DeliverAt)+
+				" is not an RFC 3339 time such as \"2026-01-02T15:04:05Z\"")
+		}
+		return t.UTC(), nil
+	case in.Delay != nil:
+		d, err := time.ParseDuration(*in.Delay)
+		if err != nil {
+			return time.Time{}, errorf(http.StatusBadRequest, prefix+"delay: "+quoteShort(*in.Delay)+
+				" is not a duration such as \"90s\" or \"2h30m\"")
+		}
+		if d < 0 {
+			return time.Time{}, errorf(http.StatusBadRequest, prefix+"delay: "+quoteShort(*in.Delay)+" is negative")
+		}
+		if d == 0 {
+			return time.Time{}, nil
+		}
+		return now.Add(d).UTC(), nil
+	}
+	return time.Time{}, nil
+}
+
+// quoteShort quotes s for an error message, cut to its first 64 bytes.
+func quoteShort(s string) string {
+	if len(s) > 64 {
+		return strconv.Quote(s[:64]) + "..."
+	}
+	return strconv.Quote(s)
 }
 
 // numberError explains a JSON number that does not fit its field: out of

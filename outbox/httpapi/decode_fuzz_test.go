@@ -6,12 +6,13 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
 // FuzzDecodeEvents: whatever the body, decodeEvents never panics; it either
 // returns events that satisfy the limits, none of whose texts was rewritten
-// to U+FFFD, or a 400/413 *apiError. (Methods and headers are Enqueue's to
+// to U+FFFD, with their not-before times in UTC, or a 400/413 *apiError. (Methods and headers are Enqueue's to
 // check.)
 func FuzzDecodeEvents(f *testing.F) {
 	for _, seed := range []string{
@@ -31,10 +32,15 @@ func FuzzDecodeEvents(f *testing.F) {
 		`{"id":"a","ID":"b","destination":"a"}`,
 		`[{"destination":"a","headers":{"X-A":"1","x-a":"2"}}]`,
 		`{"destination":"a","payload":{"k":1,"k":2}}`,
+		`{"destination":"a","deliver_at":"2026-01-02T15:04:05.5+02:00"}`,
+		`[{"destination":"a","delay":"90s"},{"destination":"b","delay":"-1s"}]`,
+		`{"destination":"a","delay":"2s","deliver_at":"2026-01-02T15:04:05Z"}`,
+		`{"destination":"a","deliver_at":"tomorrow","delay":null}`,
+		`{"destination":"a","delay":3}`,
 	} {
 		f.Add([]byte(seed))
 	}
-	lim := limits{maxBatch: 5, maxPayload: 64, maxID: 16}
+	lim := limits{maxBatch: 5, maxPayload: 64, maxID: 16, now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		evs, err := decodeEvents(body, lim)
 		if err != nil {
@@ -51,6 +57,9 @@ func FuzzDecodeEvents(f *testing.F) {
 		for _, ev := range evs {
 			if ev.Destination == "" || ev.Method == "" || len(ev.Payload) > lim.maxPayload || len(ev.ID) > lim.maxID {
 				t.Fatalf("accepted an invalid event %+v", ev)
+			}
+			if !ev.DeliverAt.IsZero() && ev.DeliverAt.Location() != time.UTC {
+				t.Fatalf("accepted a DeliverAt %v not in UTC", ev.DeliverAt)
 			}
 			texts := []string{ev.ID, ev.Key, ev.Destination}
 			for k, v := range ev.Headers {

@@ -30,14 +30,20 @@
 // An event as POST /v1/events takes it:
 //
 //	{"id"?: string, "key"?: string, "destination": string, "method"?: string,
-//	 "headers"?: {string: string}, "payload"?: any JSON value, "payload_base64"?: string}
+//	 "headers"?: {string: string}, "payload"?: any JSON value, "payload_base64"?: string,
+//	 "deliver_at"?: string, "delay"?: string}
 //
 // payload is delivered as its JSON text, payload_base64 as its decoded bytes
 // (one of the two); without id the outbox generates a UUIDv7; method
-// defaults to POST. Unknown fields are refused. An event as the API returns
-// it: {"id", "key", "destination", "state": "pending" | "dead" | "delivered" | "deleted",
-// "attempts", "created_at", "next_attempt_at", "last_status", "last_error",
-// "dead_reason"} with RFC 3339 times (empty ones left out).
+// defaults to POST. deliver_at (an RFC 3339 time) or delay (a duration such
+// as "90s" or "2h30m", from when the request is read; not negative)
+// schedules the event: it is first attempted then (outbox.Event.DeliverAt).
+// Giving both, an unparseable value, or a time beyond the outbox's horizon
+// (outbox.Config.MaxSchedule, 30 days) is a 400 naming the field. Unknown
+// fields are refused. An event as the API returns it: {"id", "key",
+// "destination", "state": "pending" | "dead" | "delivered" | "deleted",
+// "attempts", "created_at", "next_attempt_at", "deliver_at", "last_status",
+// "last_error", "dead_reason"} with RFC 3339 times (empty ones left out).
 //
 // An attempt as GET /v1/events/{id}/attempts returns it (see
 // outbox.Attempts): {"attempt" (1, 2, ... in order), "delivery" (the

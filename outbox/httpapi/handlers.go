@@ -29,6 +29,7 @@ type eventOut struct {
 	Attempts      int    `json:"attempts"`
 	CreatedAt     string `json:"created_at,omitempty"`
 	NextAttemptAt string `json:"next_attempt_at,omitempty"`
+	DeliverAt     string `json:"deliver_at,omitempty"`
 	LastStatus    int    `json:"last_status"`
 	LastError     string `json:"last_error"`
 	DeadReason    string `json:"dead_reason,omitempty"`
@@ -49,6 +50,7 @@ func toOut(ev *outbox.Event) eventOut {
 		State:       ev.State.String(),
 		Attempts:    ev.Attempts,
 		CreatedAt:   formatTime(ev.CreatedAt),
+		DeliverAt:   formatTime(ev.DeliverAt),
 		LastStatus:  ev.LastStatus,
 		LastError:   ev.LastError,
 		DeadReason:  ev.DeadReason,
@@ -155,7 +157,8 @@ func (h *handler) enqueue(w http.ResponseWriter, r *http.Request) {
 	}
 	defer b.release()
 	body := b.b
-	evs, err := decodeEvents(body, limits{maxBatch: h.cfg.MaxBatch, maxPayload: h.cfg.MaxPayloadBytes, maxID: h.cfg.MaxIDBytes})
+	evs, err := decodeEvents(body, limits{maxBatch: h.cfg.MaxBatch, maxPayload: h.cfg.MaxPayloadBytes, maxID: h.cfg.MaxIDBytes,
+		now: time.Now()})
 	if err != nil {
 		h.fail(w, r, err, false)
 		return
@@ -166,6 +169,7 @@ func (h *handler) enqueue(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, outbox.ErrConflict) {
 			err = conflictError(err, evs, batch)
 		}
+		err = delayField(err, body, batch)
 		h.fail(w, r, err, batch)
 		return
 	}

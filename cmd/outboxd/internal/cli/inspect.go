@@ -121,6 +121,7 @@ type recordView struct {
 	Attempts      int               `json:"attempts"`
 	Deliveries    int               `json:"deliveries"`
 	NextAttemptAt string            `json:"next_attempt_at,omitempty"`
+	DeliverAt     string            `json:"deliver_at,omitempty"`
 	LastStatus    int               `json:"last_status,omitempty"`
 	LastError     string            `json:"last_error,omitempty"`
 	Version       uint64            `json:"version"`
@@ -151,7 +152,7 @@ func viewRecord(r *outbox.Event) *recordView {
 		ID: r.ID, Key: r.Key, Destination: r.Destination, Endpoint: r.Endpoint, Method: r.Method,
 		Headers: r.Headers, PayloadBytes: len(r.Payload), CreatedAt: ts(r.CreatedAt),
 		Attempts: r.Attempts, Deliveries: r.Deliveries, NextAttemptAt: ts(r.NextAttemptAt),
-		LastStatus: r.LastStatus, LastError: r.LastError, Version: r.Version,
+		DeliverAt: ts(r.DeliverAt), LastStatus: r.LastStatus, LastError: r.LastError, Version: r.Version,
 		DeadAt: ts(r.DeadAt), DeadReason: r.DeadReason,
 	}
 }
@@ -215,10 +216,18 @@ func describeHistory(entries []outbox.ChangelogEntry) []historyView {
 
 // describeEntry explains one changelog entry: r is the event it carries
 // (nil for a deleting op), prev the event of the entry before it.
+// scheduleNote tells an enqueued event's not-before time, if it has one.
+func scheduleNote(r *outbox.Event) string {
+	if r.DeliverAt.IsZero() {
+		return ""
+	}
+	return ", to deliver at " + tsText(r.DeliverAt)
+}
+
 func describeEntry(en outbox.ChangelogEntry, r, prev *outbox.Event) string {
 	switch en.Op {
 	case outbox.OpEnqueue:
-		return fmt.Sprintf("enqueued: %s to %s, %d-byte payload%s", r.Method, r.Destination, len(r.Payload), keyNote(r.Key))
+		return fmt.Sprintf("enqueued: %s to %s, %d-byte payload%s%s", r.Method, r.Destination, len(r.Payload), keyNote(r.Key), scheduleNote(r))
 	case outbox.OpUpdate:
 		return fmt.Sprintf("updated in place (coalescing upsert): %d-byte payload", len(r.Payload))
 	case outbox.OpReschedule:
@@ -299,6 +308,9 @@ func inspectEvent(w io.Writer, o *outbox.Outbox, id string, asJSON bool) error {
 		}
 		fmt.Fprintf(tw, "  payload\t%d bytes\n", len(rec.Payload))
 		fmt.Fprintf(tw, "  created\t%s\n", tsText(rec.CreatedAt))
+		if !rec.DeliverAt.IsZero() {
+			fmt.Fprintf(tw, "  deliver at\t%s\n", tsText(rec.DeliverAt))
+		}
 		fmt.Fprintf(tw, "  attempts\t%d spent, %d deliveries made\n", rec.Attempts, rec.Deliveries)
 		if state == outbox.StatePending {
 			fmt.Fprintf(tw, "  next attempt\t%s\n", tsText(rec.NextAttemptAt))

@@ -104,6 +104,9 @@ type Delivery struct {
 	// MaxAge moves a failing or parked event older than this to the dead
 	// letters. Default 72h.
 	MaxAge time.Duration `yaml:"max_age"`
+	// MaxSchedule is the scheduling horizon: an event's deliver_at (or
+	// delay) may be at most this far ahead. Default 720h (30 days).
+	MaxSchedule time.Duration `yaml:"max_schedule"`
 	// BackoffInitial is the first retry's wait. Default 1s.
 	BackoffInitial time.Duration `yaml:"backoff_initial"`
 	// BackoffMax caps the wait between attempts. Default 1h.
@@ -227,6 +230,7 @@ func Default() Config {
 			Concurrency:         outbox.DefaultConcurrency,
 			MaxAttempts:         outbox.DefaultMaxAttempts,
 			MaxAge:              outbox.DefaultMaxAge,
+			MaxSchedule:         outbox.DefaultMaxSchedule,
 			BackoffInitial:      outbox.DefaultBackoffInitial,
 			BackoffMax:          outbox.DefaultBackoffMax,
 			ParkInterval:        outbox.DefaultParkInterval,

@@ -170,6 +170,7 @@ func TestBadSettingsAreRefusedNamingTheSetting(t *testing.T) {
 		{name: "negative flag duration", args: []string{"--interval", "-1s"}, want: []string{"delivery.interval", "--interval", "OUTBOXD_INTERVAL", "must not be negative"}},
 		{name: "unparsable flag", args: []string{"--max-attempts", "many"}, want: []string{"flag --max-attempts", "many"}},
 		{name: "unparsable env", env: map[string]string{"OUTBOXD_BACKOFF_MAX": "soon"}, want: []string{"OUTBOXD_BACKOFF_MAX", "soon"}},
+		{name: "unparsable max schedule", env: map[string]string{"OUTBOXD_MAX_SCHEDULE": "a month"}, want: []string{"OUTBOXD_MAX_SCHEDULE", "a month"}},
 		{name: "negative max uncommitted", env: map[string]string{"OUTBOXD_MAX_UNCOMMITTED": "-1"}, want: []string{"delivery.max_uncommitted", "OUTBOXD_MAX_UNCOMMITTED", "must not be negative"}},
 		{name: "backoff order", args: []string{"--backoff-initial", "1m", "--backoff-max", "1s"}, want: []string{"delivery.backoff_max", "backoff_initial"}},
 		{name: "policy", args: []string{"--policy", "404=maybe"}, want: []string{"delivery.policy", "--policy"}},

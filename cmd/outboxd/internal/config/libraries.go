@@ -62,6 +62,7 @@ func (c *Config) OutboxConfig(sink outbox.Sink, logger *slog.Logger) (outbox.Con
 		MaxPerEndpoint: d.MaxPerEndpoint,
 		MaxAttempts:    d.MaxAttempts,
 		MaxAge:         d.MaxAge,
+		MaxSchedule:    d.MaxSchedule,
 		BackoffInitial: d.BackoffInitial,
 		BackoffMax:     d.BackoffMax,
 		ParkInterval:   d.ParkInterval,

@@ -134,6 +134,8 @@ func settings() []setting {
 			set: integer(func(c *Config) *int { return &c.Delivery.MaxAttempts })},
 		{path: "delivery.max_age", flag: "max-age", env: "OUTBOXD_MAX_AGE", usage: "age at which a failing or parked event is dead",
 			set: dur(func(c *Config) *time.Duration { return &c.Delivery.MaxAge })},
+		{path: "delivery.max_schedule", flag: "max-schedule", env: "OUTBOXD_MAX_SCHEDULE", usage: "how far ahead an event's deliver_at (or delay) may be",
+			set: dur(func(c *Config) *time.Duration { return &c.Delivery.MaxSchedule })},
 		{path: "delivery.backoff_initial", flag: "backoff-initial", env: "OUTBOXD_BACKOFF_INITIAL", usage: "first retry's wait",
 			set: dur(func(c *Config) *time.Duration { return &c.Delivery.BackoffInitial })},
 		{path: "delivery.backoff_max", flag: "backoff-max", env: "OUTBOXD_BACKOFF_MAX", usage: "longest wait between attempts",
