@@ -48,7 +48,7 @@ func TestBreakerAndRateLimitSurviveSIGKILL(t *testing.T) {
 	l.Close() // connections are refused until the receiver comes back
 	args := []string{"--endpoint", "dead=http://" + addr + "/hook,allow-private,rate=50,burst=5",
 		"--interval", "50ms", "--backoff-initial", "50ms", "--backoff-max", "100ms", "--max-attempts", "1000",
-		"--breaker-threshold", "3", "--breaker-cool-down", "1h"}
+		"--breaker-threshold", "3", "--breaker-cool-down", "1h", "--breaker-max-cool-down", "1h"}
 	p := start(t, dir, args...)
 	const n = 200
 	ids := enqueueBatches(t, p, "brk", "dead", n, 100)
