@@ -333,34 +333,6 @@ func (o *Outbox) EnableEndpoint(ctx context.Context, name string) error {
 // back while it was held), skipping events in flight; a scheduled event is
 // not brought before its DeliverAt.
 func (o *Outbox) bringForward(ctx context.Context, endpoint string, now time.Time) error {
-	after := ""
-	for {
-		recs, next, err := o.st.List(store.ListQuery{
-			State: store.StatePending,
-			After: after,
-			Limit: MaxListLimit,
-			Filter: func(r *store.Record) bool {
-				return r.Endpoint == endpoint && r.NextAttemptAt.After(notBefore(now, r.DeliverAt))
-			},
-		})
-		if err != nil {
-			return mapErr("enable endpoint", endpoint, err)
-		}
-		outs := make([]store.Outcome, 0, len(recs))
-		for _, r := range recs {
-			if o.eng.isInFlight(r.ID) {
-				continue
-			}
-			outs = append(outs, rescheduleAt(r, notBefore(now, r.DeliverAt)))
-		}
-		if len(outs) > 0 {
-			if _, err := o.st.Apply(ctx, outs, nil); err != nil {
-				return mapErr("enable endpoint", endpoint, err)
-			}
-		}
-		if next == "" {
-			return nil
-		}
-		after = next
-	}
+	_, err := o.pull(ctx, "enable endpoint", endpoint, now, 0)
+	return err
 }

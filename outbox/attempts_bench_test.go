@@ -8,12 +8,10 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/outboxd/outbox/httpsink"
-	"github.com/outboxd/outbox/internal/cputime"
 	"github.com/outboxd/outbox/outbox"
 	"github.com/outboxd/outbox/store"
 )
@@ -49,29 +47,9 @@ func BenchmarkAttemptLog(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer sink.Close()
-		var done atomic.Int64
-		finished := make(chan struct{})
-		cfg := outbox.Config{Sink: sink, NoAttemptLog: !logOn}
-		cfg.Hooks.OnDelivery = func(outbox.DeliveryInfo) {
-			if done.Add(1) == n {
-				close(finished)
-			}
-		}
-		o, err := outbox.Open(path, cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
 		b.StartTimer()
-		t0, c0 := time.Now(), cputime.Process()
-		if err := o.Start(); err != nil {
-			b.Fatal(err)
-		}
-		<-finished
-		took, cpu := time.Since(t0), cputime.Process()-c0
+		took, cpu := drainTimed(b, path, outbox.Config{Sink: sink, NoAttemptLog: !logOn}, n)
 		b.StopTimer()
-		if err := o.Stop(context.Background()); err != nil {
-			b.Fatal(err)
-		}
 		return took, cpu
 	}
 	for _, mode := range []struct {

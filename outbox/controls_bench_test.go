@@ -1,13 +1,10 @@
 package outbox_test
 
 import (
-	"context"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/outboxd/outbox/internal/cputime"
 	"github.com/outboxd/outbox/outbox"
 )
 
@@ -31,28 +28,7 @@ func BenchmarkDrainRateLimited(b *testing.B) {
 		fill(b, path, per, dest, time.Now().Add(-time.Second))
 		sink := newWebSink()
 		defer sink.close()
-		var done atomic.Int64
-		finished := make(chan struct{})
-		cfg := outbox.Config{Sink: sink, Concurrency: 64, RateLimits: rl}
-		cfg.Hooks.OnDelivery = func(outbox.DeliveryInfo) {
-			if done.Add(1) == per {
-				close(finished)
-			}
-		}
-		o, err := outbox.Open(path, cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		t0, c0 := time.Now(), cputime.Process()
-		if err := o.Start(); err != nil {
-			b.Fatal(err)
-		}
-		<-finished
-		wall, cpu = time.Since(t0), cputime.Process()-c0
-		if err := o.Stop(context.Background()); err != nil {
-			b.Fatal(err)
-		}
-		return wall, cpu
+		return drainTimed(b, path, outbox.Config{Sink: sink, Concurrency: 64, RateLimits: rl}, per)
 	}
 	for b.Loop() {
 		var freeWall, limWall, freeCPU, limCPU time.Duration

@@ -168,17 +168,9 @@ func (h *holds) enable(ctx context.Context, name string, now time.Time, after fu
 	ep.Disabled = false
 	ep.DisabledReason = ""
 	ep.DisabledAt = time.Time{}
-	ep.NotBefore = time.Time{}
-	ep.FailureStreak = 0
-	ep.Throttles, ep.ThrottledAt = 0, time.Time{}
-	wasOpen := !ep.BreakerUntil.IsZero()
-	closeBreaker(&ep)
-	ep.UpdatedAt = now
-	if err := h.st.PutEndpoint(ctx, ep); err != nil {
+	if err := h.liftLocked(ctx, ep, now); err != nil {
 		return mapErr("enable endpoint", name, err)
 	}
-	h.setLocked(map[string]store.EndpointState{name: ep}, nil)
-	h.closedByHand(name, wasOpen)
 	return after()
 }
 
@@ -223,27 +215,31 @@ func (h *holds) retry(ctx context.Context, name string, now time.Time, listed bo
 			ep.DisabledAt.Format(time.RFC3339), ep.DisabledReason)
 	}
 	if ok && (!ep.BreakerUntil.IsZero() || !ep.NotBefore.IsZero() || ep.FailureStreak != 0) {
-		wasOpen := !ep.BreakerUntil.IsZero()
-		closeBreaker(&ep)
-		ep.NotBefore = time.Time{}
-		ep.Throttles, ep.ThrottledAt = 0, time.Time{}
-		ep.FailureStreak = 0
-		ep.UpdatedAt = now
-		if err := h.st.PutEndpoint(ctx, ep); err != nil {
+		if err := h.liftLocked(ctx, ep, now); err != nil {
 			return mapErr("retry endpoint", name, err)
 		}
-		h.setLocked(map[string]store.EndpointState{name: ep}, nil)
-		h.closedByHand(name, wasOpen)
 	}
 	return after()
 }
 
-// closedByHand logs and reports the closing of a breaker by an operator's
-// call, when it was not closed.
-func (h *holds) closedByHand(name string, wasOpen bool) {
-	h.o.eng.resetStreak(name)
-	if wasOpen {
-		h.o.log.Info("outbox: circuit breaker closed by hand", "endpoint", name)
-		h.o.hookBreaker(BreakerChange{Endpoint: name, State: BreakerClosed})
+// liftLocked lifts ep's throttle, clears its failure streak and closes its
+// breaker, and writes it to the store and the cache: an operator's call
+// (EnableEndpoint, RetryEndpoint). h.mu must be held.
+func (h *holds) liftLocked(ctx context.Context, ep store.EndpointState, now time.Time) error {
+	wasOpen := !ep.BreakerUntil.IsZero()
+	ep.NotBefore = time.Time{}
+	ep.Throttles, ep.ThrottledAt = 0, time.Time{}
+	ep.FailureStreak = 0
+	closeBreaker(&ep)
+	ep.UpdatedAt = now
+	if err := h.st.PutEndpoint(ctx, ep); err != nil {
+		return err
 	}
+	h.setLocked(map[string]store.EndpointState{ep.Name: ep}, nil)
+	h.o.eng.resetStreak(ep.Name)
+	if wasOpen {
+		h.o.log.Info("outbox: circuit breaker closed by hand", "endpoint", ep.Name)
+		h.o.hookBreaker(BreakerChange{Endpoint: ep.Name, State: BreakerClosed})
+	}
+	return nil
 }

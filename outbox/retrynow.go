@@ -35,7 +35,7 @@ func (o *Outbox) RetryEndpoint(ctx context.Context, name string, rate float64) (
 	n := 0
 	err := o.eng.holds.retry(ctx, name, now, o.listsEndpoint(name), func() error {
 		var err error
-		n, err = o.pull(ctx, name, now, time.Duration(float64(time.Second)/rate))
+		n, err = o.pull(ctx, "retry endpoint", name, now, time.Duration(float64(time.Second)/rate))
 		return err
 	})
 	if err != nil {
@@ -53,10 +53,11 @@ func (o *Outbox) listsEndpoint(name string) bool {
 }
 
 // pull makes the pending events of an endpoint due from now on, one every
-// step, skipping events in flight and never making an event due later
-// than it was, nor before its DeliverAt. It returns how many events it
+// step (all at now with a step of 0), skipping events in flight and never
+// making an event due later than it was, nor before its DeliverAt. op names
+// the call in errors. It returns how many events it
 // made due (those due already included; those scheduled later are not).
-func (o *Outbox) pull(ctx context.Context, endpoint string, now time.Time, step time.Duration) (int, error) {
+func (o *Outbox) pull(ctx context.Context, op, endpoint string, now time.Time, step time.Duration) (int, error) {
 	n := 0
 	after := ""
 	for {
@@ -69,7 +70,7 @@ func (o *Outbox) pull(ctx context.Context, endpoint string, now time.Time, step 
 			},
 		})
 		if err != nil {
-			return n, mapErr("retry endpoint", endpoint, err)
+			return n, mapErr(op, endpoint, err)
 		}
 		outs := make([]store.Outcome, 0, len(recs))
 		for _, r := range recs {
@@ -89,7 +90,7 @@ func (o *Outbox) pull(ctx context.Context, endpoint string, now time.Time, step 
 		}
 		if len(outs) > 0 {
 			if _, err := o.st.Apply(ctx, outs, nil); err != nil {
-				return n, mapErr("retry endpoint", endpoint, err)
+				return n, mapErr(op, endpoint, err)
 			}
 		}
 		if next == "" {
