@@ -122,6 +122,8 @@ func TestBreakerStopsKnockingOnADeadReceiver(t *testing.T) {
 		return endpointState(t, o, endpoint).BreakerOpens >= 6
 	})
 	attempts := sink.attempts(endpoint)
+	t.Logf("%d attempts to a receiver refusing connections with %d events pending, the breaker opened %d times",
+		attempts, n, endpointState(t, o, endpoint).BreakerOpens)
 	if limit := cfg.Breaker.Threshold + cfg.Concurrency + 12; attempts > limit {
 		t.Fatalf("%d attempts to a dead receiver with the breaker opened %d times; want at most %d",
 			attempts, endpointState(t, o, endpoint).BreakerOpens, limit)
@@ -334,7 +336,9 @@ func TestRateLimitPacesOneEndpointOnly(t *testing.T) {
 	if len(times) != slowN {
 		t.Fatalf("%d attempts for %d events of the limited endpoint; want one each", len(times), slowN)
 	}
-	if worst := testkit.MostWithin(times, time.Second); worst > 220 {
+	worst := testkit.MostWithin(times, time.Second)
+	t.Logf("the limited endpoint's %d deliveries: at most %d started in any one second", len(times), worst)
+	if worst > 220 {
 		t.Errorf("%d deliveries started within one second; want at most 200/s + a burst of 20", worst)
 	}
 	if ep := endpointState(t, o, rc.Listener.Addr().String()+"/slow"); ep.RateLimit != (outbox.RateLimit{PerSecond: 200, Burst: 20}) || ep.Rate <= 0 {
