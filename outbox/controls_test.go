@@ -338,7 +338,10 @@ func TestRateLimitPacesOneEndpointOnly(t *testing.T) {
 	}
 	worst := testkit.MostWithin(times, time.Second)
 	t.Logf("the limited endpoint's %d deliveries: at most %d started in any one second", len(times), worst)
-	if worst > 220 {
+	// The limiter grants at most 220 in any second; the sink sees each
+	// start a little later, when a worker has taken the event, and those
+	// delays can bunch a few starts that the limiter spread: 2% slack.
+	if worst > 220+4 {
 		t.Errorf("%d deliveries started within one second; want at most 200/s + a burst of 20", worst)
 	}
 	if ep := endpointState(t, o, rc.Listener.Addr().String()+"/slow"); ep.RateLimit != (outbox.RateLimit{PerSecond: 200, Burst: 20}) || ep.Rate <= 0 {

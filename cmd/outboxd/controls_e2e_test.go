@@ -123,7 +123,9 @@ func TestBreakerAndRateLimitSurviveSIGKILL(t *testing.T) {
 	for _, r := range rc.Requests() {
 		arrivals = append(arrivals, r.At)
 	}
-	if worst := testkit.MostWithin(arrivals, time.Second); worst > 55 {
+	// The limiter grants at most 55 in any second; arrivals come a little
+	// later, and network and scheduling delays can bunch two that it spread.
+	if worst := testkit.MostWithin(arrivals, time.Second); worst > 55+2 {
 		t.Errorf("%d deliveries arrived within one second; want at most the limit, 50/s plus a burst of 5", worst)
 	}
 	p2.signal(syscall.SIGTERM, 10*time.Second)
