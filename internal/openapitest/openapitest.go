@@ -144,24 +144,39 @@ func Handler(t testing.TB, next http.Handler) http.Handler {
 		}
 		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(rec, req)
-		if err := check(r, req, got.Bytes(), rec); err != nil {
+		if err := check(r, req, got.Bytes(), rec.status, rec.Header(), rec.body.Bytes()); err != nil {
 			t.Errorf("openapitest: %s %s answered %d: %v", req.Method, req.URL.RequestURI(), rec.status, err)
 		}
 	})
 }
 
-// check validates one exchange; body is what next read of the request.
-func check(r routers.Router, req *http.Request, body []byte, rec *recorder) error {
+// Check holds one exchange seen from a client against the document, as
+// Handler does on the server's side: req as sent, with reqBody its body,
+// and the answer's status, header and body. A mismatch fails t.
+func Check(t testing.TB, req *http.Request, reqBody []byte, status int, header http.Header, body []byte) {
+	t.Helper()
+	r, err := documentRouter()
+	if err != nil {
+		t.Fatalf("openapitest: the document: %v", err)
+	}
+	if err := check(r, req, reqBody, status, header, body); err != nil {
+		t.Errorf("openapitest: %s %s answered %d: %v", req.Method, req.URL.RequestURI(), status, err)
+	}
+}
+
+// check validates one exchange: reqBody is the request's body (what the
+// server read of it), status, header and body the answer.
+func check(r routers.Router, req *http.Request, reqBody []byte, status int, header http.Header, body []byte) error {
 	method := req.Method
 	if method == http.MethodHead {
 		method = http.MethodGet
 	}
 	probe := req.Clone(context.Background())
 	probe.Method = method
-	probe.Body = io.NopCloser(bytes.NewReader(body))
+	probe.Body = io.NopCloser(bytes.NewReader(reqBody))
 	route, params, err := r.FindRoute(probe)
 	if err != nil {
-		return checkUnrouted(r, probe, err, rec)
+		return checkUnrouted(r, probe, err, status, header, body)
 	}
 	opts := &openapi3filter.Options{
 		AuthenticationFunc:    openapi3filter.NoopAuthenticationFunc,
@@ -170,26 +185,26 @@ func check(r routers.Router, req *http.Request, body []byte, rec *recorder) erro
 	}
 	in := &openapi3filter.RequestValidationInput{Request: probe, PathParams: params, Route: route, Options: opts}
 	var errs []error
-	if rec.status >= 200 && rec.status < 300 {
+	if status >= 200 && status < 300 {
 		if err := openapi3filter.ValidateRequest(context.Background(), in); err != nil {
 			errs = append(errs, fmt.Errorf("the server accepted a request the document refuses: %w", err))
 		}
 	}
 	if req.Method == http.MethodHead {
-		if route.Operation.Responses.Status(rec.status) == nil && route.Operation.Responses.Default() == nil {
-			errs = append(errs, fmt.Errorf("status %d is not documented", rec.status))
+		if route.Operation.Responses.Status(status) == nil && route.Operation.Responses.Default() == nil {
+			errs = append(errs, fmt.Errorf("status %d is not documented", status))
 		}
 		return errors.Join(errs...)
 	}
 	out := &openapi3filter.ResponseValidationInput{
 		RequestValidationInput: in,
-		Status:                 rec.status,
-		Header:                 rec.Header(),
+		Status:                 status,
+		Header:                 header,
 		Options:                opts,
 	}
-	out.SetBodyBytes(rec.body.Bytes())
+	out.SetBodyBytes(body)
 	if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
-		errs = append(errs, fmt.Errorf("the answer %s does not match the document: %w", short(rec.body.Bytes()), err))
+		errs = append(errs, fmt.Errorf("the answer %s does not match the document: %w", short(body), err))
 	}
 	return errors.Join(errs...)
 }
@@ -197,7 +212,7 @@ func check(r routers.Router, req *http.Request, body []byte, rec *recorder) erro
 // checkUnrouted checks the answer to a request the document has no
 // operation for: 404 for an unknown path, 405 with Allow for another
 // method of a known one, as an error object.
-func checkUnrouted(r routers.Router, req *http.Request, err error, rec *recorder) error {
+func checkUnrouted(r routers.Router, req *http.Request, err error, status int, header http.Header, body []byte) error {
 	var re *routers.RouteError
 	if !errors.As(err, &re) {
 		return err
@@ -215,12 +230,12 @@ func checkUnrouted(r routers.Router, req *http.Request, err error, rec *recorder
 		Error string `json:"error"`
 	}
 	switch {
-	case rec.status != want:
+	case status != want:
 		return fmt.Errorf("the document has %s, so the answer must be %d", why, want)
-	case want == http.StatusMethodNotAllowed && rec.Header().Get("Allow") == "":
+	case want == http.StatusMethodNotAllowed && header.Get("Allow") == "":
 		return errors.New("405 without an Allow header")
-	case json.Unmarshal(rec.body.Bytes(), &e) != nil || e.Error == "":
-		return fmt.Errorf("the answer %s is not an error object", short(rec.body.Bytes()))
+	case req.Method != http.MethodHead && (json.Unmarshal(body, &e) != nil || e.Error == ""):
+		return fmt.Errorf("the answer %s is not an error object", short(body))
 	}
 	return nil
 }
@@ -266,3 +281,43 @@ func Paths(ops []Operation) []string {
 	slices.Sort(out)
 	return slices.Compact(out)
 }
+
+// Compare holds the routes a server mounts against the documented ones,
+// both as http.ServeMux patterns ("GET /v1/stats"), and returns what does
+// not match, sorted: each route mounted but not documented, and each
+// documented but not mounted. Nothing when they are the same set.
+func Compare(mounted, documented []string) []string {
+	var out []string
+	for _, m := range mounted {
+		if !slices.Contains(documented, m) {
+			out = append(out, m+": mounted, not in the OpenAPI document")
+		}
+	}
+	for _, d := range documented {
+		if !slices.Contains(mounted, d) {
+			out = append(out, d+": in the OpenAPI document, not mounted")
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// Documented returns the operations of the document as patterns, those
+// tagged OutboxdTag when outboxd is true, the others when it is false.
+func Documented(t testing.TB, outboxd bool) []string {
+	t.Helper()
+	ops, err := Operations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, o := range ops {
+		if slices.Contains(o.Tags, OutboxdTag) == outboxd {
+			out = append(out, o.String())
+		}
+	}
+	return out
+}
+
+// OutboxdTag tags the operations outboxd serves beside the API handler.
+const OutboxdTag = "outboxd"
