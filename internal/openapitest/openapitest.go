@@ -1,13 +1,3 @@
-// Package openapitest holds HTTP traffic against the OpenAPI document of
-// package httpapi (httpapi.OpenAPI), for tests: Handler wraps a server's
-// handler so that every answer it gives is validated against the document,
-// and every request it accepts (2xx) too; Operations lists the documented
-// routes, for the tests that hold them against the routes a server mounts.
-//
-// The validator is github.com/getkin/kin-openapi (openapi3filter), which
-// validates an OpenAPI 3.1 document's schemas as JSON Schema 2020-12. This
-// package is imported by tests only, so the validator is linked into test
-// binaries only.
 package openapitest
 
 import (
