@@ -262,16 +262,6 @@ func (r *recorder) Write(b []byte) (int, error) {
 // read deadlines through it).
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
-// Paths returns the distinct paths of ops, sorted.
-func Paths(ops []Operation) []string {
-	var out []string
-	for _, o := range ops {
-		out = append(out, o.Path)
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
-}
-
 // Compare holds the routes a server mounts against the documented ones,
 // both as http.ServeMux patterns ("GET /v1/stats"), and returns what does
 // not match, sorted: each route mounted but not documented, and each
