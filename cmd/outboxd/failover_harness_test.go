@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/outboxd/outbox/internal/openapitest"
 	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/kafka"
 )
@@ -255,10 +257,13 @@ func (in *instance) stats() (instanceStats, bool) {
 		return s, false
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&s) != nil {
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
 		return s, false
 	}
-	return s, true
+	// The answer, kafka part included, is the one the OpenAPI document describes.
+	openapitest.Check(in.f.t, resp.Request, nil, resp.StatusCode, resp.Header, b)
+	return s, json.Unmarshal(b, &s) == nil
 }
 
 // pendingIngested is the number of pending events of the partitions the

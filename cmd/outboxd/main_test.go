@@ -20,6 +20,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/outboxd/outbox/internal/openapitest"
 	"github.com/outboxd/outbox/internal/testkit"
 )
 
@@ -230,6 +231,7 @@ func call(t *testing.T, method, url, token string, body string) (int, map[string
 	if err != nil {
 		t.Fatal(err)
 	}
+	openapitest.Check(t, req, []byte(body), resp.StatusCode, resp.Header, b)
 	var m map[string]any
 	if len(b) > 0 {
 		if err := json.Unmarshal(b, &m); err != nil {

@@ -21,8 +21,15 @@
 //	POST   /v1/dead/replay                 replay dead events matching a filter at a bounded rate: 202 {"replayed": n}
 //	GET    /v1/endpoints                   endpoint states
 //	POST   /v1/endpoints/{name}/enable     re-enable a disabled endpoint
+//	POST   /v1/endpoints/{name}/retry      close the breaker, make its pending events due now, paced: 202 {"retried": n}
 //	GET    /v1/stats                       counts: {"pending", "dead", "in_flight", "delivered_total", "failed_total",
 //	                                       "oldest_pending_age_seconds"}, plus the fields of Config.ExtraStats
+//	GET    /v1/openapi.json                the OpenAPI 3.1 document of these routes (OpenAPI), without the token
+//
+// OpenAPI returns that document: every route with its parameters, bodies,
+// answers and errors, generated clients' source of truth. Routes lists the
+// routes New mounts; the package's tests check that they are exactly the
+// document's, and validate the answers of the API tests against it.
 //
 // New serves a Backend: an *outbox.Outbox, or several outboxes served as one
 // (package outbox/union, as outboxd does in Kafka group mode).
@@ -56,7 +63,8 @@
 // tombstone lasts; otherwise 404.
 //
 // Every request must carry "Authorization: Bearer TOKEN" when Config.Token
-// is set (compared in constant time). Request bodies are bounded by
+// is set (compared in constant time), except GET /v1/openapi.json: the
+// document holds nothing secret, and tools read it before they have a token. Request bodies are bounded by
 // Config.MaxBodyBytes (413), payloads by Config.MaxPayloadBytes (413), and a
 // batch by Config.MaxBatch (413); a batch is stored in one durable Enqueue
 // call, so it is accepted or rejected as a whole. Unknown routes answer 404

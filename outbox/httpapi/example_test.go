@@ -68,3 +68,24 @@ func ExampleNew() {
 	// 202 {"ids":["order-1"]}
 	// 400 {"error":"events[1].destination: unknown endpoint: \"billing\""}
 }
+
+// The routes of the API, as the OpenAPI document (httpapi.OpenAPI, served
+// at GET /v1/openapi.json) describes them.
+func ExampleRoutes() {
+	for _, r := range httpapi.Routes() {
+		fmt.Println(r)
+	}
+	// Output:
+	// POST /v1/events
+	// GET /v1/events
+	// GET /v1/events/{id}
+	// DELETE /v1/events/{id}
+	// POST /v1/events/{id}/replay
+	// GET /v1/events/{id}/attempts
+	// POST /v1/dead/replay
+	// GET /v1/endpoints
+	// POST /v1/endpoints/{name}/enable
+	// POST /v1/endpoints/{name}/retry
+	// GET /v1/stats
+	// GET /v1/openapi.json
+}

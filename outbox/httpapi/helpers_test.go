@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outbox/httpsink"
+	"github.com/outboxd/outbox/internal/openapitest"
 	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/outbox"
 	"github.com/outboxd/outbox/outbox/httpapi"
@@ -76,7 +77,9 @@ func serve(t *testing.T, o *outbox.Outbox, sink *httpsink.Sink, cfg httpapi.Conf
 	if err := o.Start(); err != nil {
 		t.Fatal(err)
 	}
-	api := httptest.NewServer(httpapi.New(o, cfg))
+	// Every answer, and every request the API accepts, is checked against
+	// the OpenAPI document.
+	api := httptest.NewServer(openapitest.Handler(t, httpapi.New(o, cfg)))
 	t.Cleanup(func() {
 		api.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -110,6 +110,7 @@ type handler struct {
 	cfg      Config
 	tokenSum [sha256.Size]byte // sha256 of cfg.Token, compared in constant time
 	mux      *http.ServeMux
+	patterns []string   // every pattern registered on mux, in order
 	budget   bodyBudget // request bodies in memory, up to cfg.MaxBodyMemory
 }
 
@@ -123,40 +124,14 @@ func New(o Backend, cfg Config) http.Handler {
 	if h.cfg.Token != "" {
 		h.tokenSum = sha256.Sum256([]byte(h.cfg.Token))
 	}
-	mux := http.NewServeMux()
-	route := func(path string, methods map[string]http.HandlerFunc) {
-		allow := make([]string, 0, len(methods))
-		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
-			if fn, ok := methods[m]; ok {
-				mux.HandleFunc(m+" "+path, fn)
-				allow = append(allow, m)
-			}
-		}
-		mux.Handle(path, MethodNotAllowed(allow...))
-	}
-	route("/v1/events", map[string]http.HandlerFunc{
-		http.MethodPost: h.enqueue,
-		http.MethodGet:  h.list,
-	})
-	route("/v1/events/{id}", map[string]http.HandlerFunc{
-		http.MethodGet:    h.get,
-		http.MethodDelete: h.delete,
-	})
-	route("/v1/events/{id}/replay", map[string]http.HandlerFunc{http.MethodPost: h.replay})
-	route("/v1/events/{id}/attempts", map[string]http.HandlerFunc{http.MethodGet: h.attempts})
-	route("/v1/dead/replay", map[string]http.HandlerFunc{http.MethodPost: h.replayDead})
-	route("/v1/endpoints", map[string]http.HandlerFunc{http.MethodGet: h.endpoints})
-	route("/v1/endpoints/{name}/enable", map[string]http.HandlerFunc{http.MethodPost: h.enable})
-	route("/v1/endpoints/{name}/retry", map[string]http.HandlerFunc{http.MethodPost: h.retryEndpoint})
-	route("/v1/stats", map[string]http.HandlerFunc{http.MethodGet: h.stats})
-	mux.Handle("/", NotFound())
-	h.mux = mux
+	h.mux, h.patterns = h.mount(apiRoutes)
 	return h
 }
 
-// ServeHTTP checks the bearer token, then routes the request.
+// ServeHTTP checks the bearer token, then routes the request. The OpenAPI
+// document is served without the token.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if h.cfg.Token != "" {
+	if h.cfg.Token != "" && r.URL.Path != OpenAPIPath {
 		if msg, ok := h.authorized(r); !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="outboxd"`)
 			writeError(w, http.StatusUnauthorized, msg)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outbox/httpsink"
+	"github.com/outboxd/outbox/internal/openapitest"
 	"github.com/outboxd/outbox/outbox"
 	"github.com/outboxd/outbox/outbox/httpapi"
 )
@@ -188,7 +189,7 @@ func TestRawURLWithAnInvalidPortIsRefusedAtIngest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := httptest.NewServer(httpapi.New(o, httpapi.Config{}))
+	api := httptest.NewServer(openapitest.Handler(t, httpapi.New(o, httpapi.Config{})))
 	defer func() {
 		api.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -38,7 +38,7 @@ func TestStatsExtraFieldsAreTopLevel(t *testing.T) {
 			n := calls.Add(1)
 			return map[string]any{
 				"partitions": []int{0, 3},
-				"kafka":      map[string]any{"generation": n, "state": "stable"},
+				"kafka":      map[string]any{"generation": n, "joined": true, "partitions": []any{}},
 				"pending":    999,       // a Stats field: ignored
 				"broken":     func() {}, // does not encode: left out
 				"zeta":       "last in order",
@@ -65,7 +65,7 @@ func TestStatsExtraFieldsAreTopLevel(t *testing.T) {
 	if p, ok := m["partitions"].([]any); !ok || len(p) != 2 || p[0] != float64(0) || p[1] != float64(3) {
 		t.Errorf("partitions %v, want [0 3]", m["partitions"])
 	}
-	if k, ok := m["kafka"].(map[string]any); !ok || k["generation"] != float64(1) || k["state"] != "stable" {
+	if k, ok := m["kafka"].(map[string]any); !ok || k["generation"] != float64(1) || k["joined"] != true {
 		t.Errorf("kafka %v, want the extra object as given", m["kafka"])
 	}
 	if _, ok := m["broken"]; ok {

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/outboxd/outbox/cmd/outboxd/internal/config"
+	"github.com/outboxd/outbox/internal/openapitest"
 	"github.com/outboxd/outbox/kafka"
 	"github.com/outboxd/outbox/outbox"
 )
@@ -47,7 +48,7 @@ func TestReadyzReportsAHungCommit(t *testing.T) {
 	defer o.Stop(context.Background())
 	cfg := config.Default()
 	s := &server{cfg: &cfg, log: slog.New(slog.DiscardHandler), o: o}
-	srv := httptest.NewServer(s.routes(prometheus.NewRegistry()))
+	srv := httptest.NewServer(openapitest.Handler(t, s.routes(prometheus.NewRegistry())))
 	defer srv.Close()
 	readyz := func() (int, string) {
 		t.Helper()
@@ -106,7 +107,8 @@ type readyzClient struct {
 
 func serveRoutes(t *testing.T, s *server) readyzClient {
 	t.Helper()
-	srv := httptest.NewServer(s.routes(prometheus.NewRegistry()))
+	// Every answer is checked against the OpenAPI document.
+	srv := httptest.NewServer(openapitest.Handler(t, s.routes(prometheus.NewRegistry())))
 	t.Cleanup(srv.Close)
 	return readyzClient{t: t, url: srv.URL}
 }

@@ -247,7 +247,7 @@ func (s *server) shutdown(srv *http.Server) error {
 
 // routes is the process's mux: the API, metrics and health checks.
 func (s *server) routes(reg *prometheus.Registry) http.Handler {
-	mux := http.NewServeMux()
+	mux := newRouteMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}))
