@@ -141,4 +141,3 @@ func describeFilter(f outbox.ReplayFilter) string {
 	}
 	return what + fmt.Sprintf(", at %g per second", rate)
 }
-
