@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 )
@@ -37,12 +38,16 @@ func Browser(t testing.TB, width, height int) context.Context {
 		}
 		t.Skip("skipping the browser test: no chromium executable found in PATH (apt-get install -y chromium)")
 	}
+	profile, err := os.MkdirTemp("", "chromium-profile-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path),
 		chromedp.NoSandbox,
 		chromedp.Headless,
 		chromedp.DisableGPU,
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(profile),
 		chromedp.WindowSize(width, height),
 		chromedp.Flag("disable-dev-shm-usage", true),
 	)
@@ -51,6 +56,13 @@ func Browser(t testing.TB, width, height int) context.Context {
 	t.Cleanup(func() {
 		cancelTab()
 		cancelAlloc() // kills the browser and waits for it
+		// Its helper processes may still write the profile for a moment
+		// after the browser exited: retry the removal until they are gone.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := Poll(ctx, 20*time.Millisecond, func() (bool, error) { return os.RemoveAll(profile) == nil, nil }); err != nil {
+			t.Errorf("removing the browser's profile %s: %v", profile, os.RemoveAll(profile))
+		}
 	})
 	if err := chromedp.Run(ctx); err != nil { // starts the browser
 		t.Fatalf("starting chromium (%s): %v", path, err)
