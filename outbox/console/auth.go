@@ -49,7 +49,7 @@ func (c *Console) setCookie(w http.ResponseWriter, r *http.Request, name, value 
 		ck.MaxAge = -1
 	} else if !expires.IsZero() {
 		ck.Expires = expires
-		ck.MaxAge = int(time.Until(expires).Seconds())
+		ck.MaxAge = max(1, int(expires.Sub(c.cfg.Now()).Seconds()))
 	}
 	http.SetCookie(w, ck)
 }
