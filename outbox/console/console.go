@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
-	"io/fs"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -212,8 +211,9 @@ func (c *Console) routes() {
 	m.HandleFunc("GET "+b+"/login", c.loginForm)
 	m.HandleFunc("POST "+b+"/login", c.login)
 	m.HandleFunc("POST "+b+"/logout", c.logout)
-	static, _ := fs.Sub(staticFS, "static")
-	m.Handle("GET "+b+"/static/", http.StripPrefix(b+"/static/", http.FileServerFS(static)))
+	m.HandleFunc("GET "+b+"/static/console.css", func(w http.ResponseWriter, r *http.Request) {
+		http.ServeFileFS(w, r, staticFS, "static/console.css")
+	})
 	m.HandleFunc(b+"/", func(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusNotFound, "no such page: "+r.URL.Path)
 	})
