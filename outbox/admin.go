@@ -47,6 +47,23 @@ type ListOptions struct {
 	Limit int
 	// Destination, when set, keeps only the events for that destination.
 	Destination string
+	// KeyPrefix, when set, keeps only the events whose Key starts with it.
+	KeyPrefix string
+	// CreatedFrom and CreatedTo, when set, keep only the events created in
+	// [CreatedFrom, CreatedTo).
+	CreatedFrom, CreatedTo time.Time
+}
+
+// match reports whether r passes the options' filters.
+func (opt ListOptions) match(r *store.Record) bool {
+	switch {
+	case opt.Destination != "" && r.Destination != opt.Destination,
+		opt.KeyPrefix != "" && !strings.HasPrefix(r.Key, opt.KeyPrefix),
+		!opt.CreatedFrom.IsZero() && r.CreatedAt.Before(opt.CreatedFrom),
+		!opt.CreatedTo.IsZero() && !r.CreatedAt.Before(opt.CreatedTo):
+		return false
+	}
+	return true
 }
 
 // Maximum and default page sizes of List.
@@ -78,8 +95,8 @@ func (o *Outbox) List(ctx context.Context, opt ListOptions) ([]Event, string, er
 	}
 	limit = min(limit, MaxListLimit)
 	q := store.ListQuery{State: store.State(state), After: opt.After, Limit: limit}
-	if opt.Destination != "" {
-		q.Filter = func(r *store.Record) bool { return r.Destination == opt.Destination }
+	if opt.Destination != "" || opt.KeyPrefix != "" || !opt.CreatedFrom.IsZero() || !opt.CreatedTo.IsZero() {
+		q.Filter = opt.match
 	}
 	recs, next, err := o.st.List(q)
 	if err != nil {

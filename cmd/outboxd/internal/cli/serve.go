@@ -23,6 +23,7 @@ import (
 	"github.com/outboxd/outbox/kafka"
 	"github.com/outboxd/outbox/kafka/kafkaprom"
 	"github.com/outboxd/outbox/outbox"
+	"github.com/outboxd/outbox/outbox/console"
 	"github.com/outboxd/outbox/outbox/httpapi"
 	"github.com/outboxd/outbox/outbox/outboxprom"
 	"github.com/outboxd/outbox/outbox/union"
@@ -56,6 +57,7 @@ type server struct {
 	env      Env
 	o        *outbox.Outbox
 	kafka    kafkaRunner
+	ui       *console.Console // nil when the ui setting is off
 	stopping atomic.Bool
 	// lastPunct is when the local store's punctuation last ran (Unix ns).
 	lastPunct atomic.Int64
@@ -142,6 +144,11 @@ func (s *server) run(sigs <-chan os.Signal) int {
 		reg.MustRegister(kafkaprom.New(r))
 	}
 
+	if s.ui, err = s.startConsole(); err != nil {
+		ln.Close()
+		_ = stopOutbox(context.Background())
+		return s.fail(exitError, "starting the console: %v", err)
+	}
 	lim := cfg.Limits
 	srv := &http.Server{
 		Handler:           overLimit(lim.MaxConnections, s.routes(reg)),
@@ -227,6 +234,9 @@ func (s *server) shutdown(srv *http.Server) error {
 		s.log.Warn("requests still running at the deadline: closing their connections", "err", err)
 		_ = srv.Close()
 	}
+	if s.ui != nil {
+		s.ui.Close() // stops its sampler and a replay by filter under way
+	}
 	if s.kafka != nil {
 		if err := s.kafka.Close(stopCtx); err != nil {
 			s.log.Error("stopping Kafka", "err", err)
@@ -245,7 +255,8 @@ func (s *server) shutdown(srv *http.Server) error {
 	return errors.Join(errs...)
 }
 
-// routes is the process's mux: the API, metrics and health checks.
+// routes is the process's mux: the API, metrics, health checks and the
+// console (when on).
 func (s *server) routes(reg *prometheus.Registry) http.Handler {
 	mux := newRouteMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
@@ -257,6 +268,10 @@ func (s *server) routes(reg *prometheus.Registry) http.Handler {
 	mux.HandleFunc("GET /readyz", readyz(s.readyChecks()))
 	for _, p := range []string{"/metrics", "/healthz", "/readyz"} {
 		mux.Handle(p, httpapi.MethodNotAllowed(http.MethodGet))
+	}
+	if s.ui != nil {
+		mux.Handle("/ui/", s.ui)
+		mux.Handle("/ui", s.ui)
 	}
 	mux.Handle("/", s.api())
 	return mux

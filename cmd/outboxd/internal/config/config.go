@@ -21,6 +21,9 @@ type Config struct {
 	// Token, when set, is the bearer token every /v1 request must carry.
 	// Default: none.
 	Token string `yaml:"token"`
+	// UI serves the web console at /ui/ on the listener (behind the same
+	// token, as a login). Default true.
+	UI bool `yaml:"ui"`
 	// ShutdownGrace bounds a graceful shutdown after SIGTERM or SIGINT.
 	// Default 15s.
 	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
@@ -211,6 +214,7 @@ func Default() Config {
 		DB:            DefaultDB,
 		Listen:        DefaultListen,
 		ShutdownGrace: DefaultShutdownGrace,
+		UI:            true,
 		Log:           Log{Level: "info", Format: "text"},
 		Limits: Limits{
 			MaxBodyBytes:      httpapi.DefaultMaxBodyBytes,

@@ -96,6 +96,8 @@ func settings() []setting {
 			set: str(func(c *Config) *string { return &c.Listen })},
 		{path: "token", flag: "token", env: "OUTBOXD_TOKEN", usage: "bearer `token` required on /v1 requests (prefer OUTBOXD_TOKEN: flags show in ps)",
 			set: str(func(c *Config) *string { return &c.Token })},
+		{path: "ui", flag: "ui", env: "OUTBOXD_UI", usage: "serve the web console at /ui/ (a login when a token is set)", isBool: true,
+			set: boolean(func(c *Config) *bool { return &c.UI })},
 		{path: "shutdown_grace", flag: "shutdown-grace", env: "OUTBOXD_SHUTDOWN_GRACE", usage: "how long a graceful shutdown may take",
 			set: dur(func(c *Config) *time.Duration { return &c.ShutdownGrace })},
 		{path: "log.level", flag: "log-level", env: "OUTBOXD_LOG_LEVEL", usage: "log `level`: debug, info, warn or error",

@@ -1,0 +1,84 @@
+package console_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/outboxd/outbox/internal/testkit"
+	"github.com/outboxd/outbox/outbox"
+	"github.com/outboxd/outbox/outbox/console"
+)
+
+// hostile is text that runs script wherever it is not escaped.
+const hostile = `<script>window.pwned=1;document.title="pwned"</script>"><img src=x onerror="window.pwned=2">'><svg onload=window.pwned=3>`
+
+// An event whose ID, key, payload, headers and receiver's answer hold
+// markup and invalid UTF-8 is shown as inert text, in a real browser.
+func TestHostileEventIsInertInBrowser(t *testing.T) {
+	e := newEnv(t, console.Config{Token: token}, func(r *http.Request, id string, n int) testkit.Reply {
+		return testkit.Reply{Status: 500, Header: http.Header{"Content-Type": {"text/html"}}, Body: hostile + "\xff\xfe"}
+	})
+	payload := []byte(hostile + "\xff\xfe\xc3")
+	id := "evil-<b>\"'" // IDs are caller-given
+	_, err := e.o.Enqueue(t.Context(), outbox.Event{
+		ID: id, Key: "k" + hostile, Destination: "hooks", Payload: payload,
+		Headers: map[string]string{"X-Evil": hostile + "\xff"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 10*time.Second, "the event to be dead", func() bool {
+		ev, err := e.o.Get(t.Context(), id)
+		return err == nil && ev.State == outbox.StateDead
+	})
+	ctx, cancel := context.WithTimeout(testkit.Browser(t, 1366, 768), time.Minute)
+	defer cancel()
+	var title, idText, payloadText, headersText, timelineText string
+	var pwned bool
+	steps := []struct {
+		what string
+		act  chromedp.Action
+	}{
+		{"open the console", chromedp.Navigate(e.base + "/")},
+		{"see the login form", chromedp.WaitVisible(`#token`, chromedp.ByID)},
+		{"type the token", chromedp.SendKeys(`#token`, token, chromedp.ByID)},
+		{"submit it", chromedp.Submit(`#token`, chromedp.ByID)},
+		{"see the overview", chromedp.WaitVisible(`#pending`, chromedp.ByID)},
+		{"open the events", chromedp.Navigate(e.base + "/events?state=dead")},
+		{"see the event listed", chromedp.WaitVisible(`a.id`, chromedp.ByQuery)},
+		{"open it", chromedp.Click(`a.id`, chromedp.ByQuery)},
+		{"see its page", chromedp.WaitVisible(`#timeline`, chromedp.ByID)},
+		{"read it", chromedp.Tasks{
+			chromedp.Text(`#event-id`, &idText, chromedp.ByID),
+			chromedp.Text(`pre.payload`, &payloadText, chromedp.ByQuery),
+			chromedp.Text(`#headers`, &headersText, chromedp.ByID),
+			chromedp.Text(`#timeline`, &timelineText, chromedp.ByID),
+			chromedp.Title(&title),
+			chromedp.Evaluate(`window.pwned !== undefined || document.querySelector("main img, main svg[onload], main script") !== null`, &pwned),
+		}},
+	}
+	for _, s := range steps {
+		if err := chromedp.Run(ctx, s.act); err != nil {
+			t.Fatalf("%s: %v", s.what, err)
+		}
+	}
+	if pwned || strings.Contains(title, "pwned") {
+		t.Fatalf("a script from the event ran, or its markup became elements (title %q)", title)
+	}
+	if idText != strings.ToValidUTF8(id, "\uFFFD") {
+		t.Errorf("ID shown as %q, want %q", idText, id)
+	}
+	for what, got := range map[string]string{"payload": payloadText, "headers": headersText, "attempt": timelineText} {
+		if !strings.Contains(got, `<script>window.pwned=1;`) || !strings.Contains(got, `<img src=x onerror=`) {
+			t.Errorf("%s does not show the markup as text:\n%s", what, got)
+		}
+		if what != "attempt" && !strings.Contains(got, "\uFFFD") { // the attempt log keeps text only
+			t.Errorf("%s does not show the invalid UTF-8 as U+FFFD:\n%q", what, got)
+		}
+	}
+}
