@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/outboxd/outbox/cmd/outboxd/internal/config"
 	"github.com/outboxd/outbox/httpsink"
@@ -56,6 +57,7 @@ type server struct {
 	env      Env
 	o        *outbox.Outbox
 	kafka    kafkaRunner
+	tracer   trace.TracerProvider // nil: the global one (a no-op)
 	stopping atomic.Bool
 	// lastPunct is when the local store's punctuation last ran (Unix ns).
 	lastPunct atomic.Int64
@@ -69,6 +71,12 @@ func (s *server) fail(code int, format string, args ...any) int {
 
 func (s *server) run(sigs <-chan os.Signal) int {
 	cfg := s.cfg
+	tp, stopTracing, err := newTracerProvider(s.env.Getenv, s.log)
+	if err != nil {
+		return s.fail(exitUsage, "tracing: %v", err)
+	}
+	defer stopTracing() // after the outbox stopped: its last spans are flushed
+	s.tracer = tp
 	scfg, err := cfg.SinkConfig(s.log)
 	if err != nil {
 		return s.fail(exitUsage, "%v", err)
@@ -83,6 +91,7 @@ func (s *server) run(sigs <-chan os.Signal) int {
 	if err != nil {
 		return s.fail(exitUsage, "%v", err)
 	}
+	ocfg.TracerProvider = tp
 	o, err := outbox.Open(cfg.DB, ocfg)
 	if err != nil {
 		if errors.Is(err, outbox.ErrLocked) {
@@ -267,6 +276,7 @@ func (s *server) routes(reg *prometheus.Registry) http.Handler {
 // in /v1/stats under "kafka".
 func (s *server) api() http.Handler {
 	cfg := apiConfig(s.cfg, s.log)
+	cfg.TracerProvider = s.tracer
 	g, ok := s.kafka.(*kafka.Group)
 	if !ok {
 		return httpapi.New(s.o, cfg)
