@@ -27,8 +27,10 @@ import (
 // caller is told so. Nothing of a failed call is stored.
 //
 // Only the caller-owned fields of the events are read (ID, Key,
-// Destination, Method, Headers, Payload, DeliverAt); the outbox keeps its
-// own copies. An event with a DeliverAt ahead is first due then.
+// Destination, Method, Headers, Payload, DeliverAt, TraceParent,
+// TraceState); the outbox keeps its own copies. An event with a DeliverAt
+// ahead is first due then. An event without a valid TraceParent is stored
+// with the trace context of ctx's span (see the package doc, "Tracing").
 func (o *Outbox) Enqueue(ctx context.Context, events ...Event) ([]string, error) {
 	return o.enqueue(ctx, events, true)
 }

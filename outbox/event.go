@@ -11,8 +11,8 @@ import (
 )
 
 // Event is one message for one destination. Callers set ID (optional), Key,
-// Destination, Method, Headers, Payload and DeliverAt (optional); the outbox
-// sets the rest.
+// Destination, Method, Headers, Payload, DeliverAt (optional) and
+// TraceParent and TraceState (optional); the outbox sets the rest.
 type Event struct {
 	// ID identifies the event for deduplication: re-enqueueing the same ID
 	// with the same content is a no-op, within the tombstone retention after
@@ -46,9 +46,9 @@ type Event struct {
 	// event ("00-<trace-id>-<parent-id>-<flags>"), and TraceState its
 	// tracestate (optional). Both are stored with the event, and every
 	// delivery attempt is traced as a child of that span (see the package
-	// doc, "Tracing"). When empty, Enqueue and Ingest take the span context
-	// of their ctx (the caller's span, or the enqueue span when a tracer
-	// records), and an event enqueued without either has none. A
+	// doc, "Tracing"). When empty, Enqueue, Ingest and Update take the span
+	// context of their ctx (the caller's span, or the enqueue span when a
+	// tracer records), and an event enqueued without either has none. A
 	// malformed TraceParent is ignored as if empty (never a reason to
 	// refuse the event); a malformed TraceState is dropped. Neither is
 	// content: re-enqueueing an ID from another trace is a no-op.

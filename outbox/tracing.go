@@ -33,12 +33,19 @@ const (
 	attrStatus   = attribute.Key("http.response.status_code")
 )
 
+// The start options of the spans, made once: a call with no tracer
+// configured allocates as little as the no-op tracer lets it.
+var (
+	enqueueSpanOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)}
+	deliverSpanOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
+)
+
 // startEnqueue starts the span of an Enqueue or Ingest call of n events,
 // and returns the trace context its events take when they bring none of
 // their own: the span's, which is the caller's span context when no tracer
 // records (a no-op span carries its parent's), and empty when ctx has none.
 func (o *Outbox) startEnqueue(ctx context.Context, n int) (context.Context, trace.Span, string, string) {
-	ctx, span := o.tracer.Start(ctx, SpanEnqueue, trace.WithSpanKind(trace.SpanKindInternal))
+	ctx, span := o.tracer.Start(ctx, SpanEnqueue, enqueueSpanOpts...)
 	if span.IsRecording() {
 		span.SetAttributes(attrEvents.Int(n))
 	}
@@ -68,7 +75,7 @@ func (e *engine) startAttempt(r *store.Record, d *Delivery) (context.Context, tr
 			ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
 		}
 	}
-	ctx, span := e.o.tracer.Start(ctx, SpanDeliver, trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := e.o.tracer.Start(ctx, SpanDeliver, deliverSpanOpts...)
 	if span.IsRecording() {
 		span.SetAttributes(
 			attrEventID.String(d.ID),

@@ -137,3 +137,32 @@ func TestAttemptSpans(t *testing.T) {
 		}
 	}
 }
+
+// The trace context goes with the event through the changelog's wire
+// encoding and a restore, as its other fields do.
+func TestTraceContextThroughChangelogRestore(t *testing.T) {
+	ctx := context.Background()
+	o, _ := open(t, testConfig(nopSink))
+	if _, err := o.Enqueue(ctx, outbox.Event{ID: "t", Destination: "d", TraceParent: producerTP, TraceState: "vendor=x"}); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := o.Changelog().Entries(1, 0)
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("entries %v, %v", entries, err)
+	}
+	b, err := entries[0].MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	shipped, err := outbox.DecodeChangelogEntry(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, _ := open(t, testConfig(nopSink))
+	if err := fresh.Restore(ctx, []outbox.ChangelogEntry{shipped}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := fresh.Get(ctx, "t"); err != nil || got.TraceParent != producerTP || got.TraceState != "vendor=x" {
+		t.Errorf("restored: %q %q, %v", got.TraceParent, got.TraceState, err)
+	}
+}

@@ -15,6 +15,9 @@ const TracerName = "github.com/outboxd/outbox/outbox/httpapi"
 // SpanIngest is the name of the span of one POST /v1/events.
 const SpanIngest = "POST /v1/events"
 
+// ingestSpanOpts are the start options of the ingest span, made once.
+var ingestSpanOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
+
 // traceIngest wraps the ingest handler in its span: a server span, child
 // of the request's W3C traceparent (and tracestate) when it has a valid
 // one, whose context the request's events are stored with (Enqueue takes
@@ -27,7 +30,7 @@ func (h *handler) traceIngest(next http.HandlerFunc) http.HandlerFunc {
 		if r.Header.Get("Traceparent") != "" {
 			ctx = propagation.TraceContext{}.Extract(ctx, propagation.HeaderCarrier(r.Header))
 		}
-		ctx, span := h.tracer.Start(ctx, SpanIngest, trace.WithSpanKind(trace.SpanKindServer))
+		ctx, span := h.tracer.Start(ctx, SpanIngest, ingestSpanOpts...)
 		defer span.End()
 		if !span.IsRecording() {
 			next(w, r.WithContext(ctx))
