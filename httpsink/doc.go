@@ -23,6 +23,12 @@
 //	webhook-signature  "v1,<base64 HMAC-SHA256 of id.timestamp.payload>" per
 //	                   secret, space-separated (endpoints with Secrets only)
 //
+// When the attempt's context holds a valid span context (the outbox's
+// attempt span, a child of the trace context stored with the event), the
+// request also carries its W3C traceparent and tracestate, replacing an
+// event's or endpoint's headers of those names: the receiver's trace
+// continues the producer's.
+//
 // Receivers check those signatures with a Verifier (NewVerifier with the
 // endpoint's secrets, then Verifier.Verify on each request): it checks the
 // signature in constant time and the timestamp against a tolerance (five

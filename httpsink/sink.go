@@ -304,6 +304,7 @@ func (c *call) do(parent context.Context) outbox.Result {
 		return outbox.Result{Action: outbox.ActionDead, Err: c.fail(fmt.Errorf("%w: %v", ErrInvalidRequest, stripURLError(err)))}
 	}
 	c.setHeaders(req.Header)
+	injectTraceContext(parent, req.Header)
 	c.start = time.Now()
 	rc := &c.rc
 	rc.HTTPClient = ep.client

@@ -15,10 +15,13 @@
 // duplicate by ID (outbox.Outbox.Ingest), even when an operator deleted its
 // event meanwhile; its key becomes the event's Key (a key that is not
 // printable text is carried as "base64:..."), its value the Payload, its
-// headers the Headers (but the ID, destination and not-before headers), its
-// destination the DestinationHeader's value or Config.Destination, and the
-// DeliverAtHeader's RFC 3339 time, when there is one, its DeliverAt (a
-// scheduled event). A record that cannot be
+// headers the Headers (but the ID, destination, not-before and trace
+// context headers), its destination the DestinationHeader's value or
+// Config.Destination, the DeliverAtHeader's RFC 3339 time, when there is
+// one, its DeliverAt (a scheduled event), and its W3C traceparent and
+// tracestate headers its producer's trace context (Event.TraceParent and
+// TraceState: each delivery attempt continues that trace; a malformed one
+// is ignored, never a reason for a dead letter). A record that cannot be
 // mapped, or that the outbox refuses (an unknown destination, a bad header),
 // becomes a dead letter with the reason; it is never skipped silently.
 //

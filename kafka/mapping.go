@@ -46,11 +46,19 @@ func newMapper(c Config) mapper {
 		deliverAtHeader: c.DeliverAtHeader}
 }
 
+// The W3C Trace Context headers of a record: its producer's trace context.
+const (
+	traceParentHeader = "traceparent"
+	traceStateHeader  = "tracestate"
+)
+
 // mapRecord maps one record: the ID from the ID header or the record's
 // coordinates, key to Key, value to Payload, headers (but the ID,
-// destination and not-before headers) to Headers, the destination from its
-// header or the default, DeliverAt from its header (RFC 3339) when there is
-// one. Problems that make the record undeliverable set dead.
+// destination, not-before and trace context headers) to Headers, the
+// destination from its header or the default, DeliverAt from its header
+// (RFC 3339) when there is one, TraceParent and TraceState from the
+// traceparent and tracestate headers. Problems that make the record
+// undeliverable set dead.
 func (m mapper) mapRecord(msg *kafkago.Message) mapped {
 	out := mapped{offset: msg.Offset}
 	ev := &out.ev
@@ -101,6 +109,18 @@ func (m mapper) mapRecord(msg *kafkago.Message) mapped {
 				continue
 			}
 			ev.DeliverAt = at.UTC()
+		case traceParentHeader:
+			// The producer's trace context: stored with the event, and
+			// continued by each attempt's own traceparent. A malformed or
+			// repeated one is ignored (the outbox drops what does not
+			// parse): a tracing header never makes a record dead.
+			if ev.TraceParent == "" {
+				ev.TraceParent = string(h.Value)
+			}
+		case traceStateHeader:
+			if ev.TraceState == "" {
+				ev.TraceState = string(h.Value)
+			}
 		default:
 			if headers == nil {
 				headers = make(map[string]string, len(msg.Headers))

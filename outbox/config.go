@@ -6,6 +6,9 @@ import (
 	"os"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/outboxd/outbox/store"
 )
 
@@ -26,6 +29,12 @@ type Config struct {
 	// Hooks are called on enqueues, delivery outcomes and punctuations, for
 	// metrics. Default: none. More can be added later with Outbox.AddHooks.
 	Hooks Hooks
+
+	// TracerProvider makes the tracer of the outbox's spans (one per
+	// Enqueue call, one per delivery attempt; see the package doc,
+	// "Tracing"). Default: otel.GetTracerProvider(), the global provider,
+	// a no-op until the application sets one.
+	TracerProvider trace.TracerProvider
 
 	// Clock is the time source of the punctuator and of every timestamp the
 	// outbox writes. Default: the time package's clock. Tests inject a fake.
@@ -229,6 +238,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Clock == nil {
 		c.Clock = realClock{}
+	}
+	if c.TracerProvider == nil {
+		c.TracerProvider = otel.GetTracerProvider()
 	}
 	setDur(&c.Interval, DefaultInterval)
 	setInt(&c.BatchSize, DefaultBatchSize)

@@ -31,11 +31,13 @@ func (e *engine) work() {
 			if e.o.cfg.logsAttempts() {
 				d.LogResponse, d.ExcerptBytes = true, e.o.cfg.excerptBytes()
 			}
+			ctx, span := e.startAttempt(r, d)
 			j.begun = e.o.clock.Now()
 			j.start = time.Now()
-			j.res = e.deliver(d)
+			j.res = e.deliver(ctx, d)
 			j.duration = time.Since(j.start)
 			j.ended = e.o.clock.Now()
+			endAttempt(span, &j.res)
 		}
 		refill, commitNow := e.finished(j)
 		e.results <- j
@@ -52,14 +54,14 @@ func (e *engine) work() {
 }
 
 // deliver calls the Sink, turning a panic into a retry.
-func (e *engine) deliver(d *Delivery) (res Result) {
+func (e *engine) deliver(ctx context.Context, d *Delivery) (res Result) {
 	defer func() {
 		if v := recover(); v != nil {
 			e.o.log.Error("outbox: sink panicked", "id", d.ID, "endpoint", d.Endpoint, "panic", fmt.Sprint(v))
 			res = Result{Action: ActionRetry, Err: fmt.Errorf("sink panicked: %v", v)}
 		}
 	}()
-	return e.o.sink.Deliver(e.deliverCtx, d)
+	return e.o.sink.Deliver(ctx, d)
 }
 
 // finished frees the delivery slot of a job whose Sink call returned (its

@@ -204,6 +204,28 @@
 // Nothing else writes to the file but the Outbox's own methods (Update
 // included, whose functions write only the application's buckets).
 //
+// # Tracing
+//
+// The outbox traces with OpenTelemetry's API through Config.TracerProvider
+// (default: the global provider, a no-op until the application sets one,
+// so an outbox nobody configured for tracing starts no recording span and
+// allocates no attributes). An event carries its producer's W3C trace
+// context, Event.TraceParent and TraceState, stored with it (and shipped
+// and restored with its record): its own when it has a valid one, else the
+// span context of the ctx given to Enqueue, Ingest or Update; a malformed
+// traceparent is ignored, never a reason to refuse the event. Each
+// Enqueue or Ingest call runs in a span, SpanEnqueue ("outbox.enqueue"),
+// child of the caller's, which covers the wait for the durable group
+// commit; its context is what the call's events store. Each delivery
+// attempt runs in a span, SpanDeliver ("outbox.deliver", kind client),
+// child of the stored context, with the attributes outbox.event.id,
+// outbox.endpoint, outbox.attempt, outbox.action and, when there was a
+// response, http.response.status_code; an attempt that did not deliver
+// has an error status. The Sink gets the attempt span's context (httpsink
+// sends it as the request's traceparent), so every attempt of an event,
+// across retries and restarts, is in the producer's trace; without a
+// tracer the Sink gets the stored context itself.
+//
 // # Offline tools
 //
 // A file no process has open for writing can be inspected with an outbox

@@ -27,8 +27,10 @@ import (
 // caller is told so. Nothing of a failed call is stored.
 //
 // Only the caller-owned fields of the events are read (ID, Key,
-// Destination, Method, Headers, Payload, DeliverAt); the outbox keeps its
-// own copies. An event with a DeliverAt ahead is first due then.
+// Destination, Method, Headers, Payload, DeliverAt, TraceParent,
+// TraceState); the outbox keeps its own copies. An event with a DeliverAt
+// ahead is first due then. An event without a valid TraceParent is stored
+// with the trace context of ctx's span (see the package doc, "Tracing").
 func (o *Outbox) Enqueue(ctx context.Context, events ...Event) ([]string, error) {
 	return o.enqueue(ctx, events, true)
 }
@@ -56,25 +58,36 @@ func (o *Outbox) enqueue(ctx context.Context, events []Event, refuseDeleted bool
 	if err := o.refuseIfCorrupt(); err != nil {
 		return nil, err
 	}
-	recs, ids, err := o.newRecords(events)
+	ctx, span, tp, ts := o.startEnqueue(ctx, len(events))
+	recs, ids, err := o.newRecords(events, tp, ts)
 	if err != nil {
+		endSpan(span, err)
 		return nil, err
 	}
 	statuses, err := o.st.InsertWith(ctx, recs, store.InsertOptions{RefuseDeleted: refuseDeleted})
 	if err != nil {
-		return nil, o.insertErr(ids, err)
+		err = o.insertErr(ids, err)
+		endSpan(span, err)
+		return nil, err
 	}
+	span.End()
 	o.countInserted(statuses)
 	return ids, nil
 }
 
-// newRecords validates events and builds their records and IDs.
-func (o *Outbox) newRecords(events []Event) ([]*store.Record, []string, error) {
+// newRecords validates events and builds their records and IDs. An event
+// without a valid TraceParent of its own takes traceparent and tracestate
+// (the caller's trace context, or none).
+func (o *Outbox) newRecords(events []Event, traceparent, tracestate string) ([]*store.Record, []string, error) {
 	now := o.clock.Now().UTC()
 	recs := make([]*store.Record, len(events))
 	ids := make([]string, len(events))
 	for i := range events {
-		r, err := o.newRecord(i, events[i], now)
+		ev := events[i]
+		if ev.TraceParent == "" || !validTraceParent(ev.TraceParent) {
+			ev.TraceParent, ev.TraceState = traceparent, tracestate
+		}
+		r, err := o.newRecord(i, ev, now)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -182,6 +195,7 @@ func (o *Outbox) buildRecord(ev Event, endpoint string, now time.Time) (*store.R
 	if !ev.DeliverAt.IsZero() {
 		deliverAt = ev.DeliverAt.UTC()
 	}
+	traceparent, tracestate := traceContext(ev.TraceParent, ev.TraceState)
 	return &store.Record{
 		ID:            ev.ID,
 		Key:           ev.Key,
@@ -193,6 +207,8 @@ func (o *Outbox) buildRecord(ev Event, endpoint string, now time.Time) (*store.R
 		CreatedAt:     now,
 		NextAttemptAt: notBefore(now, deliverAt),
 		DeliverAt:     deliverAt,
+		TraceParent:   traceparent,
+		TraceState:    tracestate,
 	}, nil
 }
 

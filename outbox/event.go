@@ -11,8 +11,8 @@ import (
 )
 
 // Event is one message for one destination. Callers set ID (optional), Key,
-// Destination, Method, Headers, Payload and DeliverAt (optional); the outbox
-// sets the rest.
+// Destination, Method, Headers, Payload, DeliverAt (optional) and
+// TraceParent and TraceState (optional); the outbox sets the rest.
 type Event struct {
 	// ID identifies the event for deduplication: re-enqueueing the same ID
 	// with the same content is a no-op, within the tombstone retention after
@@ -42,6 +42,19 @@ type Event struct {
 	// it. It is not content: re-enqueueing an ID with another DeliverAt is
 	// an idempotent no-op that keeps the first schedule.
 	DeliverAt time.Time
+	// TraceParent is the W3C traceparent of the span that produced the
+	// event ("00-<trace-id>-<parent-id>-<flags>"), and TraceState its
+	// tracestate (optional). Both are stored with the event, and every
+	// delivery attempt is traced as a child of that span (see the package
+	// doc, "Tracing"). When empty, Enqueue, Ingest and Update take the span
+	// context of their ctx (the caller's span, or the enqueue span when a
+	// tracer records), and an event enqueued without either has none. A
+	// malformed TraceParent is ignored as if empty (never a reason to
+	// refuse the event); a malformed TraceState is dropped. Neither is
+	// content: re-enqueueing an ID from another trace is a no-op.
+	TraceParent string
+	// TraceState is the W3C tracestate that goes with TraceParent.
+	TraceState string
 
 	// Endpoint is the endpoint the destination resolved to. Set by the outbox.
 	Endpoint string
@@ -139,6 +152,8 @@ func eventFromRecord(r *store.Record, st State) Event {
 		Deliveries:    r.Deliveries,
 		NextAttemptAt: r.NextAttemptAt,
 		DeliverAt:     r.DeliverAt,
+		TraceParent:   r.TraceParent,
+		TraceState:    r.TraceState,
 		LastStatus:    r.LastStatus,
 		LastError:     r.LastError,
 		Version:       r.Version,

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/outboxd/outbox/scheduler"
 	"github.com/outboxd/outbox/store"
 )
@@ -26,6 +28,7 @@ type Outbox struct {
 	sink     Sink
 	resolver EndpointResolver
 	st       *store.Store
+	tracer   trace.Tracer
 
 	hooksMu sync.Mutex
 	hooks   atomic.Pointer[[]Hooks]
@@ -72,6 +75,7 @@ func Open(path string, cfg Config) (*Outbox, error) {
 		clock:    cfg.Clock,
 		sink:     cfg.Sink,
 		st:       st,
+		tracer:   cfg.TracerProvider.Tracer(TracerName),
 		stopCh:   make(chan struct{}),
 		stopDone: make(chan struct{}),
 	}

@@ -26,6 +26,8 @@ type Tx struct {
 	at *store.AppTx
 	// What this run of fn enqueued, counted once the commit is durable.
 	inserted, dups int
+	// The trace context of Update's ctx, for events without their own.
+	traceparent, tracestate string
 }
 
 // Bucket returns the application's top-level bucket name, nil when it does
@@ -56,7 +58,7 @@ func (tx *Tx) Enqueue(events ...Event) ([]string, error) {
 	if len(events) == 0 {
 		return nil, nil
 	}
-	recs, ids, err := tx.o.newRecords(events)
+	recs, ids, err := tx.o.newRecords(events, tx.traceparent, tx.tracestate)
 	if err != nil {
 		return nil, err
 	}
@@ -146,8 +148,9 @@ func (o *Outbox) Update(ctx context.Context, fn func(tx *Tx) error) error {
 		return err
 	}
 	var last *Tx
+	tp, ts := callerTrace(ctx)
 	err := o.st.AppUpdate(ctx, func(at *store.AppTx) error {
-		last = &Tx{o: o, at: at}
+		last = &Tx{o: o, at: at, traceparent: tp, tracestate: ts}
 		return fn(last)
 	})
 	if err != nil {

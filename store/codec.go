@@ -51,9 +51,9 @@ func appendRecord(dst []byte, r *Record) []byte {
 
 // recordSizeHint is an upper bound of the size of r's frame.
 func recordSizeHint(r *Record) int {
-	n := frameMin + 16 + 12*binary.MaxVarintLen64 + 4*(1+2*binary.MaxVarintLen64) +
+	n := frameMin + 16 + 14*binary.MaxVarintLen64 + 4*(1+2*binary.MaxVarintLen64) +
 		len(r.ID) + len(r.Key) + len(r.Destination) + len(r.Endpoint) + len(r.Method) +
-		len(r.Payload) + len(r.LastError) + len(r.DeadReason)
+		len(r.Payload) + len(r.LastError) + len(r.DeadReason) + len(r.TraceParent) + len(r.TraceState)
 	for k, v := range r.Headers {
 		n += 2*binary.MaxVarintLen64 + len(k) + len(v)
 	}
@@ -305,8 +305,16 @@ func (e *encoder) record(r *Record) {
 	// Added after the first layout, and written only when set, so that a
 	// record without it keeps its first-layout bytes. Older builds ignore
 	// it; a field appended later must write it (flag 0 when zero) first.
-	if !r.DeliverAt.IsZero() {
+	if !r.DeliverAt.IsZero() || r.TraceParent != "" {
 		e.time(r.DeliverAt)
+	}
+	// The trace context, added after DeliverAt, likewise: written only with
+	// a TraceParent (a TraceState alone is not kept), so a record without
+	// one keeps its bytes; a field appended after it writes it (two empty
+	// strings) first.
+	if r.TraceParent != "" {
+		e.str(r.TraceParent)
+		e.str(r.TraceState)
 	}
 }
 
@@ -517,6 +525,13 @@ func (d *decoder) record() *Record {
 	r.DeadReason = d.str()
 	if d.err == nil && len(d.b) > 0 {
 		r.DeliverAt = d.time()
+	}
+	if d.err == nil && len(d.b) > 0 {
+		r.TraceParent = d.str()
+		r.TraceState = d.str()
+		if r.TraceParent == "" {
+			r.TraceState = "" // never written alone
+		}
 	}
 	if d.err != nil {
 		return nil

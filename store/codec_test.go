@@ -161,7 +161,8 @@ func TestDecodeToleratesAppendedFields(t *testing.T) {
 	// A later codec version may append fields to a body; this build reads
 	// the fields it knows and ignores the rest.
 	r := sampleRecord()
-	r.DeliverAt = time.Date(2026, 1, 3, 0, 0, 0, 0, time.UTC) // the last field this build knows
+	r.DeliverAt = time.Date(2026, 1, 3, 0, 0, 0, 0, time.UTC)
+	r.TraceParent, r.TraceState = testTraceParent, "k=v" // the last fields this build knows
 	b := EncodeRecord(r)
 	body := append(bytes.Clone(b[:len(b)-frameTrailer]), 0xAA, 0xBB)
 	got, err := DecodeRecord(reframe(append(body, 0, 0, 0, 0)))

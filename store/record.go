@@ -54,6 +54,13 @@ type Record struct {
 	// DeadReason says why the record is dead; non-empty iff dead. A record
 	// given to Insert with DeadReason set goes straight to the dead letters.
 	DeadReason string
+	// TraceParent is the W3C traceparent of the producer's span
+	// ("00-<trace-id>-<parent-id>-<flags>"), empty when the event came with
+	// none; TraceState is its tracestate, kept only with a TraceParent. The
+	// store keeps both as given (the outbox validates them): they are
+	// bookkeeping, not content, and SameContent ignores them.
+	TraceParent string
+	TraceState  string
 
 	// seq orders the pending records of one Key (the LSN at which the record
 	// became pending). It is kept by the store and encoded with the record.

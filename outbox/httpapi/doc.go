@@ -91,4 +91,17 @@
 // request can simply be sent again. Other server-side failures answer 500;
 // neither answer repeats the underlying error, which may name files: it goes
 // to Config.Logger.
+//
+// # Tracing
+//
+// POST /v1/events runs in a server span, SpanIngest, made by
+// Config.TracerProvider (default: the global provider, a no-op until the
+// application sets one): a child of the request's W3C traceparent and
+// tracestate when it carries a valid one (read with the W3C Trace Context
+// propagator whatever the global propagator is), with the attributes
+// http.request.method, http.route and http.response.status_code. The
+// request's events are stored with the trace context of the enqueue span
+// under it (see package outbox, "Tracing"), so that each delivery attempt
+// continues the producer's trace; an event object has no trace field of
+// its own.
 package httpapi

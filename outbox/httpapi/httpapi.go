@@ -7,6 +7,9 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Default limits of Config.
@@ -75,6 +78,12 @@ type Config struct {
 	// (logged). outboxd uses it for the state of its Kafka group. Default:
 	// none.
 	ExtraStats func() map[string]any
+	// TracerProvider makes the tracer of the ingest span, one per POST
+	// /v1/events, a child of the request's W3C traceparent; the events of
+	// the request are stored with its context (see the package doc,
+	// "Tracing"). Default: otel.GetTracerProvider(), the global provider,
+	// a no-op until the application sets one.
+	TracerProvider trace.TracerProvider
 }
 
 // withDefaults returns c with every zero or negative field set to its default.
@@ -101,6 +110,9 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.TracerProvider == nil {
+		c.TracerProvider = otel.GetTracerProvider()
+	}
 	return c
 }
 
@@ -112,6 +124,7 @@ type handler struct {
 	mux      *http.ServeMux
 	patterns []string   // every pattern registered on mux, in order
 	budget   bodyBudget // request bodies in memory, up to cfg.MaxBodyMemory
+	tracer   trace.Tracer
 }
 
 // New returns the API handler for o: an *outbox.Outbox, or any Backend
@@ -121,6 +134,7 @@ type handler struct {
 func New(o Backend, cfg Config) http.Handler {
 	h := &handler{o: o, cfg: cfg.withDefaults()}
 	h.budget.max = h.cfg.MaxBodyMemory
+	h.tracer = h.cfg.TracerProvider.Tracer(TracerName)
 	if h.cfg.Token != "" {
 		h.tokenSum = sha256.Sum256([]byte(h.cfg.Token))
 	}

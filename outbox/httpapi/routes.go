@@ -27,7 +27,7 @@ type apiRoute struct {
 // from this table, Routes returns it, and the tests hold it against the
 // OpenAPI document, so a route cannot be added without being documented.
 var apiRoutes = []apiRoute{
-	{Route{http.MethodPost, "/v1/events"}, (*handler).enqueue},
+	{Route{http.MethodPost, "/v1/events"}, (*handler).tracedEnqueue},
 	{Route{http.MethodGet, "/v1/events"}, (*handler).list},
 	{Route{http.MethodGet, "/v1/events/{id}"}, (*handler).get},
 	{Route{http.MethodDelete, "/v1/events/{id}"}, (*handler).delete},

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/outboxd/outbox/cmd/outboxd/internal/config"
 	"github.com/outboxd/outbox/httpsink"
@@ -57,7 +58,8 @@ type server struct {
 	env      Env
 	o        *outbox.Outbox
 	kafka    kafkaRunner
-	ui       *console.Console // nil when the ui setting is off
+	ui       *console.Console     // nil when the ui setting is off
+	tracer   trace.TracerProvider // nil: the global one (a no-op)
 	stopping atomic.Bool
 	// lastPunct is when the local store's punctuation last ran (Unix ns).
 	lastPunct atomic.Int64
@@ -71,6 +73,12 @@ func (s *server) fail(code int, format string, args ...any) int {
 
 func (s *server) run(sigs <-chan os.Signal) int {
 	cfg := s.cfg
+	tp, stopTracing, err := newTracerProvider(s.env.Getenv, s.log)
+	if err != nil {
+		return s.fail(exitUsage, "tracing: %v", err)
+	}
+	defer stopTracing() // after the outbox stopped: its last spans are flushed
+	s.tracer = tp
 	scfg, err := cfg.SinkConfig(s.log)
 	if err != nil {
 		return s.fail(exitUsage, "%v", err)
@@ -85,6 +93,7 @@ func (s *server) run(sigs <-chan os.Signal) int {
 	if err != nil {
 		return s.fail(exitUsage, "%v", err)
 	}
+	ocfg.TracerProvider = tp
 	o, err := outbox.Open(cfg.DB, ocfg)
 	if err != nil {
 		if errors.Is(err, outbox.ErrLocked) {
@@ -282,6 +291,7 @@ func (s *server) routes(reg *prometheus.Registry) http.Handler {
 // in /v1/stats under "kafka".
 func (s *server) api() http.Handler {
 	cfg := apiConfig(s.cfg, s.log)
+	cfg.TracerProvider = s.tracer
 	g, ok := s.kafka.(*kafka.Group)
 	if !ok {
 		return httpapi.New(s.o, cfg)
