@@ -1,8 +1,6 @@
 package outbox_test
 
 import (
-	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -96,22 +94,5 @@ func BenchmarkAttemptLog(b *testing.B) {
 // fillEndpoint stores n pending events for the named endpoint directly, due
 // now.
 func fillEndpoint(b *testing.B, path string, n int, endpoint string) {
-	st, err := store.Open(path, store.Options{NoSync: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
-	now := time.Now().UTC()
-	for i := 0; i < n; i += 1000 {
-		recs := make([]*store.Record, 0, 1000)
-		for j := i; j < min(i+1000, n); j++ {
-			recs = append(recs, &store.Record{
-				ID: fmt.Sprintf("ev-%08d", j), Destination: endpoint, Endpoint: endpoint, Method: "POST",
-				Payload: []byte(`{"n":1}`), CreatedAt: now, NextAttemptAt: now.Add(-time.Second),
-			})
-		}
-		if _, err := st.Insert(context.Background(), recs); err != nil {
-			b.Fatal(err)
-		}
-	}
+	fillRecords(b, path, n, func(r *store.Record) { r.Destination, r.Endpoint = endpoint, endpoint })
 }

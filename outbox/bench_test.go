@@ -34,21 +34,31 @@ func okServer(b *testing.B) *httptest.Server {
 
 // fill stores n pending events for dest directly, due at due.
 func fill(b *testing.B, path string, n int, dest string, due time.Time) {
+	ep, _ := newWebSink().ResolveEndpoint(dest)
+	fillRecords(b, path, n, func(r *store.Record) {
+		r.Destination, r.Endpoint, r.NextAttemptAt = dest, ep, due
+	})
+}
+
+// fillRecords stores n pending records directly (IDs ev-00000000 on, a
+// small JSON payload, created now and due a second ago), each changed by
+// set before it is stored, in transactions of 1,000.
+func fillRecords(b *testing.B, path string, n int, set func(r *store.Record)) {
 	st, err := store.Open(path, store.Options{NoSync: true})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer st.Close()
-	sink := newWebSink()
-	ep, _ := sink.ResolveEndpoint(dest)
 	now := time.Now().UTC()
 	for i := 0; i < n; i += 1000 {
 		recs := make([]*store.Record, 0, 1000)
 		for j := i; j < min(i+1000, n); j++ {
-			recs = append(recs, &store.Record{
-				ID: fmt.Sprintf("ev-%08d", j), Destination: dest, Endpoint: ep, Method: "POST",
-				Payload: []byte(`{"n":1}`), CreatedAt: now, NextAttemptAt: due,
-			})
+			r := &store.Record{
+				ID: fmt.Sprintf("ev-%08d", j), Method: "POST",
+				Payload: []byte(`{"n":1}`), CreatedAt: now, NextAttemptAt: now.Add(-time.Second),
+			}
+			set(r)
+			recs = append(recs, r)
 		}
 		if _, err := st.Insert(context.Background(), recs); err != nil {
 			b.Fatal(err)

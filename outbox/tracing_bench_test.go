@@ -77,23 +77,10 @@ func BenchmarkDrainTracing(b *testing.B) {
 // fillTraced stores n pending events for the endpoint directly, due now,
 // each with a producer's traceparent.
 func fillTraced(b *testing.B, path string, n int, endpoint string) {
-	st, err := store.Open(path, store.Options{NoSync: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
-	now := time.Now().UTC()
-	for i := 0; i < n; i += 1000 {
-		recs := make([]*store.Record, 0, 1000)
-		for j := i; j < min(i+1000, n); j++ {
-			recs = append(recs, &store.Record{
-				ID: fmt.Sprintf("ev-%08d", j), Destination: endpoint, Endpoint: endpoint, Method: "POST",
-				Payload: []byte(`{"n":1}`), CreatedAt: now, NextAttemptAt: now.Add(-time.Second),
-				TraceParent: fmt.Sprintf("00-4bf92f3577b34da6a3ce929d%06x-00f067aa0ba902b7-01", j),
-			})
-		}
-		if _, err := st.Insert(context.Background(), recs); err != nil {
-			b.Fatal(err)
-		}
-	}
+	j := 0
+	fillRecords(b, path, n, func(r *store.Record) {
+		r.Destination, r.Endpoint = endpoint, endpoint
+		r.TraceParent = fmt.Sprintf("00-4bf92f3577b34da6a3ce929d%06x-00f067aa0ba902b7-01", j)
+		j++
+	})
 }

@@ -59,7 +59,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	})
 	post(`[{"id":"signup-1","destination":"legacy","key":"user-1","payload":{"email":"a@example.com"}}]`)
 	testkit.WaitFor(t, 30*time.Second, "the legacy endpoint to be disabled", func() bool {
-		ep := endpointOfToken(t, p, token, "legacy")
+		ep := endpointOf(t, p, token, "legacy")
 		return ep != nil && ep["disabled"] == true
 	})
 
@@ -168,8 +168,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	})
 }
 
-// endpointOfToken is endpointOf for a server with a token.
-func endpointOfToken(t *testing.T, p *proc, token, name string) map[string]any {
+// endpointOf returns the endpoint of GET /v1/endpoints with that name,
+// sending token when it is not empty.
+func endpointOf(t *testing.T, p *proc, token, name string) map[string]any {
 	t.Helper()
 	code, body := call(t, "GET", p.url("/v1/endpoints"), token, "")
 	if code != http.StatusOK {

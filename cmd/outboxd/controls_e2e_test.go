@@ -12,22 +12,6 @@ import (
 	"github.com/outboxd/outbox/internal/testkit"
 )
 
-// endpointOf returns the endpoint of GET /v1/endpoints with that name.
-func endpointOf(t *testing.T, p *proc, name string) map[string]any {
-	t.Helper()
-	code, body := call(t, "GET", p.url("/v1/endpoints"), "", "")
-	if code != http.StatusOK {
-		t.Fatalf("GET /v1/endpoints: %d %v", code, body)
-	}
-	eps, _ := body["endpoints"].([]any)
-	for _, e := range eps {
-		if m, _ := e.(map[string]any); m["name"] == name {
-			return m
-		}
-	}
-	return nil
-}
-
 func breakerOf(ep map[string]any) map[string]any {
 	b, _ := ep["breaker"].(map[string]any)
 	return b
@@ -54,9 +38,9 @@ func TestBreakerAndRateLimitSurviveSIGKILL(t *testing.T) {
 	ids := enqueueBatches(t, p, "brk", "dead", n, 100)
 
 	testkit.WaitFor(t, 60*time.Second, "the breaker to open", func() bool {
-		return breakerOf(endpointOf(t, p, "dead"))["state"] == "open"
+		return breakerOf(endpointOf(t, p, "", "dead"))["state"] == "open"
 	})
-	before := endpointOf(t, p, "dead")
+	before := endpointOf(t, p, "", "dead")
 	until := breakerOf(before)["until"]
 	if rl, _ := before["rate_limit"].(map[string]any); rl["per_second"] != 50.0 || rl["burst"] != 5.0 {
 		t.Errorf("rate_limit = %v; want 50/s burst 5", before["rate_limit"])
@@ -84,7 +68,7 @@ func TestBreakerAndRateLimitSurviveSIGKILL(t *testing.T) {
 	}
 	rc := receiver{testkit.NewReceiverOn(t, l, "webhook-id", nil)}
 	p2 := start(t, dir, args...)
-	after := endpointOf(t, p2, "dead")
+	after := endpointOf(t, p2, "", "dead")
 	if b := breakerOf(after); b["state"] != "open" || b["until"] != until {
 		t.Fatalf("breaker after SIGKILL and restart = %v; want open until %v", b, until)
 	}
@@ -115,7 +99,7 @@ func TestBreakerAndRateLimitSurviveSIGKILL(t *testing.T) {
 	if code != http.StatusAccepted || body["retried"] != float64(n) {
 		t.Fatalf("POST retry: %d %v; want 202 with %d retried", code, body, n)
 	}
-	if b := breakerOf(endpointOf(t, p2, "dead")); b["state"] != "closed" {
+	if b := breakerOf(endpointOf(t, p2, "", "dead")); b["state"] != "closed" {
 		t.Errorf("breaker after retry = %v; want closed", b)
 	}
 	testkit.WaitFor(t, 60*time.Second, "every event delivered", func() bool { return len(rc.missing(ids)) == 0 })
