@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -131,17 +130,7 @@ func appendAttempt(dst []byte, id string, a *Attempt) []byte {
 	e.str(a.Action)
 	e.varint(int64(a.Status))
 	e.str(a.Error)
-	var small [8]string
-	names := small[:0]
-	for k := range a.Headers {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	e.uvarint(uint64(len(names)))
-	for _, k := range names {
-		e.str(k)
-		e.str(a.Headers[k])
-	}
+	e.headers(a.Headers)
 	e.bytes(a.Body)
 	return e.finishAt(start)
 }
@@ -164,21 +153,7 @@ func DecodeAttempt(b []byte) (id string, a *Attempt, err error) {
 	a.Action = d.str()
 	a.Status = d.int()
 	a.Error = d.str()
-	n := d.uvarint()
-	if n > uint64(len(d.b)/2) {
-		d.fail("header count")
-	} else if n > 0 {
-		a.Headers = make(map[string]string, n)
-		prev := ""
-		for i := uint64(0); i < n && d.err == nil; i++ {
-			k := d.str()
-			if i > 0 && k <= prev {
-				d.fail("header order")
-			}
-			prev = k
-			a.Headers[k] = d.str()
-		}
-	}
+	a.Headers = d.headers()
 	a.Body = d.bytes()
 	if d.err == nil {
 		switch {

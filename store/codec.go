@@ -238,6 +238,22 @@ func decodeEndpoint(b []byte) (EndpointState, error) {
 
 type encoder struct{ b []byte }
 
+// headers writes a header map: its size, then each name and value, names
+// in order, so that equal maps encode alike.
+func (e *encoder) headers(m map[string]string) {
+	var small [8]string
+	names := small[:0]
+	for k := range m {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	e.uvarint(uint64(len(names)))
+	for _, k := range names {
+		e.str(k)
+		e.str(m[k])
+	}
+}
+
 func newEncoder(kind byte, sizeHint int) *encoder {
 	b := make([]byte, frameHeader, frameMin+sizeHint)
 	b[0], b[1] = kind, codecVersion
@@ -282,17 +298,7 @@ func (e *encoder) record(r *Record) {
 	e.str(r.Destination)
 	e.str(r.Endpoint)
 	e.str(r.Method)
-	var small [8]string
-	names := small[:0]
-	for k := range r.Headers {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	e.uvarint(uint64(len(names)))
-	for _, k := range names {
-		e.str(k)
-		e.str(r.Headers[k])
-	}
+	e.headers(r.Headers)
 	e.bytes(r.Payload)
 	e.time(r.CreatedAt)
 	e.varint(int64(r.Attempts))
@@ -367,6 +373,30 @@ func (d *decoder) fail(what string) {
 	if d.err == nil {
 		d.err = fmt.Errorf("%w: bad %s", ErrCorrupt, what)
 	}
+}
+
+// headers reads a header map as encoder.headers writes it: nil when empty;
+// a count beyond what is left, or names out of order, fail d.
+func (d *decoder) headers() map[string]string {
+	n := d.uvarint()
+	if n > uint64(len(d.b)/2) {
+		d.fail("header count")
+		return nil
+	}
+	if n == 0 {
+		return nil
+	}
+	m := make(map[string]string, n)
+	prev := ""
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		k := d.str()
+		if i > 0 && k <= prev {
+			d.fail("header order")
+		}
+		prev = k
+		m[k] = d.str()
+	}
+	return m
 }
 
 func (d *decoder) byte() byte {
@@ -497,22 +527,9 @@ func (d *decoder) record() *Record {
 	r.Destination = d.str()
 	r.Endpoint = d.str()
 	r.Method = d.str()
-	n := d.uvarint()
-	if n > uint64(len(d.b)/2) {
-		d.fail("header count")
+	r.Headers = d.headers()
+	if d.err != nil {
 		return nil
-	}
-	if n > 0 {
-		r.Headers = make(map[string]string, n)
-		prev := ""
-		for i := uint64(0); i < n && d.err == nil; i++ {
-			k := d.str()
-			if i > 0 && k <= prev {
-				d.fail("header order")
-			}
-			prev = k
-			r.Headers[k] = d.str()
-		}
 	}
 	r.Payload = d.bytes()
 	r.CreatedAt = d.time()
