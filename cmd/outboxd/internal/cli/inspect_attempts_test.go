@@ -3,43 +3,25 @@ package cli
 import (
 	"bytes"
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/outboxd/outbox/outbox"
 	"github.com/outboxd/outbox/store"
 )
 
 // inspect --id prints an attempt's transport error, and a body that is not
 // text as base64; an event without attempts says so.
 func TestInspectEventPrintsAttempts(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "outbox.db")
-	st, err := store.Open(path, store.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := t.Context()
-	recs := []*store.Record{{ID: "a", Destination: "orders", Method: "POST"}, {ID: "b", Destination: "orders", Method: "POST"}}
-	if _, err := st.Insert(ctx, recs); err != nil {
-		t.Fatal(err)
-	}
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	if _, err := st.Apply(ctx, []store.Outcome{
-		{Kind: store.OutcomeAttempt, ID: "a", Attempt: &store.Attempt{Delivery: 1, StartedAt: at, Duration: time.Second, Action: "retry", Error: "dial tcp: connection refused"}},
-		{Kind: store.OutcomeAttempt, ID: "a", Attempt: &store.Attempt{Delivery: 2, StartedAt: at.Add(time.Minute), Action: "dead", Status: 400, Body: []byte{0xff, 0, 1}}},
-	}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
-	ro, err := outbox.Open(path, outbox.Config{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ro.Stop(context.Background())
+	ro := inspectFile(t, []*store.Record{{ID: "a", Destination: "orders", Method: "POST"}, {ID: "b", Destination: "orders", Method: "POST"}},
+		func(ctx context.Context, st *store.Store, _ []*store.Record) error {
+			_, err := st.Apply(ctx, []store.Outcome{
+				{Kind: store.OutcomeAttempt, ID: "a", Attempt: &store.Attempt{Delivery: 1, StartedAt: at, Duration: time.Second, Action: "retry", Error: "dial tcp: connection refused"}},
+				{Kind: store.OutcomeAttempt, ID: "a", Attempt: &store.Attempt{Delivery: 2, StartedAt: at.Add(time.Minute), Action: "dead", Status: 400, Body: []byte{0xff, 0, 1}}},
+			}, nil)
+			return err
+		})
 	var out bytes.Buffer
 	if err := inspectEvent(&out, ro, "a", false); err != nil {
 		t.Fatal(err)

@@ -2,37 +2,19 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/outboxd/outbox/outbox"
 	"github.com/outboxd/outbox/store"
 )
 
 // inspect --id shows a scheduled event's not-before time, in the text, in
 // the JSON and in the history's enqueue line.
 func TestInspectEventShowsDeliverAt(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "outbox.db")
-	st, err := store.Open(path, store.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
 	at := time.Date(2031, 2, 3, 4, 5, 6, 0, time.UTC)
-	if _, err := st.Insert(t.Context(), []*store.Record{{ID: "s", Destination: "orders", Method: "POST", DeliverAt: at}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
-	ro, err := outbox.Open(path, outbox.Config{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ro.Stop(context.Background())
+	ro := inspectFile(t, []*store.Record{{ID: "s", Destination: "orders", Method: "POST", DeliverAt: at}}, nil)
 
 	var text bytes.Buffer
 	if err := inspectEvent(&text, ro, "s", false); err != nil {
