@@ -31,8 +31,31 @@ const warmProtocol = "outbox-warm"
 // ProtocolName implements kafkago.GroupBalancer.
 func (warmBalancer) ProtocolName() string { return warmProtocol }
 
-// warmData is a member's UserData: partition -> checkpoint offset.
+// warmData maps a partition to the changelog offset of its checkpoint.
 type warmData map[int]int64
+
+// memberData is what a member tells the group when it joins (its
+// UserData, as JSON): the partitions it holds warm. Decoders accept the
+// older form, a bare warmData object, and ignore fields they do not know,
+// so members of different versions can share a group.
+type memberData struct {
+	// Warm holds the partitions with a checkpointed store.
+	Warm warmData `json:"warm"`
+}
+
+// decodeMemberData decodes a member's UserData; anything unusable holds
+// nothing warm.
+func decodeMemberData(b []byte) memberData {
+	var m memberData
+	if json.Unmarshal(b, &m) == nil && m.Warm != nil {
+		return m
+	}
+	var w warmData
+	if json.Unmarshal(b, &w) == nil {
+		return memberData{Warm: w}
+	}
+	return memberData{}
+}
 
 // UserData implements kafkago.GroupBalancer: the partitions of the ingest
 // topic with a checkpoint in the store directory.
@@ -55,7 +78,7 @@ func (b warmBalancer) UserData() ([]byte, error) {
 		}
 		warm[p] = cp.Offset
 	}
-	return json.Marshal(warm)
+	return json.Marshal(memberData{Warm: warm})
 }
 
 // AssignGroups implements kafkago.GroupBalancer.
@@ -67,11 +90,7 @@ func (warmBalancer) AssignGroups(members []kafkago.GroupMember, partitions []kaf
 	}
 	warm := make(map[string]warmData, len(members))
 	for _, m := range members {
-		var w warmData
-		if json.Unmarshal(m.UserData, &w) != nil {
-			w = nil // a member that sends nothing usable holds nothing warm
-		}
-		warm[m.ID] = w
+		warm[m.ID] = decodeMemberData(m.UserData).Warm
 	}
 	for topic, ids := range byTopic {
 		var subs []string

@@ -74,3 +74,31 @@ func TestWarmAssignmentToleratesForeignUserData(t *testing.T) {
 		t.Errorf("got %v, want one partition each", got)
 	}
 }
+
+// A member's UserData decodes in the current form and in the older bare
+// map, so members of two versions can share a group during an upgrade.
+func TestMemberDataDecodesBothForms(t *testing.T) {
+	cur, _ := json.Marshal(memberData{Warm: warmData{0: 5, 3: 9}})
+	for name, b := range map[string][]byte{
+		"current": cur,
+		"older":   []byte(`{"0":5,"3":9}`),
+	} {
+		if got := decodeMemberData(b).Warm; !reflect.DeepEqual(got, warmData{0: 5, 3: 9}) {
+			t.Errorf("%s form %s: warm = %v, want map[0:5 3:9]", name, b, got)
+		}
+	}
+	if got := decodeMemberData([]byte("\x00garbage")).Warm; len(got) != 0 {
+		t.Errorf("garbage: warm = %v, want none", got)
+	}
+}
+
+// Whatever another member sends, decoding it never panics.
+func FuzzDecodeMemberData(f *testing.F) {
+	f.Add([]byte(`{"warm":{"0":5}}`))
+	f.Add([]byte(`{"0":5,"3":9}`))
+	f.Add([]byte(`{"warm":null}`))
+	f.Add([]byte("\x00garbage"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_ = decodeMemberData(b)
+	})
+}
