@@ -259,10 +259,10 @@ type insertItem struct {
 	group   []byte // the group ID's bytes (GroupOf), a prefix of idb
 	// unrouted is set for a fan-out event kept unrouted (Record.Unrouted).
 	unrouted bool
-	dueKey  []byte // the due index key
-	lsnKey  []byte // room for the changelog key
-	dead    string // DeadReason
-	frame   []byte // EncodeRecord with Version and seq 0, inside entry
+	dueKey   []byte // the due index key
+	lsnKey   []byte // room for the changelog key
+	dead     string // DeadReason
+	frame    []byte // EncodeRecord with Version and seq 0, inside entry
 	// entry is room for the changelog entry around frame, which starts at
 	// entry[frameOff:] (see entryAround).
 	entry    []byte
