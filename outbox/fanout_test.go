@@ -359,3 +359,232 @@ func isField(err error, field string) bool {
 func sameSub(a, b outbox.Subscription) bool {
 	return a.Endpoint == b.Endpoint && slices.Equal(a.Topics, b.Topics) && maps.Equal(a.Headers, b.Headers)
 }
+
+// An event whose topic has no subscriber is kept unrouted: counted,
+// listed, not delivered; a subscription set later routes it (and only the
+// events it matches), and one that never gets a subscriber becomes a dead
+// letter with the reason when its retention ends.
+func TestFanOutUnroutedKeptRoutedAndExpired(t *testing.T) {
+	billing := testkit.NewReceiver(t, "webhook-id", nil)
+	o := fanOut(t, map[string]*testkit.Receiver{"billing": billing}, nil, func(c *outbox.Config) {
+		c.UnroutedRetention = time.Hour
+	})
+	ctx := t.Context()
+	ids, err := o.Enqueue(ctx,
+		outbox.Event{ID: "paid-1", Topic: "order.paid", Key: "o-1", Payload: []byte("1")},
+		outbox.Event{ID: "refund-1", Topic: "order.refunded", Payload: []byte("2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ids, []string{"paid-1", "refund-1"}) {
+		t.Fatalf("ids = %q", ids)
+	}
+	if st := o.Stats(); st.Unrouted != 2 || st.Pending != 0 {
+		t.Fatalf("stats: %d unrouted, %d pending", st.Unrouted, st.Pending)
+	}
+	un, _, err := o.List(ctx, outbox.ListOptions{Unrouted: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(un) != 2 || un[0].ID != "paid-1" || un[0].Topic != "order.paid" || un[0].Endpoint != "" {
+		t.Fatalf("unrouted = %+v", un)
+	}
+	if pend, _, _ := o.List(ctx, outbox.ListOptions{}); len(pend) != 0 {
+		t.Fatalf("unrouted events listed as pending: %+v", pend)
+	}
+	if ev, err := o.Get(ctx, "paid-1"); err != nil || ev.State != outbox.StatePending || ev.DeliveryStates != nil {
+		t.Fatalf("Get of an unrouted event: %+v, %v", ev, err)
+	}
+	// Re-enqueued while unrouted: a duplicate.
+	if _, err := o.Enqueue(ctx, outbox.Event{ID: "paid-1", Topic: "order.paid", Key: "o-1", Payload: []byte("1")}); err != nil {
+		t.Fatal(err)
+	}
+	if st := o.Stats(); st.DuplicatesTotal != 1 || st.EnqueuedTotal != 2 {
+		t.Fatalf("re-enqueue: %+v", st)
+	}
+
+	if err := o.SetSubscriptions(ctx, []outbox.Subscription{{Endpoint: "billing", Topics: []string{"order.paid"}}}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, settle, "billing to receive the routed event", func() bool { return billing.Acked("paid-1") == 1 })
+	waitState(t, o, "paid-1", outbox.StateDelivered)
+	if got := deliveryStates(t, o, "paid-1"); !slices.Equal(got, []string{"billing=delivered"}) {
+		t.Fatalf("deliveries = %q", got)
+	}
+	if st := o.Stats(); st.Unrouted != 1 {
+		t.Fatalf("%d unrouted after routing one of two", st.Unrouted)
+	}
+	// Enqueued again now that billing subscribes: still a duplicate, no
+	// second delivery.
+	if _, err := o.Enqueue(ctx, outbox.Event{ID: "paid-1", Topic: "order.paid", Key: "o-1", Payload: []byte("1")}); err != nil {
+		t.Fatal(err)
+	}
+	if st := o.Stats(); st.DuplicatesTotal != 2 || st.Pending != 0 {
+		t.Fatalf("re-enqueue after routing: %+v", st)
+	}
+	if billing.Attempts("paid-1") != 1 {
+		t.Fatal("a re-enqueue after routing delivered again")
+	}
+}
+
+// Past its retention, an unrouted event becomes a dead letter with the
+// reason; replayed after a subscription appeared, it is delivered.
+func TestFanOutUnroutedExpires(t *testing.T) {
+	billing := testkit.NewReceiver(t, "webhook-id", nil)
+	o := fanOut(t, map[string]*testkit.Receiver{"billing": billing}, nil, func(c *outbox.Config) {
+		c.UnroutedRetention = 50 * time.Millisecond
+	})
+	ctx := t.Context()
+	if _, err := o.Enqueue(ctx, outbox.Event{ID: "lost-1", Topic: "invoice.created"}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, o, "lost-1", outbox.StateDead)
+	ev, err := o.Get(ctx, "lost-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `unrouted: no endpoint subscribes to topic "invoice.created"`; ev.DeadReason != want {
+		t.Fatalf("dead reason %q, want %q", ev.DeadReason, want)
+	}
+	if st := o.Stats(); st.Unrouted != 0 || st.Dead != 1 {
+		t.Fatalf("stats after expiry: %+v", st)
+	}
+	dead, _, err := o.List(ctx, outbox.ListOptions{State: outbox.StateDead, Topic: "invoice.created"})
+	if err != nil || len(dead) != 1 || dead[0].ID != "lost-1" {
+		t.Fatalf("dead letters of the topic: %+v, %v", dead, err)
+	}
+	if err := o.SetSubscriptions(ctx, []outbox.Subscription{{Endpoint: "billing", Topics: []string{"invoice.*"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Replay(ctx, "lost-1"); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, settle, "the replayed event to reach billing", func() bool { return billing.Acked("lost-1") == 1 })
+}
+
+// With Config.Unrouted = UnroutedDrop an event nobody subscribes to is
+// dropped, and counted.
+func TestFanOutUnroutedDrop(t *testing.T) {
+	billing := testkit.NewReceiver(t, "webhook-id", nil)
+	o := fanOut(t, map[string]*testkit.Receiver{"billing": billing},
+		[]outbox.Subscription{{Endpoint: "billing", Topics: []string{"order.paid"}}},
+		func(c *outbox.Config) { c.Unrouted = outbox.UnroutedDrop })
+	ctx := t.Context()
+	ids, err := o.Enqueue(ctx, outbox.Event{ID: "a", Topic: "order.shipped"}, outbox.Event{ID: "b", Topic: "order.paid"})
+	if err != nil || !slices.Equal(ids, []string{"a", "b"}) {
+		t.Fatalf("enqueue: %q, %v", ids, err)
+	}
+	st := o.Stats()
+	if st.UnroutedDroppedTotal != 1 || st.Unrouted != 0 || st.EnqueuedTotal != 1 {
+		t.Fatalf("stats: %+v", st)
+	}
+	if _, err := o.Get(ctx, "a"); !errors.Is(err, outbox.ErrNotFound) {
+		t.Fatalf("the dropped event: %v", err)
+	}
+	testkit.WaitFor(t, settle, "billing to receive b", func() bool { return billing.Acked("b") == 1 })
+}
+
+// A subscription's header filter narrows it to the events that carry
+// those header values.
+func TestFanOutHeaderFilter(t *testing.T) {
+	eu := testkit.NewReceiver(t, "webhook-id", nil)
+	all := testkit.NewReceiver(t, "webhook-id", nil)
+	o := fanOut(t, map[string]*testkit.Receiver{"eu": eu, "all": all}, []outbox.Subscription{
+		{Endpoint: "eu", Topics: []string{"order.paid"}, Headers: map[string]string{"x-region": "eu"}},
+		{Endpoint: "all", Topics: []string{"order.paid"}},
+	}, nil)
+	ctx := t.Context()
+	if _, err := o.Enqueue(ctx,
+		outbox.Event{ID: "e1", Topic: "order.paid", Headers: map[string]string{"X-Region": "eu"}},
+		outbox.Event{ID: "u1", Topic: "order.paid", Headers: map[string]string{"X-Region": "us"}},
+		outbox.Event{ID: "n1", Topic: "order.paid"}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, settle, "all three at the unfiltered endpoint", func() bool { return all.Successes() == 3 })
+	waitState(t, o, "e1", outbox.StateDelivered)
+	if eu.Acked("e1") != 1 || eu.Attempts("u1") != 0 || eu.Attempts("n1") != 0 {
+		t.Fatalf("eu received %+v", eu.Requests())
+	}
+}
+
+// Deliveries are operated one by one (replay, delete) or per event, a
+// deleted endpoint's pending deliveries become dead letters with the
+// reason, and the event ID stays one dedup key across topic and
+// single-destination events.
+func TestFanOutPerDeliveryOperations(t *testing.T) {
+	ok := testkit.NewReceiver(t, "webhook-id", nil)
+	bad := testkit.NewReceiver(t, "webhook-id", answerSeq(400, 200))
+	slow := testkit.NewReceiver(t, "webhook-id", answerSeq(503))
+	o := fanOut(t, map[string]*testkit.Receiver{"ok": ok, "bad": bad, "slow": slow},
+		[]outbox.Subscription{{Endpoint: "ok", Topics: []string{"*"}}, {Endpoint: "bad", Topics: []string{"*"}}, {Endpoint: "slow", Topics: []string{"*"}}},
+		func(c *outbox.Config) { c.BackoffInitial, c.BackoffMax = time.Minute, time.Hour })
+	ctx := t.Context()
+	if _, err := o.Enqueue(ctx, outbox.Event{ID: "e1", Topic: "user.created", Payload: []byte("p")}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, settle, "ok to receive, bad to be dead and slow to be tried", func() bool {
+		ev, err := o.Get(ctx, "e1")
+		return err == nil && slices.Equal(deliveryStates(t, o, "e1"), []string{"bad=dead", "ok=delivered", "slow=pending"}) &&
+			ev.State == outbox.StatePending && slow.Attempts("e1") > 0
+	})
+	// The event ID is one dedup key: the same event again is a duplicate,
+	// other content or a destination instead of the topic a conflict.
+	if _, err := o.Enqueue(ctx, outbox.Event{ID: "e1", Topic: "user.created", Payload: []byte("p")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range []outbox.Event{
+		{ID: "e1", Topic: "user.created", Payload: []byte("other")},
+		{ID: "e1", Destination: "ok", Payload: []byte("p")},
+	} {
+		if _, err := o.Enqueue(ctx, ev); !errors.Is(err, outbox.ErrConflict) {
+			t.Fatalf("enqueue of %+v: %v, want ErrConflict", ev, err)
+		}
+	}
+	if err := o.ReplayDelivery(ctx, "e1", "ok"); !errors.Is(err, outbox.ErrNotFound) {
+		t.Fatalf("replay of a delivered delivery: %v", err)
+	}
+	if err := o.ReplayDelivery(ctx, "e1", "slow"); !errors.Is(err, outbox.ErrNotDead) {
+		t.Fatalf("replay of a pending delivery: %v", err)
+	}
+	if err := o.ReplayDelivery(ctx, "e1", "bad"); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, settle, "bad to deliver the replay", func() bool {
+		return bad.Acked("e1") == 1 && deliveryStates(t, o, "e1")[0] == "bad=delivered"
+	})
+	// The endpoint goes away: its pending delivery is a dead letter.
+	n, err := o.DeadLetterEndpoint(ctx, "slow", `endpoint "slow" deleted`)
+	if err != nil || n != 1 {
+		t.Fatalf("DeadLetterEndpoint: %d, %v", n, err)
+	}
+	ev, err := o.Get(ctx, "e1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.State != outbox.StateDead || len(ev.DeliveryStates) != 3 || ev.DeliveryStates[2].DeadReason != `endpoint "slow" deleted` {
+		t.Fatalf("after DeadLetterEndpoint: %+v", ev)
+	}
+	if err := o.DeleteDelivery(ctx, "e1", "slow"); err != nil {
+		t.Fatal(err)
+	}
+	if got := deliveryStates(t, o, "e1"); !slices.Equal(got, []string{"bad=delivered", "ok=delivered", "slow=deleted"}) {
+		t.Fatalf("deliveries = %q", got)
+	}
+	if err := o.DeleteDelivery(ctx, "e1", "slow"); !errors.Is(err, outbox.ErrNotFound) {
+		t.Fatalf("second delete: %v", err)
+	}
+	// Delete and Replay of the whole event.
+	if _, err := o.Enqueue(ctx, outbox.Event{ID: "e2", Topic: "user.deleted"}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, settle, "slow to be tried with e2", func() bool { return slow.Attempts("e2") > 0 })
+	if err := o.Delete(ctx, "e2"); err != nil {
+		t.Fatal(err)
+	}
+	if ev, err := o.Get(ctx, "e2"); err != nil || ev.State == outbox.StatePending {
+		t.Fatalf("e2 after Delete: %+v, %v", ev, err)
+	}
+	if _, err := o.Enqueue(ctx, outbox.Event{ID: "e2", Topic: "user.deleted"}); !errors.Is(err, outbox.ErrDeleted) {
+		t.Fatalf("enqueue of a deleted topic event: %v", err)
+	}
+}
