@@ -15,6 +15,10 @@ import (
 	"github.com/outboxd/outbox/outbox"
 )
 
+// childTopicEnv makes the child of the kill tests (runChild) publish its
+// events on a topic that childTopicEndpoints subscribe to.
+const childTopicEnv = "OUTBOX_TEST_TOPIC"
+
 // childTopicEndpoints subscribe to the topic of a child in topic mode.
 var childTopicEndpoints = []string{"billing", "shipping"}
 

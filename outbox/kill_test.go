@@ -20,16 +20,13 @@ import (
 // The child process of TestKillRestart runs an outbox under load until it is
 // killed. It is this test binary re-executed with these variables set.
 const (
-	childEnv      = "OUTBOX_TEST_CHILD"
-	childDBEnv    = "OUTBOX_TEST_DB"
-	childURLEnv   = "OUTBOX_TEST_URL"
-	childFromEnv  = "OUTBOX_TEST_FROM"
-	childCountEnv = "OUTBOX_TEST_COUNT"
-	childGenEnv   = "OUTBOX_TEST_GEN"
-	childDrainEnv = "OUTBOX_TEST_DRAIN"
-	// childTopicEnv makes the child publish its events on a topic that
-	// the endpoints childTopicEndpoints subscribe to (see kill_fanout_test.go).
-	childTopicEnv    = "OUTBOX_TEST_TOPIC"
+	childEnv         = "OUTBOX_TEST_CHILD"
+	childDBEnv       = "OUTBOX_TEST_DB"
+	childURLEnv      = "OUTBOX_TEST_URL"
+	childFromEnv     = "OUTBOX_TEST_FROM"
+	childCountEnv    = "OUTBOX_TEST_COUNT"
+	childGenEnv      = "OUTBOX_TEST_GEN"
+	childDrainEnv    = "OUTBOX_TEST_DRAIN"
 	childConcurrency = 8
 	// childMaxUncommitted keeps the redelivery bound small enough to check.
 	childMaxUncommitted = 16
