@@ -107,9 +107,9 @@ func (o *Outbox) Stats() Stats {
 		DeadTotal:       o.deadTotal.Load(),
 		EnqueuedTotal:   o.enqueuedTotal.Load(),
 		DuplicatesTotal: o.duplicatesTotal.Load(),
+		Commits:         o.CommitStats(),
 
 		UnroutedDroppedTotal: o.unroutedDropped.Load(),
-		Commits:              o.CommitStats(),
 	}
 	s.EndpointsThrottled, s.EndpointsDisabled, s.EndpointsBreakerOpen = o.eng.holds.count(now)
 	if o.enter() != nil {
