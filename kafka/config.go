@@ -25,6 +25,7 @@ const (
 	DefaultGroup             = "outboxd"
 	DefaultDestinationHeader = "outbox-destination"
 	DefaultIDHeader          = "outbox-id"
+	DefaultTopicHeader       = "outbox-topic"
 	DefaultDeliverAtHeader   = "outbox-deliver-at"
 	DefaultClientID          = "outboxd"
 	DefaultStartOffset       = "earliest"
@@ -91,6 +92,16 @@ type Config struct {
 	// DestinationHeader names the record header that holds the event's
 	// destination. Default "outbox-destination".
 	DestinationHeader string `yaml:"destination_header"`
+	// TopicHeader names the record header that holds the event's topic
+	// (outbox.Event.Topic: the event goes to the endpoints subscribed to
+	// it). A record with both this header and DestinationHeader, or with
+	// a malformed topic, becomes a dead letter. Default "outbox-topic".
+	TopicHeader string `yaml:"topic_header"`
+	// DefaultTopic is the event topic (outbox.Event.Topic, not a Kafka
+	// topic) of records that carry neither DestinationHeader nor
+	// TopicHeader. At most one of Destination and DefaultTopic may be set.
+	// Empty: such records go to Destination, or become dead letters.
+	DefaultTopic string `yaml:"default_topic"`
 	// IDHeader names the record header that holds the event's ID. Records
 	// without it get "kafka:<topic>:<partition>:<offset>", which is stable
 	// across re-consumption. Default "outbox-id".

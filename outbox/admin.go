@@ -49,6 +49,11 @@ type ListOptions struct {
 	Destination string
 	// KeyPrefix, when set, keeps only the events whose Key starts with it.
 	KeyPrefix string
+	// Topic, when set, keeps only the events (deliveries) of that topic.
+	Topic string
+	// Unrouted lists the topic events kept unrouted instead of the events
+	// in State (State must then be zero).
+	Unrouted bool
 	// CreatedFrom and CreatedTo, when set, keep only the events created in
 	// [CreatedFrom, CreatedTo).
 	CreatedFrom, CreatedTo time.Time
@@ -147,6 +152,8 @@ type ReplayFilter struct {
 	Status int
 	// KeyPrefix keeps the events whose Key starts with it.
 	KeyPrefix string
+	// Topic keeps the deliveries of events of that topic.
+	Topic string
 	// From and To keep the events that became dead in [From, To).
 	From, To time.Time
 	// Limit caps the events replayed; 0 means all that match.

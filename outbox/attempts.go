@@ -18,6 +18,10 @@ type Attempt struct {
 	Seq uint64
 	// Delivery is the Delivery.Attempt the sink saw (parks included).
 	Delivery int
+	// Endpoint is the endpoint of the delivery the attempt belongs to, for
+	// a topic event (whose deliveries Attempts lists together); "" for an
+	// event with a Destination.
+	Endpoint string
 	// StartedAt is when the attempt began (the outbox's clock, UTC), and
 	// Duration how long the Sink took.
 	StartedAt time.Time

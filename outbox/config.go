@@ -118,6 +118,21 @@ type Config struct {
 	// its fields' defaults).
 	Breaker Breaker
 
+	// Subscriptions subscribe endpoints to topics (see Subscription); they
+	// can be replaced while running with Outbox.SetSubscriptions. Open
+	// refuses invalid ones with a *ConfigError for "Subscriptions[i].Field".
+	// Default: none (every topic event is unrouted).
+	Subscriptions []Subscription
+
+	// Unrouted says what becomes of a topic event no endpoint subscribes
+	// to: UnroutedKeep (the default) keeps it for UnroutedRetention,
+	// UnroutedDrop drops it (counted).
+	Unrouted UnroutedPolicy
+
+	// UnroutedRetention is how long a kept unrouted event waits for a
+	// subscriber before it becomes a dead letter. Default: MaxAge.
+	UnroutedRetention time.Duration
+
 	// Ordered turns on per-key FIFO delivery: an event with a Key is
 	// delivered only once every earlier pending event with that Key was
 	// delivered or became dead. Other keys are not blocked. Default: false.
@@ -250,6 +265,7 @@ func (c Config) withDefaults() Config {
 	setInt(&c.MaxUncommitted, DefaultMaxUncommitted)
 	setInt(&c.MaxAttempts, DefaultMaxAttempts)
 	setDur(&c.MaxAge, DefaultMaxAge)
+	setDur(&c.UnroutedRetention, c.MaxAge)
 	setDur(&c.MaxSchedule, DefaultMaxSchedule)
 	setDur(&c.BackoffInitial, DefaultBackoffInitial)
 	setDur(&c.BackoffMax, DefaultBackoffMax)
@@ -309,6 +325,7 @@ func (c Config) validate() error {
 	}{
 		{"Interval", c.Interval},
 		{"MaxAge", c.MaxAge},
+		{"UnroutedRetention", c.UnroutedRetention},
 		{"MaxSchedule", c.MaxSchedule},
 		{"BackoffInitial", c.BackoffInitial},
 		{"BackoffMax", c.BackoffMax},

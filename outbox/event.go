@@ -25,7 +25,16 @@ type Event struct {
 	// coalescing (Upsert).
 	Key string
 	// Destination is an endpoint name known to the Sink or an absolute URL.
+	// Exactly one of Destination and Topic is set.
 	Destination string
+	// Topic publishes the event to the endpoints subscribed to it (see
+	// Subscription and the package doc, "Topics and subscriptions")
+	// instead of naming one Destination: enqueueing it stores one delivery
+	// per subscribed endpoint in the same commit, or keeps it unrouted
+	// when none subscribes (Config.Unrouted). See ValidateTopic for its
+	// syntax; a *ValidationError for "topic" when it is malformed or set
+	// together with Destination.
+	Topic string
 	// Method is the HTTP method, one ValidMethod accepts; POST when empty.
 	Method string
 	// Headers are sent verbatim with every attempt. Names are valid tokens,
@@ -56,8 +65,16 @@ type Event struct {
 	// TraceState is the W3C tracestate that goes with TraceParent.
 	TraceState string
 
-	// Endpoint is the endpoint the destination resolved to. Set by the outbox.
+	// Endpoint is the endpoint the destination resolved to; for an event
+	// returned per delivery (List, Sink), the endpoint of that delivery, and
+	// "" for a topic event kept unrouted or returned as a whole (Get). Set
+	// by the outbox.
 	Endpoint string
+	// DeliveryStates lists the state of each delivery of a topic event,
+	// sorted by endpoint; set by Get and nil otherwise (and nil for a topic
+	// event kept unrouted). (Deliveries, above, counts the attempts made.)
+	// Set by the outbox.
+	DeliveryStates []DeliveryStatus
 	// State is pending, dead, delivered or deleted. Set by the outbox.
 	State State
 	// CreatedAt is when the event was first enqueued (UTC). Set by the outbox.

@@ -33,6 +33,8 @@ type Outbox struct {
 	hooksMu sync.Mutex
 	hooks   atomic.Pointer[[]Hooks]
 
+	router atomic.Pointer[router] // the subscriptions in use
+
 	mu       sync.Mutex
 	started  bool
 	stopping bool
@@ -81,6 +83,13 @@ func Open(path string, cfg Config) (*Outbox, error) {
 	}
 	o.resolver, _ = cfg.Sink.(EndpointResolver)
 	o.hooks.Store(&[]Hooks{cfg.Hooks})
+	r, err := o.newRouter(cfg.Subscriptions)
+	if err != nil {
+		var ve *ValidationError
+		errors.As(err, &ve)
+		return nil, errors.Join(&ConfigError{Field: "Subscriptions[" + itoa(ve.Index) + "]." + ve.Field, Reason: ve.Reason}, st.Close())
+	}
+	o.router.Store(r)
 	o.eng, err = newEngine(o)
 	if err != nil {
 		return nil, errors.Join(wrapStoreErr("open", err), st.Close())

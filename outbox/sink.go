@@ -49,8 +49,12 @@ type Delivery struct {
 	Key string
 	// Destination is a configured endpoint name or an absolute URL.
 	Destination string
-	// Endpoint is the endpoint name the destination resolved to.
+	// Endpoint is the endpoint name the destination resolved to. For a
+	// topic event it is the subscribed endpoint of this delivery, and so
+	// is Destination.
 	Endpoint string
+	// Topic is the event's topic, "" for an event with a Destination.
+	Topic string
 	// Method is the HTTP method (never empty; POST by default).
 	Method string
 	// Headers are the event's own headers, sent verbatim.

@@ -11,6 +11,13 @@ import (
 type Stats struct {
 	// Pending and Dead count the events in those states.
 	Pending, Dead int
+	// Unrouted counts the topic events kept unrouted (no subscriber yet).
+	// Pending and Dead count deliveries: a topic event routed to three
+	// endpoints counts three.
+	Unrouted int
+	// UnroutedDroppedTotal counts the topic events dropped for want of a
+	// subscriber (Config.Unrouted = UnroutedDrop).
+	UnroutedDroppedTotal uint64
 	// InFlight counts the deliveries under way.
 	InFlight int
 	// DeliveredTotal counts successful deliveries.

@@ -1,0 +1,194 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/textproto"
+	"slices"
+)
+
+// Subscription subscribes an endpoint to topics: every event enqueued with
+// a Topic that one of Topics matches (and that carries Headers, when set)
+// gets a delivery to Endpoint. An endpoint may have several subscriptions
+// (each with its own header filter); an event that matches more than one
+// of them still gets one delivery to that endpoint.
+type Subscription struct {
+	// Endpoint is an endpoint name the Sink resolves to itself (when the
+	// Sink implements EndpointResolver, ResolveEndpoint(Endpoint) must
+	// return Endpoint). Required.
+	Endpoint string
+	// Topics are topic names or patterns (see ValidateTopicPattern):
+	// "order.paid", "order.*", "*". At least one.
+	Topics []string
+	// Headers is an optional filter: the event must carry each of these
+	// headers (names compared case-insensitively) with exactly this value.
+	Headers map[string]string
+}
+
+// UnroutedPolicy says what becomes of an event whose topic no endpoint
+// subscribes to when it is enqueued.
+type UnroutedPolicy uint8
+
+const (
+	// UnroutedKeep keeps such an event as unrouted (counted in
+	// Stats.Unrouted, listed by ListOptions.Unrouted) for
+	// Config.UnroutedRetention: a subscription that matches it set within
+	// that time (SetSubscriptions) routes it to its endpoints; after it, it
+	// becomes a dead letter with the reason "unrouted: no endpoint
+	// subscribes to topic ...". The default.
+	UnroutedKeep UnroutedPolicy = iota
+	// UnroutedDrop drops such an event: Enqueue succeeds, nothing is
+	// stored (no dedup either), the drop is counted in
+	// Stats.UnroutedDroppedTotal and logged.
+	UnroutedDrop
+)
+
+// String returns "keep" or "drop".
+func (p UnroutedPolicy) String() string {
+	switch p {
+	case UnroutedKeep:
+		return "keep"
+	case UnroutedDrop:
+		return "drop"
+	}
+	return "unknown"
+}
+
+// SetSubscriptions replaces every subscription with subs. They are
+// validated as a whole first: on error nothing changes and the error is a
+// *ValidationError with Index the subscription's index in subs and Field
+// "endpoint", "topics" or "headers". Then the kept unrouted events that
+// the new subscriptions match are routed to their endpoints, each in one
+// write transaction with its deliveries (the event stays unrouted if that
+// fails; the error is returned, and the next SetSubscriptions tries
+// again). Events already routed keep their deliveries: a new subscriber
+// does not receive events enqueued before it subscribed. Safe while the
+// outbox runs; subs is copied.
+func (o *Outbox) SetSubscriptions(ctx context.Context, subs []Subscription) error {
+	if err := o.enter(); err != nil {
+		return err
+	}
+	defer o.ops.Done()
+	r, err := o.newRouter(subs)
+	if err != nil {
+		return err
+	}
+	o.router.Store(r)
+	return o.routeUnrouted(ctx, r)
+}
+
+// Subscriptions returns a copy of the subscriptions in use.
+func (o *Outbox) Subscriptions() []Subscription {
+	return cloneSubs(o.router.Load().subs)
+}
+
+// router matches topics to endpoints; it is immutable once built.
+type router struct {
+	subs []Subscription
+}
+
+// newRouter validates subs and builds their router; the error is a
+// *ValidationError naming the subscription and its field.
+func (o *Outbox) newRouter(subs []Subscription) (*router, error) {
+	for i, s := range subs {
+		if err := o.validateSubscription(s); err != nil {
+			err.Index = i
+			return nil, err
+		}
+	}
+	return &router{subs: cloneSubs(subs)}, nil
+}
+
+// validateSubscription checks one subscription.
+func (o *Outbox) validateSubscription(s Subscription) *ValidationError {
+	bad := func(field, reason string) *ValidationError {
+		return &ValidationError{Field: field, Reason: reason}
+	}
+	if s.Endpoint == "" {
+		return bad("endpoint", "required")
+	}
+	if !ValidText(s.Endpoint) {
+		return bad("endpoint", "must be valid UTF-8 without control characters")
+	}
+	if o.resolver != nil {
+		ep, err := o.resolver.ResolveEndpoint(s.Endpoint)
+		if err != nil {
+			return bad("endpoint", "unknown endpoint "+quote(s.Endpoint)+": "+err.Error())
+		}
+		if ep != s.Endpoint {
+			return bad("endpoint", quote(s.Endpoint)+" is not an endpoint name (it resolves to "+quote(ep)+")")
+		}
+	}
+	if len(s.Topics) == 0 {
+		return bad("topics", "at least one topic or pattern is required")
+	}
+	for _, p := range s.Topics {
+		if err := ValidateTopicPattern(p); err != nil {
+			return bad("topics", fmt.Sprintf("pattern %q %v", p, err))
+		}
+	}
+	for name, value := range s.Headers {
+		if !ValidHeaderName(name) {
+			return bad("headers", "invalid header name "+quote(name))
+		}
+		if !ValidHeaderValue(value) {
+			return bad("headers", "invalid value for header "+quote(name))
+		}
+	}
+	if a, b, ok := sameHeaderTwice(s.Headers); ok {
+		return bad("headers", "headers "+quote(a)+" and "+quote(b)+" are the same header (names are case-insensitive)")
+	}
+	return nil
+}
+
+// endpoints returns the endpoints subscribed to an event with topic and
+// headers, sorted and without repeats.
+func (r *router) endpoints(topic string, headers map[string]string) []string {
+	var out []string
+	for _, s := range r.subs {
+		if slices.Contains(out, s.Endpoint) || !headersMatch(s.Headers, headers) {
+			continue
+		}
+		for _, p := range s.Topics {
+			if topicMatches(p, topic) {
+				out = append(out, s.Endpoint)
+				break
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// headersMatch reports whether have carries every header of want with the
+// same value (names compared case-insensitively).
+func headersMatch(want, have map[string]string) bool {
+	if len(want) == 0 {
+		return true
+	}
+	if len(have) < len(want) {
+		return false
+	}
+	canon := make(map[string]string, len(have))
+	for k, v := range have {
+		canon[textproto.CanonicalMIMEHeaderKey(k)] = v
+	}
+	for k, v := range want {
+		if got, ok := canon[textproto.CanonicalMIMEHeaderKey(k)]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+func cloneSubs(subs []Subscription) []Subscription {
+	if subs == nil {
+		return nil
+	}
+	out := make([]Subscription, len(subs))
+	for i, s := range subs {
+		out[i] = Subscription{Endpoint: s.Endpoint, Topics: slices.Clone(s.Topics), Headers: maps.Clone(s.Headers)}
+	}
+	return out
+}
