@@ -41,6 +41,12 @@ func (s *Sink) PutEndpoint(e Endpoint) error {
 	return nil
 }
 
+// CheckEndpoint validates e as PutEndpoint does, without adding it: nil,
+// or the *ConfigError PutEndpoint would return.
+func (s *Sink) CheckEndpoint(e Endpoint) error {
+	return s.cfg.checkEndpoint("", e)
+}
+
 // RemoveEndpoint removes the endpoint of that name and reports whether there
 // was one. Deliveries under way finish on it; from then on events naming it
 // are refused at enqueue (ResolveEndpoint: ErrUnknownEndpoint), and pending
