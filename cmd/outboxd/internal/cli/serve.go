@@ -186,8 +186,8 @@ func (s *server) run(sigs <-chan os.Signal) int {
 			"addr", ln.Addr().String())
 	}
 	s.log.Info("listening", "addr", ln.Addr().String(), "db", cfg.DB,
-		"endpoints", len(cfg.Endpoints), "kafka", cfg.Kafka.Enabled())
-	if hint := noEndpointHint(cfg); hint != "" {
+		"endpoints", len(cfg.Endpoints), "managed_endpoints", s.eps.Managed(), "kafka", cfg.Kafka.Enabled())
+	if hint := noEndpointHint(cfg); hint != "" && s.eps.Managed() == 0 {
 		s.log.Info(hint)
 	}
 

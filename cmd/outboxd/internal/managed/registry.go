@@ -247,6 +247,19 @@ func (r *Registry) EndpointDefinitions() map[string]httpapi.EndpointDefinition {
 	return out
 }
 
+// Managed returns how many endpoints are managed through the API.
+func (r *Registry) Managed() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, e := range r.eps {
+		if e.managed {
+			n++
+		}
+	}
+	return n
+}
+
 // CreateEndpoint implements httpapi.EndpointManager: it validates the
 // definition, generates the endpoint's signing secret, stores it and puts
 // it in force.
