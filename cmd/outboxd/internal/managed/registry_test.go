@@ -3,6 +3,7 @@ package managed_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -397,5 +398,81 @@ func TestLoadingStoredEndpoints(t *testing.T) {
 	_, err = managed.Open(ctx, managed.Config{Outbox: o, Sink: sink, Limits: limits})
 	if err == nil || !strings.Contains(err.Error(), `managed endpoint "broken"`) {
 		t.Fatalf("Open with a damaged stored endpoint: %v, want an error naming it", err)
+	}
+}
+
+// Subscriptions follow the managed endpoints: an event published before
+// anyone subscribed is kept and routed to the endpoint created for it; a
+// filter narrows an endpoint's share; every delivery of an event carries
+// its ID; a deleted endpoint's pending delivery becomes a dead letter with
+// the reason while the other endpoint's delivery is untouched.
+func TestSubscriptionsFollowManagedEndpoints(t *testing.T) {
+	ctx := context.Background()
+	billing := testkit.NewReceiver(t, "webhook-id", nil)
+	crm := testkit.NewReceiver(t, "webhook-id", nil)
+	n := start(t, filepath.Join(t.TempDir(), "outboxd.db"), nil, nil)
+	publish := func(id, region string) {
+		t.Helper()
+		ev := outbox.Event{ID: id, Topic: "order.paid", Headers: map[string]string{"X-Region": region}, Payload: []byte(`{}`)}
+		if _, err := n.o.Enqueue(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish("early", "eu")
+	if st := n.o.Stats(); st.Unrouted != 1 {
+		t.Fatalf("unrouted = %d before any subscriber, want 1", st.Unrouted)
+	}
+	if _, _, err := n.reg.CreateEndpoint(ctx, "billing", httpapi.EndpointSpec{URL: billing.URL, Topics: []string{"order.*"}}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, settle, "the early event routed to the new endpoint", func() bool { return billing.Acked("early") == 1 })
+
+	_, crmSecret, err := n.reg.CreateEndpoint(ctx, "crm", httpapi.EndpointSpec{URL: crm.URL, Topics: []string{"order.paid"},
+		Filter: map[string]string{"X-Region": "eu"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish("eu-1", "eu")
+	publish("us-1", "us")
+	testkit.WaitFor(t, settle, "the deliveries", func() bool {
+		return billing.Acked("eu-1") == 1 && billing.Acked("us-1") == 1 && crm.Acked("eu-1") == 1
+	})
+	if crm.Attempts("us-1") != 0 || crm.Attempts("early") != 0 {
+		t.Errorf("crm got events outside its filter or from before it subscribed: us-1 %d, early %d", crm.Attempts("us-1"), crm.Attempts("early"))
+	}
+	for _, r := range crm.Requests() {
+		if r.Header.Get("Idempotency-Key") != r.ID {
+			t.Errorf("a delivery's Idempotency-Key %q is not its webhook-id %q", r.Header.Get("Idempotency-Key"), r.ID)
+		}
+		if err := verifies(t, r, crmSecret); err != nil {
+			t.Errorf("crm's delivery of %s: %v", r.ID, err)
+		}
+	}
+
+	crm.SetAnswer(func(*http.Request, string, int) testkit.Reply {
+		return testkit.Reply{Status: http.StatusServiceUnavailable}
+	})
+	publish("eu-2", "eu")
+	testkit.WaitFor(t, settle, "billing's delivery and crm's failed attempt", func() bool {
+		return billing.Acked("eu-2") == 1 && crm.Attempts("eu-2") > 0
+	})
+	moved, err := n.reg.DeleteEndpoint(ctx, "crm")
+	if err != nil || moved != 1 {
+		t.Fatalf("DeleteEndpoint(crm) = %d, %v; want its one pending delivery dead-lettered", moved, err)
+	}
+	ev, err := n.o.Get(ctx, "eu-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var states []string
+	for _, d := range ev.DeliveryStates {
+		states = append(states, d.Endpoint+":"+d.State.String()+":"+d.DeadReason)
+	}
+	if len(ev.DeliveryStates) != 2 || ev.DeliveryStates[1].Endpoint != "crm" || ev.DeliveryStates[1].State != outbox.StateDead ||
+		!strings.Contains(ev.DeliveryStates[1].DeadReason, `endpoint "crm" deleted`) || ev.DeliveryStates[0].State == outbox.StateDead {
+		t.Fatalf("deliveries of eu-2 after crm's deletion: %v; want billing's delivered and crm's dead with the reason", states)
+	}
+	if subs := n.o.Subscriptions(); len(subs) != 1 || subs[0].Endpoint != "billing" {
+		t.Fatalf("subscriptions after the deletion: %+v", subs)
 	}
 }
