@@ -3,10 +3,14 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/outboxd/outbox/httpsink"
 	"github.com/outboxd/outbox/internal/testkit"
@@ -235,4 +239,44 @@ func TestManagedEndpointBadInputChangesNothing(t *testing.T) {
 			t.Errorf("serve --endpoint %s: exit %d, %q; want a start-up error naming %s", tc.spec, code, out, tc.want)
 		}
 	}
+}
+
+// In Kafka mode the endpoints are those of the settings file, the same on
+// every instance: the API shows them with their topics and refuses every
+// change with a 409 saying so, storing nothing.
+func TestManagedEndpointsRefusedInKafkaMode(t *testing.T) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "events"),
+		kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	dir := t.TempDir()
+	tuning := filepath.Join(dir, "kafka.yaml")
+	if err := os.WriteFile(tuning, []byte(kafkaTuning), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rc := newReceiver(t, nil)
+	p := start(t, dir, "--config", tuning, "--endpoint", rc.endpoint("orders")+",topic=order.*",
+		"--kafka-brokers", strings.Join(cluster.ListenAddrs(), ","), "--kafka-topic", "events", "--kafka-group", "e2e",
+		"--kafka-destination", "orders")
+	for _, tc := range []struct{ method, path, body string }{
+		{"POST", "/v1/endpoints/billing", `{"url": "` + rc.URL + `", "topics": ["order.*"]}`},
+		{"PUT", "/v1/endpoints/orders", `{"url": "` + rc.URL + `"}`},
+		{"DELETE", "/v1/endpoints/orders", ""},
+		{"POST", "/v1/endpoints/orders/rotate-secret", ""},
+	} {
+		code, body := call(t, tc.method, p.url(tc.path), "", tc.body)
+		if msg, _ := body["error"].(string); code != http.StatusConflict || !strings.Contains(msg, "managed in the settings file in Kafka mode") {
+			t.Errorf("%s %s in Kafka mode: %d %v; want 409 saying endpoints are managed in the settings file", tc.method, tc.path, code, body)
+		}
+	}
+	ep := endpointOf(t, p, "", "orders")
+	if topics, _ := ep["topics"].([]any); ep["managed"] != false || len(topics) != 1 || topics[0] != "order.*" {
+		t.Errorf("GET /v1/endpoints in Kafka mode shows orders as %v; want static, subscribed to order.*", ep)
+	}
+	if ep := endpointOf(t, p, "", "billing"); ep != nil {
+		t.Errorf("billing exists after a refused creation: %v", ep)
+	}
+	p.signal(syscall.SIGTERM, 20*time.Second)
 }
