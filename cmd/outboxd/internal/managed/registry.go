@@ -280,6 +280,11 @@ func (r *Registry) CreateEndpoint(ctx context.Context, name string, s httpapi.En
 	if err := r.commit(ctx, e); err != nil {
 		return httpapi.EndpointDefinition{}, "", err
 	}
+	// An endpoint deleted under this name may have left its state (a
+	// disable, a throttle, an open breaker): the new one starts afresh.
+	if err := r.cfg.Outbox.EnableEndpoint(ctx, name); err != nil && !errors.Is(err, outbox.ErrNotFound) {
+		return httpapi.EndpointDefinition{}, "", err
+	}
 	return e.definition(now), e.secret, nil
 }
 

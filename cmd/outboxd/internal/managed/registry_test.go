@@ -476,3 +476,49 @@ func TestSubscriptionsFollowManagedEndpoints(t *testing.T) {
 		t.Fatalf("subscriptions after the deletion: %+v", subs)
 	}
 }
+
+// An endpoint that answered 410 is disabled, its events kept pending;
+// deleting it dead-letters them, and an endpoint created again under the
+// name starts afresh: enabled, delivering.
+func TestRecreatedEndpointStartsAfresh(t *testing.T) {
+	ctx := context.Background()
+	rc := testkit.NewReceiver(t, "webhook-id", func(*http.Request, string, int) testkit.Reply {
+		return testkit.Reply{Status: http.StatusGone}
+	})
+	n := start(t, filepath.Join(t.TempDir(), "outboxd.db"), nil, nil)
+	spec := httpapi.EndpointSpec{URL: rc.URL, Topics: []string{"order.*"}}
+	if _, _, err := n.reg.CreateEndpoint(ctx, "crm", spec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.o.Enqueue(ctx, outbox.Event{ID: "gone-1", Topic: "order.paid", Payload: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	disabled := func() bool {
+		eps, err := n.o.Endpoints(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ep := range eps {
+			if ep.Name == "crm" {
+				return ep.Disabled
+			}
+		}
+		return false
+	}
+	testkit.WaitFor(t, settle, "the endpoint disabled by its 410", disabled)
+	if moved, err := n.reg.DeleteEndpoint(ctx, "crm"); err != nil || moved != 1 {
+		t.Fatalf("DeleteEndpoint = %d, %v; want the disabled endpoint's pending delivery dead-lettered", moved, err)
+	}
+
+	rc.SetAnswer(nil) // 204
+	if _, _, err := n.reg.CreateEndpoint(ctx, "crm", spec); err != nil {
+		t.Fatal(err)
+	}
+	if disabled() {
+		t.Fatal("the endpoint created again under the name is disabled")
+	}
+	if _, err := n.o.Enqueue(ctx, outbox.Event{ID: "back-1", Topic: "order.paid", Payload: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, settle, "the delivery to the endpoint created again", func() bool { return rc.Acked("back-1") == 1 })
+}
