@@ -251,7 +251,6 @@ func (s *Sink) Deliver(ctx context.Context, d *outbox.Delivery) outbox.Result {
 		return outbox.Result{Action: outbox.ActionDead, Err: fmt.Errorf("%w: nil delivery", ErrInvalidRequest)}
 	}
 	ep := s.acquire(d.Destination)
-	var rawEP endpoint
 	if ep != nil {
 		defer s.release(ep)
 	} else {
@@ -259,9 +258,8 @@ func (s *Sink) Deliver(ctx context.Context, d *outbox.Delivery) outbox.Result {
 		if err != nil {
 			return outbox.Result{Action: outbox.ActionDead, Err: err}
 		}
-		rawEP.name, rawEP.url, rawEP.redactedURL = key, d.Destination, redactURL(u)
-		rawEP.timeout, rawEP.client = s.cfg.Timeout, s.raw
-		ep = &rawEP
+		// Only a raw URL's delivery pays for this definition.
+		ep = &endpoint{name: key, url: d.Destination, redactedURL: redactURL(u), timeout: s.cfg.Timeout, client: s.raw}
 	}
 	c := &call{s: s, ep: ep, d: d, method: d.Method}
 	if c.method == "" {
