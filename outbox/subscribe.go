@@ -6,6 +6,8 @@ import (
 	"maps"
 	"net/textproto"
 	"slices"
+
+	"github.com/outboxd/outbox/store"
 )
 
 // Subscription subscribes an endpoint to topics: every event enqueued with
@@ -63,8 +65,11 @@ func (p UnroutedPolicy) String() string {
 // write transaction with its deliveries (the event stays unrouted if that
 // fails; the error is returned, and the next SetSubscriptions tries
 // again). Events already routed keep their deliveries: a new subscriber
-// does not receive events enqueued before it subscribed. Safe while the
-// outbox runs; subs is copied.
+// does not receive events enqueued before it subscribed, and an endpoint
+// that no longer subscribes keeps its pending deliveries (DeadLetterEndpoint
+// moves those of an endpoint that is removed). Safe while the outbox runs;
+// subs is copied. Routing the kept unrouted events reads every pending
+// event once (none when Stats.Unrouted is 0).
 func (o *Outbox) SetSubscriptions(ctx context.Context, subs []Subscription) error {
 	if err := o.enter(); err != nil {
 		return err
@@ -110,6 +115,11 @@ func (o *Outbox) validateSubscription(s Subscription) *ValidationError {
 	}
 	if !ValidText(s.Endpoint) {
 		return bad("endpoint", "must be valid UTF-8 without control characters")
+	}
+	// A delivery is stored under the event's ID, a separator and the
+	// endpoint's name.
+	if n := store.MaxIDLen - o.cfg.MaxIDBytes - len(sep); len(s.Endpoint) > n {
+		return bad("endpoint", "longer than "+itoa(n)+" bytes (the store's ID limit less Config.MaxIDBytes and a separator)")
 	}
 	if o.resolver != nil {
 		ep, err := o.resolver.ResolveEndpoint(s.Endpoint)
