@@ -425,10 +425,52 @@ func (r *Registry) commit(ctx context.Context, e *endpoint) error {
 	if err := r.apply(e); err != nil {
 		return err // stored: in force after a restart
 	}
-	if old == nil || !slices.Equal(old.spec.Topics, e.spec.Topics) || !maps.Equal(old.spec.Filter, e.spec.Filter) {
-		return r.cfg.Outbox.SetSubscriptions(ctx, r.subscriptionsLocked())
+	if old != nil && slices.Equal(old.spec.Topics, e.spec.Topics) && maps.Equal(old.spec.Filter, e.spec.Filter) {
+		return nil
 	}
-	return nil
+	err = r.cfg.Outbox.SetSubscriptions(ctx, r.subscriptionsLocked())
+	var ve *outbox.ValidationError
+	if !errors.As(err, &ve) {
+		return err
+	}
+	// The outbox refused the subscription for a rule of its own that check
+	// does not repeat (such as the room an endpoint's name leaves for event
+	// IDs): undo the change, in the file too, so that the next start does
+	// not meet it, and say which field.
+	if uerr := r.undo(ctx, e.name, old); uerr != nil {
+		return errors.Join(err, uerr)
+	}
+	field := map[string]string{"endpoint": "name", "topics": "topics", "headers": "filter"}[ve.Field]
+	if field == "" {
+		field = ve.Field
+	}
+	return &outbox.ValidationError{Field: field, Reason: ve.Reason}
+}
+
+// undo puts back the definition old (nil: none) of name, stored and in
+// force, after a change the outbox refused. r.mu must be held.
+func (r *Registry) undo(ctx context.Context, name string, old *endpoint) error {
+	err := r.cfg.Outbox.Update(context.WithoutCancel(ctx), func(tx *outbox.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucket)
+		if err != nil {
+			return err
+		}
+		if old == nil {
+			return b.Delete([]byte(name))
+		}
+		return b.Put([]byte(name), encode(old))
+	})
+	if err != nil {
+		return err
+	}
+	if old == nil {
+		delete(r.eps, name)
+		r.cfg.Sink.RemoveEndpoint(name)
+		r.cfg.Limits.Remove(name)
+		return nil
+	}
+	r.eps[name] = old
+	return r.apply(old)
 }
 
 // apply puts a managed endpoint's definition in force in the sink and the

@@ -522,3 +522,58 @@ func TestRecreatedEndpointStartsAfresh(t *testing.T) {
 	}
 	testkit.WaitFor(t, settle, "the delivery to the endpoint created again", func() bool { return rc.Acked("back-1") == 1 })
 }
+
+// A subscription the outbox itself refuses (here: an endpoint name that
+// leaves too little room for the event IDs it accepts) is a validation
+// error naming the field, and the endpoint is neither stored nor in force.
+func TestSubscriptionRefusedByTheOutboxStoresNothing(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "outboxd.db")
+	open := func() (*outbox.Outbox, *httpsink.Sink, *managed.Registry) {
+		sink, err := httpsink.New(httpsink.Config{AllowPrivateNetworks: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		limits, _ := outbox.NewRateLimits(nil)
+		// Event IDs of up to 1000 bytes leave 23 for an endpoint's name in
+		// a delivery's store ID (1024 bytes).
+		o, err := outbox.Open(path, outbox.Config{Sink: sink, RateLimits: limits, MaxIDBytes: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg, err := managed.Open(ctx, managed.Config{Outbox: o, Sink: sink, Limits: limits})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o, sink, reg
+	}
+	o, sink, reg := open()
+	name := "an-endpoint-name-of-thirty-bytes"
+	_, _, err := reg.CreateEndpoint(ctx, name, httpapi.EndpointSpec{URL: "https://example.com/hook", Topics: []string{"order.*"}, Rate: 5})
+	var ve *outbox.ValidationError
+	if !errors.As(err, &ve) || ve.Field != "name" {
+		t.Fatalf("CreateEndpoint with a name the outbox cannot subscribe: %v; want a validation error naming the name", err)
+	}
+	if _, ok := reg.EndpointDefinitions()[name]; ok {
+		t.Error("the refused endpoint is defined")
+	}
+	if _, err := sink.ResolveEndpoint(name); err == nil {
+		t.Error("the refused endpoint is in the sink")
+	}
+	if len(o.Subscriptions()) != 0 {
+		t.Errorf("subscriptions after the refusal: %+v", o.Subscriptions())
+	}
+	// Without topics the name needs no room: the endpoint is accepted.
+	if _, _, err := reg.CreateEndpoint(ctx, name, httpapi.EndpointSpec{URL: "https://example.com/hook"}); err != nil {
+		t.Fatalf("the same endpoint without topics: %v", err)
+	}
+	o.Stop(ctx)
+	sink.Close()
+
+	o, sink, reg = open()
+	defer sink.Close()
+	defer o.Stop(ctx)
+	if d, ok := reg.EndpointDefinitions()[name]; !ok || len(d.Topics) != 0 {
+		t.Fatalf("after a restart: %+v, want the endpoint without topics", reg.EndpointDefinitions())
+	}
+}
