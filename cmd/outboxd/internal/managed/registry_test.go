@@ -3,9 +3,11 @@ package managed_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -575,5 +577,62 @@ func TestSubscriptionRefusedByTheOutboxStoresNothing(t *testing.T) {
 	defer o.Stop(ctx)
 	if d, ok := reg.EndpointDefinitions()[name]; !ok || len(d.Topics) != 0 {
 		t.Fatalf("after a restart: %+v, want the endpoint without topics", reg.EndpointDefinitions())
+	}
+}
+
+// Changes made at once from several goroutines while events are delivered
+// leave the file and the running state in agreement: after a restart the
+// endpoints defined are those that were last created and not deleted.
+func TestConcurrentChangesAgreeWithTheFile(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "outboxd.db")
+	rc := testkit.NewReceiver(t, "webhook-id", nil)
+	n := start(t, path, nil, nil)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 10 {
+				name := fmt.Sprintf("ep-%d-%d", g, i%3)
+				spec := httpapi.EndpointSpec{URL: rc.URL, Topics: []string{fmt.Sprintf("t%d.*", i)}, Rate: float64(1 + i)}
+				switch i % 4 {
+				case 0, 1:
+					if _, _, err := n.reg.CreateEndpoint(ctx, name, spec); err != nil && !errors.Is(err, httpapi.ErrEndpointExists) {
+						t.Errorf("create %s: %v", name, err)
+					}
+				case 2:
+					if _, err := n.reg.ReplaceEndpoint(ctx, name, spec); err != nil && !errors.Is(err, outbox.ErrNotFound) {
+						t.Errorf("replace %s: %v", name, err)
+					}
+				case 3:
+					if _, err := n.reg.DeleteEndpoint(ctx, name); err != nil && !errors.Is(err, outbox.ErrNotFound) {
+						t.Errorf("delete %s: %v", name, err)
+					}
+				}
+				if _, err := n.o.Enqueue(ctx, outbox.Event{Topic: fmt.Sprintf("t%d.x", i), Payload: []byte(`{}`)}); err != nil {
+					t.Errorf("publish: %v", err)
+				}
+				_ = n.reg.EndpointDefinitions()
+			}
+		})
+	}
+	wg.Wait()
+	want := map[string]httpapi.EndpointDefinition{}
+	for name, d := range n.reg.EndpointDefinitions() {
+		want[name] = d
+	}
+	wantSubs := len(n.o.Subscriptions())
+	n.stop()
+	n = start(t, path, nil, nil)
+	got := n.reg.EndpointDefinitions()
+	if len(got) != len(want) || len(n.o.Subscriptions()) != wantSubs {
+		t.Fatalf("after a restart: %d endpoints and %d subscriptions, want %d and %d", len(got), len(n.o.Subscriptions()), len(want), wantSubs)
+	}
+	for name, d := range want {
+		if g, ok := got[name]; !ok || g.Topics[0] != d.Topics[0] || !g.UpdatedAt.Equal(d.UpdatedAt) {
+			t.Errorf("%s after a restart: %+v, want %+v", name, g, d)
+		}
+		if l, ok := n.limits.Limit(name); !ok || l.PerSecond < 1 {
+			t.Errorf("%s after a restart: rate limit %v %v", name, l, ok)
+		}
 	}
 }
