@@ -2,6 +2,7 @@ package httpsink
 
 import (
 	"maps"
+	"time"
 )
 
 // PutEndpoint adds an endpoint, or replaces the one of the same name, while
@@ -95,10 +96,30 @@ func (s *Sink) release(ep *endpoint) {
 
 // retire marks a definition replaced or removed: no new delivery takes it,
 // and its pool's idle connections are closed now if none is under way, or
-// when the last one ends (release). s.mu must be held.
+// when the last one ends (release). A connection can go back to the pool
+// just after that (net/http returns it from another goroutine once the
+// body is closed), so the sink keeps retired pools for as long as an idle
+// connection would live, and Close closes them too. s.mu must be held.
 func (s *Sink) retire(ep *endpoint) {
 	ep.retired.Store(true)
 	if ep.inFlight.Load() == 0 {
 		ep.pool.CloseIdleConnections()
 	}
+	now := time.Now()
+	kept := s.retired[:0]
+	for _, r := range s.retired {
+		if now.Sub(r.at) > idleConnTimeout && r.ep.inFlight.Load() == 0 {
+			r.ep.pool.CloseIdleConnections() // any connection it got back has timed out by now
+			continue
+		}
+		kept = append(kept, r)
+	}
+	s.retired = append(kept, retiredPool{ep: ep, at: now})
+}
+
+// retiredPool is a replaced or removed definition whose pool may still
+// get a connection back.
+type retiredPool struct {
+	ep *endpoint
+	at time.Time
 }

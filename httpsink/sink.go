@@ -33,8 +33,9 @@ type Sink struct {
 	// changed once published: PutEndpoint and RemoveEndpoint publish a new
 	// one (under mu), so Deliver reads it without a lock.
 	named     atomic.Pointer[map[string]*endpoint]
-	mu        sync.Mutex   // serializes the writers of named
-	raw       *http.Client // shared by raw-URL destinations
+	mu        sync.Mutex    // serializes the writers of named; guards retired
+	retired   []retiredPool // see retire
+	raw       *http.Client  // shared by raw-URL destinations
 	rawPool   *http.Transport
 	userAgent []string // header value, shared by all requests
 	closed    atomic.Bool
@@ -145,7 +146,7 @@ func (s *Sink) newClient(g *guard, perHost, total int) (*http.Client, *http.Tran
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          total,
 		MaxIdleConnsPerHost:   perHost,
-		IdleConnTimeout:       90 * time.Second,
+		IdleConnTimeout:       idleConnTimeout,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 	}
@@ -162,6 +163,9 @@ func (s *Sink) newClient(g *guard, perHost, total int) (*http.Client, *http.Tran
 	return c, t
 }
 
+// idleConnTimeout is how long a keep-alive connection stays idle in a pool.
+const idleConnTimeout = 90 * time.Second
+
 // roundTripperOnly exposes RoundTrip and nothing else.
 type roundTripperOnly struct{ rt http.RoundTripper }
 
@@ -173,10 +177,15 @@ func (r roundTripperOnly) RoundTrip(req *http.Request) (*http.Response, error) {
 // Deliver calls after Close return ActionRetry with ErrClosed. Close is
 // idempotent and always returns nil.
 func (s *Sink) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.closed.Store(true)
 	s.rawPool.CloseIdleConnections()
 	for _, ep := range s.endpoints() {
 		ep.pool.CloseIdleConnections()
+	}
+	for _, r := range s.retired {
+		r.ep.pool.CloseIdleConnections()
 	}
 	return nil
 }
