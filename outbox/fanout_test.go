@@ -588,3 +588,28 @@ func TestFanOutPerDeliveryOperations(t *testing.T) {
 		t.Fatalf("enqueue of a deleted topic event: %v", err)
 	}
 }
+
+// Enqueue's counts are per event, whatever the number of deliveries: a
+// call with an event dropped unrouted, an event fanned out to two endpoints
+// and a single-destination one stores two events and counts the drop.
+func TestFanOutCountsEvents(t *testing.T) {
+	a := testkit.NewReceiver(t, "webhook-id", nil)
+	b := testkit.NewReceiver(t, "webhook-id", nil)
+	o := fanOut(t, map[string]*testkit.Receiver{"a": a, "b": b},
+		[]outbox.Subscription{{Endpoint: "a", Topics: []string{"x.*"}}, {Endpoint: "b", Topics: []string{"x.y"}}},
+		func(c *outbox.Config) { c.Unrouted = outbox.UnroutedDrop })
+	ctx := t.Context()
+	evs := []outbox.Event{{ID: "dropped", Topic: "z"}, {ID: "fanned", Topic: "x.y"}, {ID: "single", Destination: "a"}}
+	if _, err := o.Enqueue(ctx, evs...); err != nil {
+		t.Fatal(err)
+	}
+	if st := o.Stats(); st.EnqueuedTotal != 2 || st.DuplicatesTotal != 0 || st.UnroutedDroppedTotal != 1 {
+		t.Fatalf("first call: %+v", st)
+	}
+	if _, err := o.Enqueue(ctx, evs...); err != nil {
+		t.Fatal(err)
+	}
+	if st := o.Stats(); st.EnqueuedTotal != 2 || st.DuplicatesTotal != 2 || st.UnroutedDroppedTotal != 2 {
+		t.Fatalf("second call: %+v", st)
+	}
+}
