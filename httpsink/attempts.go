@@ -29,7 +29,11 @@ const minSecretLen = 8
 // header values.
 func secretsOf(e Endpoint) []string {
 	var out []string
-	for _, s := range e.Secrets {
+	all := slices.Clone(e.Secrets)
+	for _, rs := range e.RetiringSecrets {
+		all = append(all, rs.Secret)
+	}
+	for _, s := range all {
 		out = append(out, s)
 		if b64, ok := strings.CutPrefix(s, secretPrefix); ok && len(b64) >= minSecretLen {
 			out = append(out, b64)

@@ -32,6 +32,12 @@ type Endpoint struct {
 	// new secret, let receivers switch, then remove the old one. Default: no
 	// signature.
 	Secrets []string
+	// RetiringSecrets are secrets on their way out after a rotation: each
+	// signs, after those of Secrets, until its Until time and no longer,
+	// so receivers that still check the old secret keep verifying during
+	// the grace period without anyone editing the endpoint again. Default:
+	// none.
+	RetiringSecrets []RetiringSecret
 	// Timeout bounds one delivery to this endpoint: connecting, sending,
 	// inline retries and reading the response. Default: Config.Timeout.
 	Timeout time.Duration
@@ -54,6 +60,15 @@ type Endpoint struct {
 	AllowPrivate bool
 }
 
+// RetiringSecret is a signing secret that stops signing at Until (see
+// Endpoint.RetiringSecrets).
+type RetiringSecret struct {
+	// Secret is a Standard Webhooks secret ("whsec_" and the base64 key).
+	Secret string
+	// Until is when the secret stops signing. Required.
+	Until time.Time
+}
+
 // LogValue implements slog.LogValuer: it shows the endpoint with its URL
 // redacted, the number of secrets and the header names, never their values.
 func (e Endpoint) LogValue() slog.Value {
@@ -66,6 +81,7 @@ func (e Endpoint) LogValue() slog.Value {
 		slog.String("name", e.Name),
 		slog.String("url", RedactURL(e.URL)),
 		slog.Int("secrets", len(e.Secrets)),
+		slog.Int("retiring_secrets", len(e.RetiringSecrets)),
 		slog.Any("headers", names),
 		slog.Duration("timeout", e.Timeout),
 		slog.Int("max_in_flight", e.MaxInFlight),
@@ -221,47 +237,65 @@ func (c *Config) validate() error {
 	}
 	seen := make(map[string]int, len(c.Endpoints))
 	for i, e := range c.Endpoints {
-		f := fmt.Sprintf("Endpoints[%d]", i)
-		if reason := checkName(e.Name); reason != "" {
-			return &ConfigError{Field: f + ".Name", Reason: reason}
+		f := fmt.Sprintf("Endpoints[%d].", i)
+		if err := c.checkEndpoint(f, e); err != nil {
+			return err
 		}
 		if j, dup := seen[e.Name]; dup {
-			return &ConfigError{Field: f + ".Name", Reason: fmt.Sprintf("%q is already the name of Endpoints[%d]", e.Name, j)}
+			return &ConfigError{Field: f + "Name", Reason: fmt.Sprintf("%q is already the name of Endpoints[%d]", e.Name, j)}
 		}
 		seen[e.Name] = i
-		u, err := parseHTTPURL(e.URL)
-		if err != nil {
-			return &ConfigError{Field: f + ".URL", Reason: err.Error()}
-		}
-		if !e.AllowPrivate && !c.AllowPrivateNetworks {
-			if addr, err := netip.ParseAddr(strings.Trim(u.Hostname(), "[]")); err == nil {
-				if err := (&guard{allowed: c.AllowedNetworks}).check(addr); err != nil {
-					return &ConfigError{Field: f + ".URL", Reason: err.Error(), Err: err}
-				}
+	}
+	return nil
+}
+
+// checkEndpoint validates one endpoint against c (after withDefaults); the
+// fields its errors name start with prefix ("Endpoints[2]." for New, "" for
+// PutEndpoint).
+func (c *Config) checkEndpoint(prefix string, e Endpoint) error {
+	if reason := checkName(e.Name); reason != "" {
+		return &ConfigError{Field: prefix + "Name", Reason: reason}
+	}
+	u, err := parseHTTPURL(e.URL)
+	if err != nil {
+		return &ConfigError{Field: prefix + "URL", Reason: err.Error()}
+	}
+	if !e.AllowPrivate && !c.AllowPrivateNetworks {
+		if addr, err := netip.ParseAddr(strings.Trim(u.Hostname(), "[]")); err == nil {
+			if err := (&guard{allowed: c.AllowedNetworks}).check(addr); err != nil {
+				return &ConfigError{Field: prefix + "URL", Reason: err.Error(), Err: err}
 			}
 		}
-		for j, s := range e.Secrets {
-			if _, reason := decodeSecret(s); reason != "" {
-				return &ConfigError{Field: fmt.Sprintf("%s.Secrets[%d]", f, j), Reason: reason}
-			}
+	}
+	for j, s := range e.Secrets {
+		if _, reason := decodeSecret(s); reason != "" {
+			return &ConfigError{Field: fmt.Sprintf("%sSecrets[%d]", prefix, j), Reason: reason}
 		}
-		if err := neg(f+".Timeout", e.Timeout < 0); err != nil {
-			return err
+	}
+	for j, s := range e.RetiringSecrets {
+		if _, reason := decodeSecret(s.Secret); reason != "" {
+			return &ConfigError{Field: fmt.Sprintf("%sRetiringSecrets[%d].Secret", prefix, j), Reason: reason}
 		}
-		if err := neg(f+".MaxInFlight", e.MaxInFlight < 0); err != nil {
-			return err
+		if s.Until.IsZero() {
+			return &ConfigError{Field: fmt.Sprintf("%sRetiringSecrets[%d].Until", prefix, j), Reason: "required: when the secret stops signing"}
 		}
-		for k, v := range e.Headers {
-			hf := fmt.Sprintf("%s.Headers[%q]", f, k)
-			if reason := checkHeaderName(k); reason != "" {
-				return &ConfigError{Field: hf, Reason: reason}
-			}
-			if reason, ok := outbox.ReservedHeader(k); ok {
-				return &ConfigError{Field: hf, Reason: "cannot be configured: it " + reason}
-			}
-			if reason := checkHeaderValue(v); reason != "" {
-				return &ConfigError{Field: hf, Reason: reason}
-			}
+	}
+	if e.Timeout < 0 {
+		return &ConfigError{Field: prefix + "Timeout", Reason: "must not be negative"}
+	}
+	if e.MaxInFlight < 0 {
+		return &ConfigError{Field: prefix + "MaxInFlight", Reason: "must not be negative"}
+	}
+	for k, v := range e.Headers {
+		hf := fmt.Sprintf("%sHeaders[%q]", prefix, k)
+		if reason := checkHeaderName(k); reason != "" {
+			return &ConfigError{Field: hf, Reason: reason}
+		}
+		if reason, ok := outbox.ReservedHeader(k); ok {
+			return &ConfigError{Field: hf, Reason: "cannot be configured: it " + reason}
+		}
+		if reason := checkHeaderValue(v); reason != "" {
+			return &ConfigError{Field: hf, Reason: reason}
 		}
 	}
 	return nil

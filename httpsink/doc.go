@@ -9,6 +9,10 @@
 // on, is an absolute http or https URL; each scheme://host:port of a raw URL
 // is its own endpoint for throttling and disabling.
 //
+// Endpoints can be added, replaced and removed while the sink delivers
+// (PutEndpoint, RemoveEndpoint): a delivery under way finishes on the
+// definition it started with, the next one takes the new definition.
+//
 // # Requests
 //
 // Every attempt sends the event's method (POST by default), payload and
@@ -28,6 +32,12 @@
 // request also carries its W3C traceparent and tracestate, replacing an
 // event's or endpoint's headers of those names: the receiver's trace
 // continues the producer's.
+//
+// A secret is rotated without a gap by moving the old one to
+// Endpoint.RetiringSecrets with the end of its grace period, next to the new
+// one in Endpoint.Secrets: until then every attempt carries both
+// signatures (Standard Webhooks' multiple signatures), after it only the
+// new one, with no further change to the endpoint.
 //
 // Receivers check those signatures with a Verifier (NewVerifier with the
 // endpoint's secrets, then Verifier.Verify on each request): it checks the

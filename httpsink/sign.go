@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // secretPrefix starts a Standard Webhooks signing secret.
@@ -36,25 +37,31 @@ func decodeSecret(s string) ([]byte, string) {
 // costs two SHA-256 blocks and a few allocations, on every attempt otherwise.
 type signingKey struct {
 	macs sync.Pool // of hash.Hash, keyed, reset
+	// until is when a retiring secret stops signing; zero: never.
+	until time.Time
 }
 
-func newSigningKey(key []byte) *signingKey {
-	k := &signingKey{}
+func newSigningKey(key []byte, until time.Time) *signingKey {
+	k := &signingKey{until: until}
 	k.macs.New = func() any { return hmac.New(sha256.New, key) }
 	return k
 }
 
 // signature returns the value of the webhook-signature header: "v1,<base64
 // HMAC-SHA256 of id.timestamp.payload>" for each key, space-separated, as
-// Standard Webhooks specifies (several keys while a secret is rotated).
-func signature(keys []*signingKey, id string, ts int64, payload []byte) string {
+// Standard Webhooks specifies (several keys while a secret is rotated). A
+// key whose until is not after now is skipped.
+func signature(keys []*signingKey, id string, ts int64, payload []byte, now time.Time) string {
 	var tsb [20]byte
 	t := strconv.AppendInt(tsb[:0], ts, 10)
 	var sb strings.Builder
 	sb.Grow(len(keys) * 48)
 	var sum [sha256.Size]byte
 	var enc [44]byte // base64 of 32 bytes
-	for i, k := range keys {
+	for _, k := range keys {
+		if !k.until.IsZero() && !now.Before(k.until) {
+			continue
+		}
 		m := k.macs.Get().(hash.Hash)
 		m.Write([]byte(id))
 		m.Write([]byte{'.'})
@@ -64,7 +71,7 @@ func signature(keys []*signingKey, id string, ts int64, payload []byte) string {
 		base64.StdEncoding.Encode(enc[:], m.Sum(sum[:0]))
 		m.Reset()
 		k.macs.Put(m)
-		if i > 0 {
+		if sb.Len() > 0 {
 			sb.WriteByte(' ')
 		}
 		sb.WriteString("v1,")

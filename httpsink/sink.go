@@ -24,14 +24,21 @@ import (
 )
 
 // Sink delivers events over HTTP. It implements outbox.Sink and
-// outbox.EndpointResolver and is safe for concurrent use.
+// outbox.EndpointResolver and is safe for concurrent use; its endpoints can
+// be added, replaced and removed while it delivers (PutEndpoint,
+// RemoveEndpoint).
 type Sink struct {
-	cfg        Config
-	named      map[string]*endpoint
-	raw        *http.Client // shared by raw-URL destinations
-	transports []*http.Transport
-	userAgent  []string // header value, shared by all requests
-	closed     atomic.Bool
+	cfg Config
+	// named maps endpoint names to their definitions. The map is never
+	// changed once published: PutEndpoint and RemoveEndpoint publish a new
+	// one (under mu), so Deliver reads it without a lock.
+	named     atomic.Pointer[map[string]*endpoint]
+	mu        sync.Mutex    // serializes the writers of named; guards retired
+	retired   []retiredPool // see retire
+	raw       *http.Client  // shared by raw-URL destinations
+	rawPool   *http.Transport
+	userAgent []string // header value, shared by all requests
+	closed    atomic.Bool
 	// excerptBufs hold *[]byte buffers the attempt log's excerpts are read
 	// into (see logResponse).
 	excerptBufs sync.Pool
@@ -42,17 +49,24 @@ var (
 	_ outbox.EndpointResolver = (*Sink)(nil)
 )
 
-// endpoint is a named endpoint ready for use.
+// endpoint is a named endpoint ready for use. It is immutable once
+// published, but for its in-flight count.
 type endpoint struct {
 	name        string
 	url         string
 	redactedURL string
-	keys        []*signingKey
+	keys        []*signingKey // Secrets, then RetiringSecrets
 	timeout     time.Duration
 	headers     http.Header   // canonical names
 	sem         chan struct{} // nil: no cap
 	client      *http.Client
-	secrets     []string // kept out of the attempt log (secretsOf)
+	pool        *http.Transport // client's; nil for a raw URL's
+	secrets     []string        // kept out of the attempt log (secretsOf)
+	// inFlight counts the Deliver calls using this definition; once it
+	// is replaced or removed (retired), the last of them closes its idle
+	// connections.
+	inFlight atomic.Int64
+	retired  atomic.Bool
 }
 
 // New validates cfg and returns a Sink. The error is a *ConfigError naming
@@ -62,50 +76,64 @@ func New(cfg Config) (*Sink, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Sink{cfg: cfg, named: make(map[string]*endpoint, len(cfg.Endpoints)), userAgent: []string{cfg.UserAgent}}
-	g := &guard{allowed: cfg.AllowedNetworks}
+	s := &Sink{cfg: cfg, userAgent: []string{cfg.UserAgent}}
 	var rawGuard *guard
 	if !cfg.AllowPrivateNetworks {
-		rawGuard = g
+		rawGuard = &guard{allowed: cfg.AllowedNetworks}
 	}
-	s.raw = s.newClient(rawGuard, cfg.PoolSize, max(1024, 4*cfg.PoolSize))
+	s.raw, s.rawPool = s.newClient(rawGuard, cfg.PoolSize, max(1024, 4*cfg.PoolSize))
+	named := make(map[string]*endpoint, len(cfg.Endpoints))
 	for _, e := range cfg.Endpoints {
-		ep := &endpoint{
-			name:        e.Name,
-			url:         e.URL,
-			redactedURL: RedactURL(e.URL),
-			timeout:     e.Timeout,
-			headers:     make(http.Header, len(e.Headers)),
-			secrets:     secretsOf(e),
-		}
-		if ep.timeout == 0 {
-			ep.timeout = cfg.Timeout
-		}
-		for _, sec := range e.Secrets {
-			k, _ := decodeSecret(sec) // validated
-			ep.keys = append(ep.keys, newSigningKey(k))
-		}
-		for k, v := range e.Headers {
-			ep.headers.Set(k, v)
-		}
-		pool := cfg.PoolSize
-		if e.MaxInFlight > 0 {
-			ep.sem = make(chan struct{}, e.MaxInFlight)
-			pool = e.MaxInFlight
-		}
-		eg := rawGuard
-		if e.AllowPrivate {
-			eg = nil
-		}
-		ep.client = s.newClient(eg, pool, 2*pool)
-		s.named[e.Name] = ep
+		named[e.Name] = s.newEndpoint(e)
 	}
+	s.named.Store(&named)
 	return s, nil
 }
 
-// newClient returns an HTTP client on a new keep-alive pool whose dialer
-// runs g (nil: no guard).
-func (s *Sink) newClient(g *guard, perHost, total int) *http.Client {
+// newEndpoint builds a validated endpoint, with a keep-alive pool of its own.
+func (s *Sink) newEndpoint(e Endpoint) *endpoint {
+	cfg := &s.cfg
+	ep := &endpoint{
+		name:        e.Name,
+		url:         e.URL,
+		redactedURL: RedactURL(e.URL),
+		timeout:     e.Timeout,
+		headers:     make(http.Header, len(e.Headers)),
+		secrets:     secretsOf(e),
+	}
+	if ep.timeout == 0 {
+		ep.timeout = cfg.Timeout
+	}
+	for _, sec := range e.Secrets {
+		k, _ := decodeSecret(sec) // validated
+		ep.keys = append(ep.keys, newSigningKey(k, time.Time{}))
+	}
+	for _, rs := range e.RetiringSecrets {
+		k, _ := decodeSecret(rs.Secret) // validated
+		ep.keys = append(ep.keys, newSigningKey(k, rs.Until))
+	}
+	for k, v := range e.Headers {
+		ep.headers.Set(k, v)
+	}
+	pool := cfg.PoolSize
+	if e.MaxInFlight > 0 {
+		ep.sem = make(chan struct{}, e.MaxInFlight)
+		pool = e.MaxInFlight
+	}
+	var g *guard
+	if !e.AllowPrivate && !cfg.AllowPrivateNetworks {
+		g = &guard{allowed: cfg.AllowedNetworks}
+	}
+	ep.client, ep.pool = s.newClient(g, pool, 2*pool)
+	return ep
+}
+
+// endpoints returns the current map of named endpoints (read-only).
+func (s *Sink) endpoints() map[string]*endpoint { return *s.named.Load() }
+
+// newClient returns an HTTP client on a new keep-alive pool (returned too)
+// whose dialer runs g (nil: no guard).
+func (s *Sink) newClient(g *guard, perHost, total int) (*http.Client, *http.Transport) {
 	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	if g != nil {
 		d.Control = g.control
@@ -118,11 +146,10 @@ func (s *Sink) newClient(g *guard, perHost, total int) *http.Client {
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          total,
 		MaxIdleConnsPerHost:   perHost,
-		IdleConnTimeout:       90 * time.Second,
+		IdleConnTimeout:       idleConnTimeout,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 	}
-	s.transports = append(s.transports, t)
 	c := &http.Client{
 		// retryablehttp closes all idle connections of its client's
 		// transport after any failed call, which would throw away the pool
@@ -133,8 +160,11 @@ func (s *Sink) newClient(g *guard, perHost, total int) *http.Client {
 	if !s.cfg.FollowRedirects {
 		c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	}
-	return c
+	return c, t
 }
+
+// idleConnTimeout is how long a keep-alive connection stays idle in a pool.
+const idleConnTimeout = 90 * time.Second
 
 // roundTripperOnly exposes RoundTrip and nothing else.
 type roundTripperOnly struct{ rt http.RoundTripper }
@@ -147,9 +177,15 @@ func (r roundTripperOnly) RoundTrip(req *http.Request) (*http.Response, error) {
 // Deliver calls after Close return ActionRetry with ErrClosed. Close is
 // idempotent and always returns nil.
 func (s *Sink) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.closed.Store(true)
-	for _, t := range s.transports {
-		t.CloseIdleConnections()
+	s.rawPool.CloseIdleConnections()
+	for _, ep := range s.endpoints() {
+		ep.pool.CloseIdleConnections()
+	}
+	for _, r := range s.retired {
+		r.ep.pool.CloseIdleConnections()
 	}
 	return nil
 }
@@ -157,8 +193,9 @@ func (s *Sink) Close() error {
 // EndpointNames implements outbox.EndpointLister: the names of the
 // configured endpoints, sorted.
 func (s *Sink) EndpointNames() []string {
-	names := make([]string, 0, len(s.named))
-	for name := range s.named {
+	named := s.endpoints()
+	names := make([]string, 0, len(named))
+	for name := range named {
 		names = append(names, name)
 	}
 	slices.Sort(names)
@@ -172,7 +209,7 @@ func (s *Sink) EndpointNames() []string {
 // origin share throttling and disabling. Anything else is a
 // *DestinationError (ErrUnknownEndpoint, ErrRawURLsNotAllowed or ErrBadURL).
 func (s *Sink) ResolveEndpoint(destination string) (string, error) {
-	if ep, ok := s.named[destination]; ok {
+	if ep, ok := s.endpoints()[destination]; ok {
 		return ep.name, nil
 	}
 	key, _, err := s.resolveRaw(destination)
@@ -183,7 +220,7 @@ func (s *Sink) ResolveEndpoint(destination string) (string, error) {
 func (s *Sink) resolveRaw(dest string) (key string, u *url.URL, err error) {
 	if !strings.Contains(dest, "://") {
 		reason := ""
-		if len(s.named) == 0 {
+		if len(s.endpoints()) == 0 {
 			reason = "no endpoints are configured"
 		}
 		return "", nil, &DestinationError{Destination: RedactURL(dest), Reason: reason, Err: ErrUnknownEndpoint}
@@ -222,15 +259,16 @@ func (s *Sink) Deliver(ctx context.Context, d *outbox.Delivery) outbox.Result {
 	if d == nil {
 		return outbox.Result{Action: outbox.ActionDead, Err: fmt.Errorf("%w: nil delivery", ErrInvalidRequest)}
 	}
-	ep := s.named[d.Destination]
-	var rawEP endpoint
-	if ep == nil {
+	ep := s.acquire(d.Destination)
+	if ep != nil {
+		defer s.release(ep)
+	} else {
 		key, u, err := s.resolveRaw(d.Destination)
 		if err != nil {
 			return outbox.Result{Action: outbox.ActionDead, Err: err}
 		}
-		rawEP = endpoint{name: key, url: d.Destination, redactedURL: redactURL(u), timeout: s.cfg.Timeout, client: s.raw}
-		ep = &rawEP
+		// Only a raw URL's delivery pays for this definition.
+		ep = &endpoint{name: key, url: d.Destination, redactedURL: redactURL(u), timeout: s.cfg.Timeout, client: s.raw}
 	}
 	c := &call{s: s, ep: ep, d: d, method: d.Method}
 	if c.method == "" {
@@ -350,10 +388,15 @@ var jsonContentType = []string{"application/json"}
 
 // sign sets webhook-timestamp to now and, with secrets, webhook-signature.
 func (c *call) sign(h http.Header) {
-	c.ts = c.s.cfg.Now().Unix()
+	now := c.s.cfg.Now()
+	c.ts = now.Unix()
 	h["Webhook-Timestamp"] = []string{strconv.FormatInt(c.ts, 10)}
+	sig := ""
 	if len(c.ep.keys) > 0 {
-		h["Webhook-Signature"] = []string{signature(c.ep.keys, c.d.ID, c.ts, c.d.Payload)}
+		sig = signature(c.ep.keys, c.d.ID, c.ts, c.d.Payload, now)
+	}
+	if sig != "" {
+		h["Webhook-Signature"] = []string{sig}
 	} else {
 		delete(h, "Webhook-Signature") // an event's stale one would not verify
 	}
@@ -457,7 +500,7 @@ func (c *call) transportFailure(parent, ctx context.Context, err error) outbox.R
 		return outbox.Result{Action: outbox.ActionRetry, Err: c.fail(parent.Err())}
 	case errors.Is(err, ErrBlockedAddress):
 		a := outbox.ActionDead
-		if c.s.named[c.d.Destination] != nil {
+		if c.ep.pool != nil { // a named endpoint
 			a = outbox.ActionDisable
 		}
 		var be *BlockedAddressError

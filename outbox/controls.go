@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -31,36 +33,106 @@ type RateLimit struct {
 // Outboxes given the same *RateLimits in their Config share each
 // endpoint's limit: the partition stores of one process in Kafka group mode
 // do, so the limit holds per process, not per store. It is safe for
-// concurrent use.
+// concurrent use, and limits can be set and removed while the outboxes
+// using it deliver (Set, Remove).
 //
 // A delivery the limit refuses is not started: its event stays pending,
 // spends no attempt, and no worker waits for it; events of a limited
 // endpoint with a backlog are rescheduled, in order, to when the limit will
 // let them go.
 type RateLimits struct {
+	mu    sync.Mutex // serializes Set and Remove
+	state atomic.Pointer[rateLimitsState]
+}
+
+// rateLimitsState is one version of the limits; never changed once
+// published, so readers need no lock.
+type rateLimitsState struct {
 	limits   map[string]RateLimit
 	limiters map[string]*rate.Limiter
 }
 
 // NewRateLimits validates limits and returns them ready for Config. The
 // error is a *ConfigError naming the endpoint and the field it refuses.
+// NewRateLimits(nil) gives an empty set to which Set can add limits later.
 func NewRateLimits(limits map[string]RateLimit) (*RateLimits, error) {
-	rl := &RateLimits{limits: maps.Clone(limits), limiters: make(map[string]*rate.Limiter, len(limits))}
+	st := &rateLimitsState{limits: maps.Clone(limits), limiters: make(map[string]*rate.Limiter, len(limits))}
+	if st.limits == nil {
+		st.limits = map[string]RateLimit{}
+	}
 	for _, name := range slices.Sorted(maps.Keys(limits)) {
 		l := limits[name]
-		field := "RateLimits[" + strconv.Quote(name) + "]"
-		if name == "" {
-			return nil, &ConfigError{Field: "RateLimits", Reason: "an endpoint name is empty"}
+		if err := checkRateLimit(name, l); err != nil {
+			return nil, err
 		}
-		if !(l.PerSecond > 0) || math.IsInf(l.PerSecond, 0) {
-			return nil, &ConfigError{Field: field + ".PerSecond", Reason: "must be a positive number of deliveries per second"}
-		}
-		if l.Burst < 1 {
-			return nil, &ConfigError{Field: field + ".Burst", Reason: "must be at least 1"}
-		}
-		rl.limiters[name] = rate.NewLimiter(rate.Limit(l.PerSecond), l.Burst)
+		st.limiters[name] = rate.NewLimiter(rate.Limit(l.PerSecond), l.Burst)
 	}
+	rl := &RateLimits{}
+	rl.state.Store(st)
 	return rl, nil
+}
+
+// checkRateLimit validates the limit of an endpoint.
+func checkRateLimit(name string, l RateLimit) error {
+	field := "RateLimits[" + strconv.Quote(name) + "]"
+	if name == "" {
+		return &ConfigError{Field: "RateLimits", Reason: "an endpoint name is empty"}
+	}
+	if !(l.PerSecond > 0) || math.IsInf(l.PerSecond, 0) {
+		return &ConfigError{Field: field + ".PerSecond", Reason: "must be a positive number of deliveries per second"}
+	}
+	if l.Burst < 1 {
+		return &ConfigError{Field: field + ".Burst", Reason: "must be at least 1"}
+	}
+	return nil
+}
+
+// Set sets the rate limit of an endpoint, adding it or replacing the one it
+// has, while the outboxes using rl deliver: deliveries that start after it
+// returns are paced by l. A replaced limit keeps the tokens its endpoint
+// had (up to the new burst), so changing it lets no extra burst through.
+// The error is a *ConfigError as NewRateLimits returns, and changes
+// nothing.
+//
+// An outbox started with a nil Config.RateLimits cannot take limits later:
+// give it NewRateLimits(nil) to set them at run time.
+func (rl *RateLimits) Set(endpoint string, l RateLimit) error {
+	if err := checkRateLimit(endpoint, l); err != nil {
+		return err
+	}
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	old := rl.state.Load()
+	if cur, ok := old.limits[endpoint]; ok && cur == l {
+		return nil
+	}
+	next := &rateLimitsState{limits: maps.Clone(old.limits), limiters: maps.Clone(old.limiters)}
+	next.limits[endpoint] = l
+	if lim := old.limiters[endpoint]; lim != nil {
+		now := time.Now()
+		lim.SetLimitAt(now, rate.Limit(l.PerSecond))
+		lim.SetBurstAt(now, l.Burst)
+	} else {
+		next.limiters[endpoint] = rate.NewLimiter(rate.Limit(l.PerSecond), l.Burst)
+	}
+	rl.state.Store(next)
+	return nil
+}
+
+// Remove removes the rate limit of an endpoint, if it has one: deliveries
+// that start after it returns are not paced. Events already rescheduled to
+// the pace of the old limit keep their time.
+func (rl *RateLimits) Remove(endpoint string) {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	old := rl.state.Load()
+	if _, ok := old.limits[endpoint]; !ok {
+		return
+	}
+	next := &rateLimitsState{limits: maps.Clone(old.limits), limiters: maps.Clone(old.limiters)}
+	delete(next.limits, endpoint)
+	delete(next.limiters, endpoint)
+	rl.state.Store(next)
 }
 
 // Limit returns the rate limit of an endpoint; ok is false when it has none.
@@ -68,7 +140,7 @@ func (rl *RateLimits) Limit(endpoint string) (l RateLimit, ok bool) {
 	if rl == nil {
 		return RateLimit{}, false
 	}
-	l, ok = rl.limits[endpoint]
+	l, ok = rl.state.Load().limits[endpoint]
 	return l, ok
 }
 
@@ -77,11 +149,13 @@ func (rl *RateLimits) limiter(endpoint string) *rate.Limiter {
 	if rl == nil {
 		return nil
 	}
-	return rl.limiters[endpoint]
+	return rl.state.Load().limiters[endpoint]
 }
 
-// empty reports whether no endpoint is limited.
-func (rl *RateLimits) empty() bool { return rl == nil || len(rl.limiters) == 0 }
+// empty reports whether no endpoint can be limited: there are no limits
+// and none can be set (a nil *RateLimits). An empty set can take limits
+// later (Set), so the engine paces for it.
+func (rl *RateLimits) empty() bool { return rl == nil }
 
 // Breaker configures the circuit breaker every endpoint has. After
 // Threshold consecutive failures of the retry class (no response, a

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/outboxd/outbox/outbox"
 )
 
 // Config is the relay's configuration file (YAML).
@@ -28,6 +30,8 @@ import (
 //	targets:                        # internal services the relay delivers to
 //	  billing:
 //	    url: https://billing.internal/webhooks
+//	    topics: ["stripe.invoice.*"]  # what it subscribes to (see below)
+//	    filter: {X-Relay-Event-Type: invoice.paid}  # optional: only events with these headers
 //	    secret_env: BILLING_SIGNING_SECRET  # optional whsec_ secret: the relay signs (Standard Webhooks)
 //	    timeout: 10s
 //	    allow_private: true         # internal targets usually live on private networks
@@ -36,7 +40,14 @@ import (
 //	    scheme: stripe              # stripe, github or standard-webhooks
 //	    secret_env: STRIPE_WEBHOOK_SECRET
 //	    tolerance: 5m               # signed timestamps (stripe, standard-webhooks)
-//	    targets: [billing]
+//
+// A verified webhook is stored as one event on the topic
+// "<source>.<provider's event type>" ("stripe.invoice.paid",
+// "github.push"; "<source>.untyped" without a type), and every target whose
+// topics match it gets its own delivery: a topic ("github.push"), a prefix
+// and ".*" ("stripe.*", "stripe.invoice.*"), or "*" for everything. A
+// webhook no target subscribes to is kept (unrouted) for the dedup window
+// and goes to a target that subscribes within that time.
 //
 // Each secret can be given inline (secrets: [...]) or by the name of an
 // environment variable (secret_env), which keeps it out of the file. Several
@@ -54,11 +65,13 @@ type Config struct {
 
 // Target is an internal service the relay delivers to.
 type Target struct {
-	URL          string        `yaml:"url"`
-	Secrets      []string      `yaml:"secrets"`
-	SecretEnv    string        `yaml:"secret_env"`
-	Timeout      time.Duration `yaml:"timeout"`
-	AllowPrivate bool          `yaml:"allow_private"`
+	URL          string            `yaml:"url"`
+	Topics       []string          `yaml:"topics"`
+	Filter       map[string]string `yaml:"filter"`
+	Secrets      []string          `yaml:"secrets"`
+	SecretEnv    string            `yaml:"secret_env"`
+	Timeout      time.Duration     `yaml:"timeout"`
+	AllowPrivate bool              `yaml:"allow_private"`
 }
 
 // Admin is where the outbox's admin API is served: list and replay dead
@@ -76,7 +89,6 @@ type Source struct {
 	Secrets   []string      `yaml:"secrets"`
 	SecretEnv string        `yaml:"secret_env"`
 	Tolerance time.Duration `yaml:"tolerance"`
-	Targets   []string      `yaml:"targets"`
 
 	verifier verifier
 }
@@ -161,6 +173,19 @@ func (c *Config) prepare(getenv func(string) string) error {
 		if t.Timeout < 0 {
 			return fmt.Errorf("targets.%s.timeout: must not be negative", name)
 		}
+		if len(t.Topics) == 0 {
+			return fmt.Errorf("targets.%s.topics: at least one topic or pattern, such as \"stripe.*\"", name)
+		}
+		for i, p := range t.Topics {
+			if err := outbox.ValidateTopicPattern(p); err != nil {
+				return fmt.Errorf("targets.%s.topics[%d]: %q %v", name, i, p, err)
+			}
+		}
+		for k, v := range t.Filter {
+			if !outbox.ValidHeaderName(k) || !outbox.ValidHeaderValue(v) {
+				return fmt.Errorf("targets.%s.filter: %q is not a valid header name and value", name, k)
+			}
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Sources)) {
 		src := c.Sources[name]
@@ -168,7 +193,7 @@ func (c *Config) prepare(getenv func(string) string) error {
 			return fmt.Errorf("sources.%s: a name is 1-32 of a-z, 0-9, _ and -", name)
 		}
 		if src == nil {
-			return fmt.Errorf("sources.%s: scheme, secret and targets are required", name)
+			return fmt.Errorf("sources.%s: scheme and secret are required", name)
 		}
 		s, err := secrets(src.Secrets, src.SecretEnv, getenv)
 		if err != nil {
@@ -185,19 +210,6 @@ func (c *Config) prepare(getenv func(string) string) error {
 			return fmt.Errorf("sources.%s: %w", name, err)
 		}
 		src.verifier = v
-		if len(src.Targets) == 0 {
-			return fmt.Errorf("sources.%s.targets: at least one target is needed", name)
-		}
-		seen := map[string]bool{}
-		for _, t := range src.Targets {
-			if c.Targets[t] == nil {
-				return fmt.Errorf("sources.%s.targets: %q is not a configured target", name, t)
-			}
-			if seen[t] {
-				return fmt.Errorf("sources.%s.targets: %q is listed twice", name, t)
-			}
-			seen[t] = true
-		}
 	}
 	return nil
 }

@@ -47,7 +47,7 @@ type demoTargets struct {
 	acmeKey   []byte                        // the key of the acme source's whsec_ secret
 
 	mu        sync.Mutex
-	attempts  map[string]int            // event ID -> attempts seen
+	attempts  map[string]int            // target/event ID -> attempts seen
 	fixed     bool                      // audit accepts disputes too
 	delivered map[string]map[string]int // target -> event ID -> 2xx answers
 }
@@ -57,6 +57,15 @@ var demoBehaviour = map[string]string{
 	"billing": "fails the first attempt of each event with 500",
 	"crm":     "answers 404 three times per event (not created yet)",
 	"audit":   "refuses disputes with 422 (until fixed), answers 200 otherwise",
+}
+
+// demoTopics are what each demo target subscribes to: every webhook goes
+// to audit and to the one service its topic concerns.
+var demoTopics = map[string][]string{
+	"ci":      {"github.push"},
+	"billing": {"stripe.*"},
+	"crm":     {"acme.customer.*"},
+	"audit":   {"*"},
 }
 
 func startDemoTargets(out *console.Console) (*demoTargets, error) {
@@ -107,16 +116,17 @@ func (d *demoTargets) close() {
 }
 
 // config is the relay configuration of the demo: three providers, four
-// targets.
+// targets subscribed by topic (demoTopics).
 func (d *demoTargets) config() *Config {
 	c := &Config{Listen: "127.0.0.1:0", Admin: &Admin{Listen: "127.0.0.1:0"}, Targets: map[string]*Target{}, Sources: map[string]*Source{
-		"github": {Scheme: SchemeGitHub, Secrets: []string{d.sources["github"]}, Targets: []string{"ci", "audit"}},
-		"stripe": {Scheme: SchemeStripe, Secrets: []string{d.sources["stripe"]}, Targets: []string{"billing", "audit"}},
-		"acme":   {Scheme: SchemeStandardWebhooks, Secrets: []string{d.sources["acme"]}, Targets: []string{"crm", "audit"}},
+		"github": {Scheme: SchemeGitHub, Secrets: []string{d.sources["github"]}},
+		"stripe": {Scheme: SchemeStripe, Secrets: []string{d.sources["stripe"]}},
+		"acme":   {Scheme: SchemeStandardWebhooks, Secrets: []string{d.sources["acme"]}},
 	}}
 	for name, key := range d.keys {
 		c.Targets[name] = &Target{
 			URL:          fmt.Sprintf("http://%s/%s", d.ln.Addr(), name),
+			Topics:       demoTopics[name],
 			Secrets:      []string{"whsec_" + base64.StdEncoding.EncodeToString(key)},
 			AllowPrivate: true, // the demo targets are on loopback
 		}
@@ -149,8 +159,8 @@ func (d *demoTargets) serve(w http.ResponseWriter, r *http.Request) {
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.attempts[id]++
-	n := d.attempts[id]
+	d.attempts[target+"/"+id]++
+	n := d.attempts[target+"/"+id]
 	status := http.StatusOK
 	switch {
 	case target == "billing" && n == 1:
@@ -270,7 +280,7 @@ func (d *demoTargets) summary(ctx context.Context, box *outbox.Outbox) ([]outbox
 		return nil, err
 	}
 	for _, ev := range dead {
-		d.out.Printf("summary: dead letter %s: %s", ev.ID, ev.DeadReason)
+		d.out.Printf("summary: dead letter %s to %s: %s", ev.ID, ev.Endpoint, ev.DeadReason)
 	}
 	if len(dead) == 0 {
 		d.out.Printf("summary: no dead letters")

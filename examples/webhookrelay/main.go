@@ -3,18 +3,20 @@
 //
 // Providers post to /hooks/{source}. Each source names its signature scheme
 // (Standard Webhooks, GitHub's X-Hub-Signature-256, Stripe's
-// Stripe-Signature with its timestamp tolerance), its secret, and the
-// internal targets its events go to:
+// Stripe-Signature with its timestamp tolerance) and its secret; each
+// internal target subscribes to the topics it wants:
 //
 //   - A request whose signature does not verify gets 401 and nothing is
 //     stored.
-//   - A verified request is stored as one outbox event per target, and the
-//     provider gets its 2xx only once those events are durable: a crash after
-//     the answer loses nothing.
-//   - The event IDs are <source>:<provider delivery ID>:<target>, so when a
-//     provider delivers the same webhook again (it never saw our answer, or
-//     someone pressed "redeliver"), the outbox recognises the IDs and the
-//     targets do not get it twice.
+//   - A verified request is stored as one outbox event on the topic
+//     <source>.<provider's event type> ("stripe.invoice.paid"), and the
+//     provider gets its 2xx only once it is durable: a crash after the
+//     answer loses nothing. Every target subscribed to the topic gets its
+//     own delivery of it, made in the same commit.
+//   - The event ID is <source>:<provider delivery ID>, so when a provider
+//     delivers the same webhook again (it never saw our answer, or someone
+//     pressed "redeliver"), the outbox recognises the ID and the targets do
+//     not get it twice; every target sees that ID as webhook-id.
 //   - Each target is a named endpoint of the HTTP sink with its own retries:
 //     a target answering 404 ("not there yet") is parked and checked again
 //     later without spending attempts, a target that is down is retried with
@@ -47,11 +49,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -155,6 +159,8 @@ func run(args []string, stdout io.Writer) error {
 	defer sink.Close()
 	box, err := outbox.Open(cfg.DB, outbox.Config{
 		Sink:               sink,
+		Subscriptions:      subscriptions(cfg),
+		UnroutedRetention:  cfg.DedupWindow,
 		Hooks:              outbox.Hooks{OnDelivery: out.PrintDelivery},
 		Interval:           *interval,
 		ParkInterval:       *park,
@@ -234,6 +240,16 @@ func run(args []string, stdout io.Writer) error {
 		}
 	}
 	return runErr
+}
+
+// subscriptions subscribes each target to its topics.
+func subscriptions(cfg *Config) []outbox.Subscription {
+	var subs []outbox.Subscription
+	for _, name := range slices.Sorted(maps.Keys(cfg.Targets)) {
+		t := cfg.Targets[name]
+		subs = append(subs, outbox.Subscription{Endpoint: name, Topics: t.Topics, Headers: t.Filter})
+	}
+	return subs
 }
 
 // newSink builds the HTTP sink with one named endpoint per target.

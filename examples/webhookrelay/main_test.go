@@ -150,23 +150,20 @@ func TestRelayAsAUserRunsIt(t *testing.T) {
 listen: 127.0.0.1:0
 db: %s
 targets:
-  fast: {url: %q, secrets: [%q], allow_private: true}
-  slow: {url: %q, secrets: [%q], allow_private: true, timeout: 5s}
+  fast: {url: %q, secrets: [%q], allow_private: true, topics: ["*"]}
+  slow: {url: %q, secrets: [%q], allow_private: true, timeout: 5s, topics: ["gh.*", "st.invoice.*", "sw.*"]}
 admin: {listen: "127.0.0.1:0", token_env: TEST_ADMIN_TOKEN}
 sources:
   gh:
     scheme: github
     secret_env: TEST_GH_SECRET
-    targets: [fast, slow]
   st:
     scheme: stripe
     secrets: [%q]
     tolerance: 5m
-    targets: [fast, slow]
   sw:
     scheme: standard-webhooks
     secrets: [%q, %q]
-    targets: [fast, slow]
 `, db, srvFast.URL+"/in", fast.secret(), srvSlow.URL+"/in", slow.secret(), stSecret, swSecret2, swSecret)
 	cfgPath := filepath.Join(dir, "relay.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
@@ -272,18 +269,18 @@ sources:
 	code, body = post("sw", swBody, signStandard(swSecret, "msg_2KWPBgLlAfxdpx2AI54pPJ85f4W", now+1, swBody))
 	expect("standard webhooks retry", http.StatusOK, code, body)
 
-	// Every target gets every event exactly once, the slow one after three
-	// 404s per event.
+	// Every target gets every event of its topics exactly once, under the
+	// event's ID, the slow one after three 404s per event.
 	ids := []string{
-		"gh:72d3162e-cc78-11e3-81ab-4c9367dc0958:",
-		"st:evt_1NG8Du2eZvKYlo2CUI79vXWy:",
-		"sw:msg_2KWPBgLlAfxdpx2AI54pPJ85f4W:",
+		"gh:72d3162e-cc78-11e3-81ab-4c9367dc0958",
+		"st:evt_1NG8Du2eZvKYlo2CUI79vXWy",
+		"sw:msg_2KWPBgLlAfxdpx2AI54pPJ85f4W",
 	}
 	testkit.WaitFor(t, 30*time.Second, "every target to get every event", func() bool {
 		for _, tg := range []*target{fast, slow} {
 			got, _, _ := tg.snapshot()
 			for _, id := range ids {
-				if got[id+tg.name] == 0 {
+				if got[id] == 0 {
 					return false
 				}
 			}
@@ -295,10 +292,10 @@ sources:
 	if code := adminGet("/v1/stats", ""); code != http.StatusUnauthorized {
 		t.Errorf("admin API without the token: %d, want 401", code)
 	}
-	if code := adminGet("/v1/events/gh:forged-gh-1:fast", "s3cret-admin"); code != http.StatusNotFound {
+	if code := adminGet("/v1/events/gh:forged-gh-1", "s3cret-admin"); code != http.StatusNotFound {
 		t.Errorf("admin API on a forged event: %d, want 404", code)
 	}
-	if code := adminGet("/v1/events/gh:72d3162e-cc78-11e3-81ab-4c9367dc0958:fast", "s3cret-admin"); code != http.StatusOK {
+	if code := adminGet("/v1/events/gh:72d3162e-cc78-11e3-81ab-4c9367dc0958", "s3cret-admin"); code != http.StatusOK {
 		t.Errorf("admin API on a delivered event: %d, want 200", code)
 	}
 
@@ -320,15 +317,15 @@ sources:
 			t.Errorf("%s got %v, want exactly the %d genuine events", tg.name, got, len(ids))
 		}
 		for _, id := range ids {
-			if got[id+tg.name] != 1 {
-				t.Errorf("%s got %s %d times, want once", tg.name, id+tg.name, got[id+tg.name])
+			if got[id] != 1 {
+				t.Errorf("%s got %s %d times, want once", tg.name, id, got[id])
 			}
-			if tries[id+tg.name] != tg.notYet+1 {
-				t.Errorf("%s was asked %d times for %s, want %d", tg.name, tries[id+tg.name], id+tg.name, tg.notYet+1)
+			if tries[id] != tg.notYet+1 {
+				t.Errorf("%s was asked %d times for %s, want %d", tg.name, tries[id], id, tg.notYet+1)
 			}
 		}
 	}
-	if got := slow.payload["st:evt_1NG8Du2eZvKYlo2CUI79vXWy:slow"]; got != stBody {
+	if got := slow.payload["st:evt_1NG8Du2eZvKYlo2CUI79vXWy"]; got != stBody {
 		t.Errorf("slow got payload %q, want the provider's body verbatim", got)
 	}
 
@@ -342,17 +339,14 @@ sources:
 	ctx := context.Background()
 	for _, f := range []string{"gh:forged-gh-1", "gh:forged-gh-2", "gh:forged-gh-3", "st:evt_forged_1", "st:evt_forged_2",
 		"sw:msg_forged_1", "sw:msg_forged_2", "sw:msg_forged_3"} {
-		for _, tg := range []string{"fast", "slow"} {
-			if ev, err := o.Get(ctx, f+":"+tg); !errors.Is(err, outbox.ErrNotFound) {
-				t.Errorf("forged %s:%s is in the store (state %v, err %v)", f, tg, ev.State, err)
-			}
+		if ev, err := o.Get(ctx, f); !errors.Is(err, outbox.ErrNotFound) {
+			t.Errorf("forged %s is in the store (state %v, err %v)", f, ev.State, err)
 		}
 	}
 	for _, id := range ids {
-		for _, tg := range []string{"fast", "slow"} {
-			if ev, err := o.Get(ctx, id+tg); err != nil || ev.State != outbox.StateDelivered {
-				t.Errorf("%s: state %v, err %v; want delivered", id+tg, ev.State, err)
-			}
+		ev, err := o.Get(ctx, id)
+		if err != nil || ev.State != outbox.StateDelivered || len(ev.DeliveryStates) != 2 {
+			t.Errorf("%s: state %v, deliveries %+v, err %v; want delivered to both targets", id, ev.State, ev.DeliveryStates, err)
 		}
 	}
 	if st := o.Stats(); st.Pending != 0 || st.Dead != 0 {
@@ -374,7 +368,8 @@ func TestDemoRunsToTheEnd(t *testing.T) {
 	}
 	runexample.Demo(t, []string{"--demo", "--demo-exit", "--db", filepath.Join(t.TempDir(), "demo.db")},
 		"401 Unauthorized", "is a redelivery", "parked", "will retry", "dead letter",
-		"delivered per target: audit 3, billing 2, ci 1, crm 1", "dead letter stripe:evt_1003:audit: status 422",
+		"stored as stripe.invoice.paid for [audit billing]",
+		"delivered per target: audit 3, billing 2, ci 1, crm 1", "dead letter stripe:evt_1003 to audit: status 422",
 		"replays the dead letter", "delivered per target: audit 4, billing 2, ci 1, crm 1", "no dead letters", "stopped cleanly",
 	)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/outboxd/outbox/examples/internal/console"
@@ -20,8 +21,8 @@ type relay struct {
 	now func() time.Time
 }
 
-// ServeHTTP verifies the webhook, stores one event per target of its source
-// and answers 2xx only once they are durable.
+// ServeHTTP verifies the webhook, stores it as one event on its topic (one
+// delivery per subscribed target) and answers 2xx only once it is durable.
 func (rl *relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("source")
 	src := rl.cfg.Sources[name]
@@ -50,27 +51,23 @@ func (rl *relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	// One event per target, each with its own retries, parks and dead
-	// letter. The IDs are derived from the provider's delivery ID, so a
-	// redelivery maps onto the same events and the outbox's dedup drops it.
-	events := make([]outbox.Event, len(src.Targets))
-	for i, t := range src.Targets {
-		h := map[string]string{
-			"Content-Type":      contentType(r),
-			"X-Relay-Source":    name,
-			"X-Relay-Delivery":  in.DeliveryID,
-			"X-Relay-Signature": "verified:" + src.Scheme,
-		}
-		if in.Type != "" {
-			h["X-Relay-Event-Type"] = in.Type
-		}
-		events[i] = outbox.Event{
-			ID:          eventID(name, in.DeliveryID, t),
-			Destination: t,
-			Headers:     h,
-			Payload:     body,
-		}
+	// One event on the topic <source>.<type>: the outbox makes one
+	// delivery of it per target subscribed to that topic, each with its own
+	// retries, parks and dead letter, all carrying the event ID as
+	// webhook-id. The ID is derived from the provider's delivery ID, so a
+	// redelivery maps onto the same event and the outbox's dedup drops it.
+	topic := topicOf(name, in.Type)
+	h := map[string]string{
+		"Content-Type":      contentType(r),
+		"X-Relay-Source":    name,
+		"X-Relay-Delivery":  in.DeliveryID,
+		"X-Relay-Signature": "verified:" + src.Scheme,
+		"X-Relay-Topic":     topic,
 	}
+	if in.Type != "" {
+		h["X-Relay-Event-Type"] = in.Type
+	}
+	events := []outbox.Event{{ID: eventID(name, in.DeliveryID), Topic: topic, Headers: h, Payload: body}}
 	dup := rl.seen(r.Context(), events)
 	if _, err := rl.box.Enqueue(r.Context(), events...); err != nil {
 		switch {
@@ -95,8 +92,51 @@ func (rl *relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		replyJSON(w, http.StatusOK, map[string]any{"status": "duplicate", "delivery": in.DeliveryID})
 		return
 	}
-	rl.out.Printf("✓ %s: delivery %s verified (%s) and stored for %v", name, in.DeliveryID, src.Scheme, src.Targets)
-	replyJSON(w, http.StatusAccepted, map[string]any{"status": "stored", "delivery": in.DeliveryID, "targets": src.Targets})
+	targets := rl.targets(r.Context(), events[0].ID)
+	if len(targets) == 0 {
+		rl.out.Printf("✓ %s: delivery %s verified (%s) and stored as %s, unrouted: no target subscribes to it yet", name, in.DeliveryID, src.Scheme, topic)
+	} else {
+		rl.out.Printf("✓ %s: delivery %s verified (%s) and stored as %s for %v", name, in.DeliveryID, src.Scheme, topic, targets)
+	}
+	replyJSON(w, http.StatusAccepted, map[string]any{"status": "stored", "delivery": in.DeliveryID, "topic": topic, "targets": targets})
+}
+
+// targets returns the targets the stored event was routed to, sorted.
+func (rl *relay) targets(ctx context.Context, id string) []string {
+	out := []string{}
+	if ev, err := rl.box.Get(ctx, id); err == nil {
+		for _, d := range ev.DeliveryStates {
+			out = append(out, d.Endpoint)
+		}
+	}
+	return out
+}
+
+// topicOf is the topic of a webhook of source with the provider's event
+// type: "<source>.<type>" ("stripe.invoice.paid", "github.push"), or
+// "<source>.untyped" when the provider gives no type. Characters a topic
+// cannot hold become '_'.
+func topicOf(source, typ string) string {
+	if typ == "" {
+		return source + ".untyped"
+	}
+	if len(typ) > 150 {
+		typ = typ[:150]
+	}
+	segs := strings.Split(typ, ".")
+	for i, seg := range segs {
+		b := []byte(seg)
+		for j, c := range b {
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+				b[j] = '_'
+			}
+		}
+		if len(b) == 0 {
+			b = []byte("_")
+		}
+		segs[i] = string(b)
+	}
+	return source + "." + strings.Join(segs, ".")
 }
 
 // seen reports whether every event is already known to the outbox (pending,
@@ -111,10 +151,10 @@ func (rl *relay) seen(ctx context.Context, events []outbox.Event) bool {
 	return true
 }
 
-// eventID is the ID of the event that carries one provider delivery to one
-// target: deterministic, so every redelivery maps onto it.
-func eventID(source, delivery, target string) string {
-	return source + ":" + delivery + ":" + target
+// eventID is the ID of the event that carries one provider delivery:
+// deterministic, so every redelivery maps onto it.
+func eventID(source, delivery string) string {
+	return source + ":" + delivery
 }
 
 func contentType(r *http.Request) string {

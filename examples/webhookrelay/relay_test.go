@@ -22,10 +22,11 @@ func newTestRelay(t *testing.T, maxBody int) (http.Handler, *outbox.Outbox) {
 		MaxBody: maxBody,
 		DB:      filepath.Join(t.TempDir(), "relay.db"),
 		Targets: map[string]*Target{
-			"a": {URL: "https://a.internal/hooks"},
-			"b": {URL: "https://b.internal/hooks"},
+			"a": {URL: "https://a.internal/hooks", Topics: []string{"gh.*"}},
+			"b": {URL: "https://b.internal/hooks", Topics: []string{"gh.push"}},
+			"c": {URL: "https://c.internal/hooks", Topics: []string{"gh.issues"}},
 		},
-		Sources: map[string]*Source{"gh": {Scheme: SchemeGitHub, Secrets: []string{"s"}, Targets: []string{"a", "b"}}},
+		Sources: map[string]*Source{"gh": {Scheme: SchemeGitHub, Secrets: []string{"s"}}},
 	}
 	if err := cfg.prepare(func(string) string { return "" }); err != nil {
 		t.Fatal(err)
@@ -35,7 +36,7 @@ func newTestRelay(t *testing.T, maxBody int) (http.Handler, *outbox.Outbox) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sink.Close() })
-	box, err := outbox.Open(cfg.DB, outbox.Config{Sink: sink})
+	box, err := outbox.Open(cfg.DB, outbox.Config{Sink: sink, Subscriptions: subscriptions(cfg)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,22 +79,42 @@ func TestRelayAnswers(t *testing.T) {
 		}
 	}
 
-	// One event per target, carrying the provider's body and what the
-	// targets need to know; nothing else was stored.
+	// One event on the topic gh.push, with one delivery to each target
+	// subscribed to it (a and b, not c), carrying the provider's body and
+	// what the targets need to know; nothing else was stored.
 	events, _, err := box.List(context.Background(), outbox.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(events) != 2 {
-		t.Fatalf("%d events stored, want 2: %+v", len(events), events)
+		t.Fatalf("%d deliveries stored, want 2: %+v", len(events), events)
 	}
 	for i, target := range []string{"a", "b"} {
 		ev := events[i]
-		if ev.ID != "gh:d-1:"+target || ev.Destination != target || string(ev.Payload) != `{"n":1}` {
-			t.Errorf("event %d: %s to %s with %s", i, ev.ID, ev.Destination, ev.Payload)
+		if ev.ID != "gh:d-1" || ev.Topic != "gh.push" || ev.Endpoint != target || string(ev.Payload) != `{"n":1}` {
+			t.Errorf("delivery %d: %s on %s to %s with %s", i, ev.ID, ev.Topic, ev.Endpoint, ev.Payload)
 		}
-		if ev.Headers["X-Relay-Source"] != "gh" || ev.Headers["X-Relay-Delivery"] != "d-1" || ev.Headers["X-Relay-Event-Type"] != "push" {
-			t.Errorf("event %d headers: %v", i, ev.Headers)
+		if ev.Headers["X-Relay-Source"] != "gh" || ev.Headers["X-Relay-Delivery"] != "d-1" || ev.Headers["X-Relay-Event-Type"] != "push" ||
+			ev.Headers["X-Relay-Topic"] != "gh.push" {
+			t.Errorf("delivery %d headers: %v", i, ev.Headers)
+		}
+	}
+}
+
+// A provider's event type becomes the second part of the topic, with what
+// a topic cannot hold replaced.
+func TestTopicOf(t *testing.T) {
+	for _, c := range []struct{ source, typ, want string }{
+		{"stripe", "invoice.paid", "stripe.invoice.paid"},
+		{"github", "pull_request", "github.pull_request"},
+		{"acme", "", "acme.untyped"},
+		{"acme", "a..b", "acme.a._.b"},
+		{"acme", "user created/v2", "acme.user_created_v2"},
+		{"acme", ".x.", "acme._.x._"},
+	} {
+		got := topicOf(c.source, c.typ)
+		if got != c.want || outbox.ValidateTopic(got) != nil {
+			t.Errorf("topicOf(%q, %q) = %q (valid: %v), want %q", c.source, c.typ, got, outbox.ValidateTopic(got), c.want)
 		}
 	}
 }

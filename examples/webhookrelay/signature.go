@@ -59,7 +59,8 @@ type inbound struct {
 	// redelivery of it.
 	DeliveryID string
 	// Type is the provider's event type when the scheme carries one
-	// (X-GitHub-Event, Stripe's "type"), else empty.
+	// (X-GitHub-Event, the "type" of a Stripe or Standard Webhooks payload),
+	// else empty.
 	Type string
 }
 
@@ -177,7 +178,15 @@ func (v *standardWebhooks) verify(h http.Header, body []byte, now time.Time) (in
 	if err := checkID(id); err != nil {
 		return inbound{}, err
 	}
-	return inbound{DeliveryID: id}, nil
+	// The payload's "type" (Standard Webhooks' recommended envelope) names
+	// the event type, when it has one.
+	var ev struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(body, &ev) != nil || checkID(ev.Type) != nil {
+		ev.Type = ""
+	}
+	return inbound{DeliveryID: id, Type: ev.Type}, nil
 }
 
 // github verifies GitHub's X-Hub-Signature-256.

@@ -133,21 +133,24 @@ func TestVerifyAcceptsEitherSecretWhileRotating(t *testing.T) {
 func TestConfigErrorsNameTheSetting(t *testing.T) {
 	base := `
 targets:
-  billing: {url: "https://billing.internal/hooks"}
+  billing: {url: "https://billing.internal/hooks", topics: ["stripe.*"]}
 sources:
-  stripe: {scheme: stripe, secret_env: RELAY_TEST_STRIPE, targets: [billing]}
+  stripe: {scheme: stripe, secret_env: RELAY_TEST_STRIPE}
 `
 	t.Setenv("RELAY_TEST_STRIPE", "whsec_x")
 	cases := []struct{ name, yaml, want string }{
 		{"ok", base, ""},
 		{"unknown field", base + "listen_on: x\n", "listen_on"},
-		{"unknown target", strings.Replace(base, "targets: [billing]", "targets: [crm]", 1), `sources.stripe.targets: "crm" is not a configured target`},
+		{"no topics", strings.Replace(base, `, topics: ["stripe.*"]`, "", 1), "targets.billing.topics: at least one"},
+		{"bad topic", strings.Replace(base, `"stripe.*"`, `"stripe.*.paid"`, 1), "targets.billing.topics[0]"},
+		{"bad filter", strings.Replace(base, `topics: ["stripe.*"]`, `topics: ["stripe.*"], filter: {"bad name": x}`, 1), "targets.billing.filter"},
+		{"sources name no targets", strings.Replace(base, "RELAY_TEST_STRIPE}", "RELAY_TEST_STRIPE, targets: [billing]}", 1), "targets"},
 		{"unknown scheme", strings.Replace(base, "scheme: stripe", "scheme: paypal", 1), `sources.stripe: unknown scheme "paypal"`},
 		{"missing env", strings.Replace(base, "RELAY_TEST_STRIPE", "RELAY_TEST_UNSET", 1), "RELAY_TEST_UNSET is empty or not set"},
 		{"bad url", strings.Replace(base, "https://billing.internal/hooks", "billing.internal", 1), "targets.billing.url"},
 		{"bad whsec", strings.Replace(base, "scheme: stripe", "scheme: standard-webhooks", 1), `standard-webhooks secret must start with "whsec_"`},
 		{"bad name", strings.Replace(base, "  stripe:", "  Stripe!:", 1), "sources.Stripe!: a name is"},
-		{"no sources", "targets:\n  a: {url: \"http://a\"}\n", "sources: at least one source"},
+		{"no sources", "targets:\n  a: {url: \"http://a\", topics: [\"*\"]}\n", "sources: at least one source"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

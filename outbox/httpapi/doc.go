@@ -19,7 +19,14 @@
 //	GET    /v1/events/{id}/attempts        the event's attempt log, oldest first: 200 {"id", "attempts": [...]}, 404
 //	POST   /v1/events/{id}/replay          move a dead event back to pending: 202, 404, 409 when not dead
 //	POST   /v1/dead/replay                 replay dead events matching a filter at a bounded rate: 202 {"replayed": n}
-//	GET    /v1/endpoints                   endpoint states
+//	GET    /v1/endpoints                   endpoint states, with their definitions (Config.Endpoints)
+//	GET    /v1/endpoints/{name}            one endpoint, as the list shows it
+//	POST   /v1/endpoints/{name}            create a managed endpoint: 201 with its "secret", shown only then
+//	PUT    /v1/endpoints/{name}            replace a managed endpoint's definition: 200
+//	DELETE /v1/endpoints/{name}            delete a managed endpoint: 200 {"dead_lettered": n}
+//	POST   /v1/endpoints/{name}/rotate-secret
+//	                                       a new signing secret, the old one signing until the grace ends:
+//	                                       200 {"secret", "previous_valid_until"}
 //	POST   /v1/endpoints/{name}/enable     re-enable a disabled endpoint
 //	POST   /v1/endpoints/{name}/retry      close the breaker, make its pending events due now, paced: 202 {"retried": n}
 //	GET    /v1/stats                       counts: {"pending", "dead", "in_flight", "delivered_total", "failed_total",
@@ -51,6 +58,14 @@
 // "destination", "state": "pending" | "dead" | "delivered" | "deleted",
 // "attempts", "created_at", "next_attempt_at", "deliver_at", "last_status",
 // "last_error", "dead_reason"} with RFC 3339 times (empty ones left out).
+//
+// The endpoint management routes call Config.Endpoints, an
+// EndpointManager (outboxd's stores the endpoints in the outbox's file);
+// without one they answer 409. Their body is {"url", "topics"?,
+// "filter"?, "headers"?, "timeout"? (a duration), "max_in_flight"?,
+// "rate"?, "burst"?}; a bad field is a 400 naming it, a static endpoint or
+// a taken name a 409, an unknown endpoint a 404. GET /v1/endpoints never
+// shows a secret or a header value.
 //
 // An attempt as GET /v1/events/{id}/attempts returns it (see
 // outbox.Attempts): {"attempt" (1, 2, ... in order), "delivery" (the

@@ -84,6 +84,11 @@ func ExampleRoutes() {
 	// GET /v1/events/{id}/attempts
 	// POST /v1/dead/replay
 	// GET /v1/endpoints
+	// GET /v1/endpoints/{name}
+	// POST /v1/endpoints/{name}
+	// PUT /v1/endpoints/{name}
+	// DELETE /v1/endpoints/{name}
+	// POST /v1/endpoints/{name}/rotate-secret
 	// POST /v1/endpoints/{name}/enable
 	// POST /v1/endpoints/{name}/retry
 	// GET /v1/stats

@@ -387,6 +387,8 @@ type endpointOut struct {
 	Breaker        breakerOut    `json:"breaker"`
 	RateLimit      *rateLimitOut `json:"rate_limit,omitempty"`
 	Rate           float64       `json:"rate"`
+	// How it is defined, when Config.Endpoints knows it.
+	*endpointDefOut
 }
 
 func toEndpointOut(e outbox.EndpointState) endpointOut {
@@ -417,6 +419,7 @@ func (h *handler) endpoints(w http.ResponseWriter, r *http.Request) {
 	for i, e := range eps {
 		out[i] = toEndpointOut(e)
 	}
+	h.withDefinitions(out)
 	writeJSON(w, http.StatusOK, struct {
 		Endpoints []endpointOut `json:"endpoints"`
 	}{out})

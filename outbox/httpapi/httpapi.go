@@ -84,6 +84,12 @@ type Config struct {
 	// "Tracing"). Default: otel.GetTracerProvider(), the global provider,
 	// a no-op until the application sets one.
 	TracerProvider trace.TracerProvider
+	// Endpoints, when set, manages named endpoints at run time (POST, PUT
+	// and DELETE /v1/endpoints/{name}, POST
+	// /v1/endpoints/{name}/rotate-secret) and adds each endpoint's
+	// definition to GET /v1/endpoints. Default: none; those calls are
+	// answered 409.
+	Endpoints EndpointManager
 }
 
 // withDefaults returns c with every zero or negative field set to its default.

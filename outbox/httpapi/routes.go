@@ -8,7 +8,7 @@ import (
 // Route is one route of the API: a method and a path pattern, written as
 // http.ServeMux and OpenAPI both write them ("/v1/events/{id}").
 type Route struct {
-	// Method is GET, POST or DELETE (a GET route also answers HEAD).
+	// Method is GET, POST, PUT or DELETE (a GET route also answers HEAD).
 	Method string
 	// Path is the path pattern, with {name} for a path segment.
 	Path string
@@ -35,6 +35,11 @@ var apiRoutes = []apiRoute{
 	{Route{http.MethodGet, "/v1/events/{id}/attempts"}, (*handler).attempts},
 	{Route{http.MethodPost, "/v1/dead/replay"}, (*handler).replayDead},
 	{Route{http.MethodGet, "/v1/endpoints"}, (*handler).endpoints},
+	{Route{http.MethodGet, "/v1/endpoints/{name}"}, (*handler).endpoint},
+	{Route{http.MethodPost, "/v1/endpoints/{name}"}, (*handler).createEndpoint},
+	{Route{http.MethodPut, "/v1/endpoints/{name}"}, (*handler).replaceEndpoint},
+	{Route{http.MethodDelete, "/v1/endpoints/{name}"}, (*handler).deleteEndpoint},
+	{Route{http.MethodPost, "/v1/endpoints/{name}/rotate-secret"}, (*handler).rotateSecret},
 	{Route{http.MethodPost, "/v1/endpoints/{name}/enable"}, (*handler).enable},
 	{Route{http.MethodPost, "/v1/endpoints/{name}/retry"}, (*handler).retryEndpoint},
 	{Route{http.MethodGet, "/v1/stats"}, (*handler).stats},
@@ -70,7 +75,7 @@ func (h *handler) mount(routes []apiRoute) (*http.ServeMux, []string) {
 		}
 		methods[rt.Path] = append(methods[rt.Path], rt.Method)
 	}
-	order := []string{http.MethodGet, http.MethodPost, http.MethodDelete}
+	order := []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete}
 	for _, p := range paths {
 		allow := slices.Clone(methods[p])
 		slices.SortStableFunc(allow, func(a, b string) int { return slices.Index(order, a) - slices.Index(order, b) })

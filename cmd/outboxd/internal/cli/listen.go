@@ -316,7 +316,8 @@ func noEndpointHint(c *config.Config) string {
 	}
 	return "no endpoint is configured, so every event is refused; add one with " +
 		"--endpoint NAME=URL[,secret=whsec_...][,allow-private] or in the --config file " +
-		"(endpoints: [{name: NAME, url: URL, secrets: [whsec_...]}]); to try it locally, run " +
+		"(endpoints: [{name: NAME, url: URL, secrets: [whsec_...]}]) or through the API " +
+		"(POST /v1/endpoints/NAME {\"url\": URL}); to try it locally, run " +
 		"outboxd listen in another terminal and restart with " +
 		"--endpoint local=http://" + defaultListenAddr + "/hook,allow-private"
 }

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/outboxd/outbox/cmd/outboxd/internal/config"
+	"github.com/outboxd/outbox/cmd/outboxd/internal/managed"
 	"github.com/outboxd/outbox/httpsink"
 	"github.com/outboxd/outbox/kafka"
 	"github.com/outboxd/outbox/kafka/kafkaprom"
@@ -59,6 +60,7 @@ type server struct {
 	o        *outbox.Outbox
 	kafka    kafkaRunner
 	ui       *console.Console     // nil when the ui setting is off
+	eps      *managed.Registry    // the named endpoints, for the API
 	tracer   trace.TracerProvider // nil: the global one (a no-op)
 	stopping atomic.Bool
 	// lastPunct is when the local store's punctuation last ran (Unix ns).
@@ -111,6 +113,11 @@ func (s *server) run(sigs <-chan os.Signal) int {
 			return err
 		}
 		return nil
+	}
+
+	if s.eps, err = s.openEndpoints(o, sink, ocfg.RateLimits); err != nil {
+		_ = stopOutbox(context.Background())
+		return s.fail(exitError, "loading the endpoints managed through the API: %v", err)
 	}
 
 	reg := prometheus.NewRegistry()
@@ -179,8 +186,8 @@ func (s *server) run(sigs <-chan os.Signal) int {
 			"addr", ln.Addr().String())
 	}
 	s.log.Info("listening", "addr", ln.Addr().String(), "db", cfg.DB,
-		"endpoints", len(cfg.Endpoints), "kafka", cfg.Kafka.Enabled())
-	if hint := noEndpointHint(cfg); hint != "" {
+		"endpoints", len(cfg.Endpoints), "managed_endpoints", s.eps.Managed(), "kafka", cfg.Kafka.Enabled())
+	if hint := noEndpointHint(cfg); hint != "" && s.eps.Managed() == 0 {
 		s.log.Info(hint)
 	}
 
@@ -292,6 +299,7 @@ func (s *server) routes(reg *prometheus.Registry) http.Handler {
 func (s *server) api() http.Handler {
 	cfg := apiConfig(s.cfg, s.log)
 	cfg.TracerProvider = s.tracer
+	cfg.Endpoints = s.eps
 	g, ok := s.kafka.(*kafka.Group)
 	if !ok {
 		return httpapi.New(s.o, cfg)

@@ -160,6 +160,14 @@ type Delivery struct {
 	// AttemptLog records every attempt (GET /v1/events/{id}/attempts,
 	// inspect --id). Default true.
 	AttemptLog bool `yaml:"attempt_log"`
+	// DropUnrouted drops an event published on a topic no endpoint
+	// subscribes to (counted and logged). Default false: it is kept as
+	// unrouted for unrouted_retention, delivered if a subscription for it
+	// appears within that time, and dead-lettered after it.
+	DropUnrouted bool `yaml:"drop_unrouted"`
+	// UnroutedRetention is how long an unrouted event waits for a
+	// subscriber. Default: max_age.
+	UnroutedRetention time.Duration `yaml:"unrouted_retention"`
 	// AttemptExcerpt is how much of each response body the attempt log
 	// keeps; unlike the other delivery settings, 0 keeps none. At most
 	// 64 KiB. Default 1 KiB.
@@ -191,6 +199,13 @@ type Endpoint struct {
 	// Burst is how many deliveries may start at once above RateLimit.
 	// Default 1 when RateLimit is set.
 	Burst int `yaml:"burst"`
+	// Topics subscribe this endpoint to events published on these topics:
+	// names ("order.paid") or patterns ("order.*", "*"). Default: none
+	// (only events naming it as their destination reach it).
+	Topics []string `yaml:"topics"`
+	// Filter narrows the subscription to events carrying these headers
+	// with these exact values. Only with Topics. Default: none.
+	Filter map[string]string `yaml:"filter"`
 }
 
 // Defaults of Config.

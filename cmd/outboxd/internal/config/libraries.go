@@ -53,6 +53,14 @@ func (c *Config) OutboxConfig(sink outbox.Sink, logger *slog.Logger) (outbox.Con
 	if err != nil {
 		return outbox.Config{}, err
 	}
+	subs, err := c.subscriptions()
+	if err != nil {
+		return outbox.Config{}, err
+	}
+	unrouted := outbox.UnroutedKeep
+	if d.DropUnrouted {
+		unrouted = outbox.UnroutedDrop
+	}
 	return outbox.Config{
 		Sink:           sink,
 		Logger:         component(logger, "outbox"),
@@ -68,6 +76,10 @@ func (c *Config) OutboxConfig(sink outbox.Sink, logger *slog.Logger) (outbox.Con
 		ParkInterval:   d.ParkInterval,
 		MaxThrottle:    d.MaxRetryAfter,
 		RateLimits:     limits,
+		Subscriptions:  subs,
+		Unrouted:       unrouted,
+
+		UnroutedRetention: d.UnroutedRetention,
 		Breaker: outbox.Breaker{
 			Threshold:   d.BreakerThreshold,
 			CoolDown:    d.BreakerCoolDown,
@@ -93,7 +105,8 @@ func (c *Config) OutboxConfig(sink outbox.Sink, logger *slog.Logger) (outbox.Con
 	}, nil
 }
 
-// rateLimits builds the endpoints' rate limits (nil when none has one).
+// rateLimits builds the endpoints' rate limits, an empty set when none has
+// one: limits of endpoints managed through the API are added at run time.
 func (c *Config) rateLimits() (*outbox.RateLimits, error) {
 	var limits map[string]outbox.RateLimit
 	for i, e := range c.Endpoints {
@@ -113,14 +126,37 @@ func (c *Config) rateLimits() (*outbox.RateLimits, error) {
 		}
 		limits[e.Name] = outbox.RateLimit{PerSecond: e.RateLimit, Burst: max(1, e.Burst)}
 	}
-	if limits == nil {
-		return nil, nil
-	}
 	rl, err := outbox.NewRateLimits(limits)
 	if err != nil {
 		return nil, Explain(err)
 	}
 	return rl, nil
+}
+
+// subscriptions builds the subscriptions of the endpoints' topics and
+// filters. The error is a *SettingError naming the endpoint's setting.
+func (c *Config) subscriptions() ([]outbox.Subscription, error) {
+	var subs []outbox.Subscription
+	for i, e := range c.Endpoints {
+		setting := fmt.Sprintf("endpoints[%d]", i)
+		if len(e.Filter) > 0 && len(e.Topics) == 0 {
+			return nil, bad(setting+".filter", "narrows a subscription: set topics too")
+		}
+		for j, p := range e.Topics {
+			if err := outbox.ValidateTopicPattern(p); err != nil {
+				return nil, bad(fmt.Sprintf("%s.topics[%d]", setting, j), "%q: %v", p, err)
+			}
+		}
+		for k, v := range e.Filter {
+			if !outbox.ValidHeaderName(k) || !outbox.ValidHeaderValue(v) {
+				return nil, bad(fmt.Sprintf("%s.filter[%q]", setting, k), "not a valid header name and value")
+			}
+		}
+		if len(e.Topics) > 0 {
+			subs = append(subs, outbox.Subscription{Endpoint: e.Name, Topics: e.Topics, Headers: e.Filter})
+		}
+	}
+	return subs, nil
 }
 
 // attemptExcerpt maps delivery.attempt_excerpt, where 0 keeps none, onto

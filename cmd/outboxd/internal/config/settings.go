@@ -175,12 +175,16 @@ func settings() []setting {
 			set: boolean(func(c *Config) *bool { return &c.Delivery.AttemptLog })},
 		{path: "delivery.attempt_excerpt", flag: "attempt-excerpt", env: "OUTBOXD_ATTEMPT_EXCERPT", usage: "response body bytes kept per attempt (`size`, e.g. 1KiB; 0 keeps none; at most 64KiB)",
 			set: size(func(c *Config) *ByteSize { return &c.Delivery.AttemptExcerpt })},
+		{path: "delivery.drop_unrouted", flag: "drop-unrouted", env: "OUTBOXD_DROP_UNROUTED", usage: "drop events on a topic no endpoint subscribes to (default: keep them as unrouted for unrouted_retention)", isBool: true,
+			set: boolean(func(c *Config) *bool { return &c.Delivery.DropUnrouted })},
+		{path: "delivery.unrouted_retention", flag: "unrouted-retention", env: "OUTBOXD_UNROUTED_RETENTION", usage: "how long an event on a topic nobody subscribes to waits for a subscriber (0: max_age)",
+			set: dur(func(c *Config) *time.Duration { return &c.Delivery.UnroutedRetention })},
 		{path: "allow_raw_urls", flag: "allow-raw-urls", env: "OUTBOXD_ALLOW_RAW_URLS", usage: "let events name an absolute URL as destination", isBool: true,
 			set: boolean(func(c *Config) *bool { return &c.AllowRawURLs })},
 		{path: "allow_private_networks", flag: "allow-private-networks", env: "OUTBOXD_ALLOW_PRIVATE_NETWORKS", usage: "let deliveries reach private, loopback and link-local addresses", isBool: true,
 			set: boolean(func(c *Config) *bool { return &c.AllowPrivateNetworks })},
 		{path: "endpoints", flag: "endpoint", env: "OUTBOXD_ENDPOINTS",
-			usage: "named `endpoint` as NAME=URL[,secret=whsec_...][,timeout=D][,max-in-flight=N][,rate=PER_SECOND[,burst=N]][,allow-private] (repeatable; env: space separated); replaces a file endpoint of that name",
+			usage: "named `endpoint` as NAME=URL[,secret=whsec_...][,timeout=D][,max-in-flight=N][,rate=PER_SECOND[,burst=N]][,allow-private][,topic=PATTERN...] (repeatable; env: space separated); replaces a file endpoint of that name",
 			list:  true, split: strings.Fields, set: addEndpointSpec},
 		{path: "kafka.brokers", flag: "kafka-brokers", env: "OUTBOXD_KAFKA_BROKERS", usage: "Kafka broker `addresses`, comma separated",
 			set: commaList(func(c *Config) *[]string { return &c.Kafka.Brokers })},
@@ -228,8 +232,8 @@ func addEndpointSpec(c *Config, spec string) error {
 // ParseEndpointSpec parses an endpoint given on the command line:
 // NAME=URL, then optional comma-separated options secret=whsec_...
 // (repeatable), timeout=DURATION, max-in-flight=N, rate=PER_SECOND,
-// burst=N and allow-private. The URL
-// must not contain a comma.
+// burst=N, allow-private and topic=PATTERN (repeatable: the endpoint's
+// topics). The URL must not contain a comma.
 func ParseEndpointSpec(spec string) (Endpoint, error) {
 	parts := strings.Split(spec, ",")
 	name, u, ok := strings.Cut(parts[0], "=")
@@ -267,6 +271,8 @@ func ParseEndpointSpec(spec string) (Endpoint, error) {
 				return Endpoint{}, fmt.Errorf("endpoint %s: burst: want a whole number of at least 1, got %q", name, v)
 			}
 			ep.Burst = n
+		case "topic":
+			ep.Topics = append(ep.Topics, v)
 		case "allow-private":
 			b := true
 			if v != "" {
@@ -277,7 +283,7 @@ func ParseEndpointSpec(spec string) (Endpoint, error) {
 			}
 			ep.AllowPrivate = b
 		default:
-			return Endpoint{}, fmt.Errorf("endpoint %s: unknown option %q (known: secret, timeout, max-in-flight, rate, burst, allow-private)", name, k)
+			return Endpoint{}, fmt.Errorf("endpoint %s: unknown option %q (known: secret, timeout, max-in-flight, rate, burst, allow-private, topic)", name, k)
 		}
 	}
 	return ep, nil
