@@ -20,7 +20,9 @@ type refusingBackend struct {
 	err error
 }
 
-func (b refusingBackend) Enqueue(context.Context, ...outbox.Event) ([]string, error) { return nil, b.err }
+func (b refusingBackend) Enqueue(context.Context, ...outbox.Event) ([]string, error) {
+	return nil, b.err
+}
 
 // A Backend that cannot take the events now says why: a 503 with its
 // reason and Retry-After, checked against the OpenAPI document.
