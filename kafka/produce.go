@@ -94,6 +94,15 @@ type Producer struct {
 	client *kafkago.Client
 	bal    KeyBalancer
 
+	qmu    sync.Mutex
+	queues map[int]*partQueue
+	shut   bool // Close has begun: no sender starts
+	// senders are the partitions' senders; stop, cancelled by Close, ends
+	// their requests.
+	senders   sync.WaitGroup
+	stop      context.Context
+	cancelAll context.CancelFunc
+
 	produced atomic.Uint64
 	refused  atomic.Uint64
 	failing  atomic.Bool
@@ -118,17 +127,25 @@ func NewProducer(cfg Config, logger *slog.Logger) (*Producer, error) {
 	if err != nil {
 		return nil, err
 	}
+	stop, cancel := context.WithCancel(context.Background())
 	return &Producer{
 		cfg: cfg, m: newMapper(cfg), log: logger, conns: cn,
 		client: &kafkago.Client{Addr: kafkago.TCP(cfg.brokers()...), Transport: cn.transport},
 		bal:    KeyBalancer{IDHeader: cfg.IDHeader},
+		queues: map[int]*partQueue{}, stop: stop, cancelAll: cancel,
 	}, nil
 }
 
-// Close releases the Producer's connections. Produce calls under way fail;
-// Close is safe to call twice.
+// Close ends the produce requests under way (their calls fail), waits for
+// the Producer's goroutines and releases its connections. Close is safe to
+// call twice.
 func (p *Producer) Close() error {
 	p.closed.Store(true)
+	p.qmu.Lock()
+	p.shut = true
+	p.qmu.Unlock()
+	p.cancelAll()
+	p.senders.Wait()
 	p.conns.close()
 	return nil
 }
@@ -201,28 +218,34 @@ func (p *Producer) Produce(ctx context.Context, events ...outbox.Event) ([]strin
 		n := p.bal.Balance(msgs[i], parts...)
 		byPart[n] = append(byPart[n], msgs[i])
 	}
+	calls := make(map[int]*produceCall, len(byPart))
+	for n, ms := range byPart {
+		c := &produceCall{ctx: ctx, msgs: ms, done: make(chan error, 1)}
+		calls[n] = c
+		p.queue(n).submit(p, c)
+	}
 	errs := make(map[int]error, len(byPart))
-	if len(byPart) == 1 {
-		for n, ms := range byPart {
-			if err := p.producePartition(ctx, n, ms); err != nil {
+	for n, c := range calls {
+		select {
+		case err := <-c.done:
+			if err != nil {
 				errs[n] = err
 			}
-		}
-	} else {
-		var (
-			mu sync.Mutex
-			wg sync.WaitGroup
-		)
-		for n, ms := range byPart {
-			wg.Go(func() {
-				if err := p.producePartition(ctx, n, ms); err != nil {
-					mu.Lock()
+		case <-ctx.Done():
+			// Still queued or in flight: not acknowledged in time.
+			select {
+			case err := <-c.done:
+				if err != nil {
 					errs[n] = err
-					mu.Unlock()
 				}
-			})
+			default:
+				if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+					errs[n] = &timeoutError{err: ctx.Err(), last: p.queue(n).lastError()}
+				} else {
+					errs[n] = ctx.Err()
+				}
+			}
 		}
-		wg.Wait()
 	}
 	if len(errs) == 0 {
 		p.produced.Add(uint64(len(msgs)))
@@ -318,14 +341,154 @@ func (p *Producer) partitions(ctx context.Context) ([]int, error) {
 			return nil
 		}
 		return kafkago.UnknownTopicOrPartition
-	})
+	}, nil)
 	return parts, err
 }
 
-// producePartition produces msgs to partition n in one produce request
-// (again for each retry), acknowledged by all in-sync replicas.
-func (p *Producer) producePartition(ctx context.Context, n int, msgs []kafkago.Message) error {
-	return p.retry(ctx, func() error {
+// produceCall is one Produce call's records for one partition, waiting for
+// its partition's sender.
+type produceCall struct {
+	ctx  context.Context // the call's: a call it ended is not sent
+	msgs []kafkago.Message
+	done chan error // buffered: the sender never waits for the caller
+}
+
+// partQueue holds the calls waiting to be produced to one partition. One
+// sender at a time produces them: each of its produce requests carries
+// every call that queued while the previous one was in flight (up to
+// maxRequestBytes, a call's records never split), so that under load
+// concurrent calls share requests, as a linger would gather them without
+// its wait, and a partition's records are written in the order their
+// calls queued.
+type partQueue struct {
+	n       int
+	mu      sync.Mutex
+	pending []*produceCall
+	busy    bool // a sender runs
+	// last is the error of the last failed attempt, nil once one
+	// succeeds: the reason given to a call that runs out of time.
+	last atomic.Pointer[error]
+}
+
+func (q *partQueue) lastError() error {
+	if e := q.last.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// maxRequestBytes bounds the records of the calls one produce request
+// gathers (a single call larger than that goes alone, whole): Kafka's
+// default max.message.bytes is about 1 MiB.
+const maxRequestBytes = 1 << 20
+
+// queue returns partition n's queue.
+func (p *Producer) queue(n int) *partQueue {
+	p.qmu.Lock()
+	defer p.qmu.Unlock()
+	q := p.queues[n]
+	if q == nil {
+		q = &partQueue{n: n}
+		p.queues[n] = q
+	}
+	return q
+}
+
+// submit queues c and starts the partition's sender unless one runs.
+func (q *partQueue) submit(p *Producer, c *produceCall) {
+	q.mu.Lock()
+	q.pending = append(q.pending, c)
+	start := !q.busy
+	q.busy = true
+	q.mu.Unlock()
+	if !start {
+		return
+	}
+	p.qmu.Lock()
+	if p.shut {
+		// Closed: the sends fail at once (p.stop is cancelled).
+		p.qmu.Unlock()
+		q.send(p)
+		return
+	}
+	p.senders.Add(1)
+	p.qmu.Unlock()
+	go func() {
+		defer p.senders.Done()
+		q.send(p)
+	}()
+}
+
+// send produces the queued calls until none is left.
+func (q *partQueue) send(p *Producer) {
+	for {
+		q.mu.Lock()
+		var calls []*produceCall
+		size := 0
+		k := 0
+		for ; k < len(q.pending); k++ {
+			c := q.pending[k]
+			if c.ctx.Err() != nil {
+				continue // its caller has stopped waiting
+			}
+			b := messagesSize(c.msgs)
+			if len(calls) > 0 && size+b > maxRequestBytes {
+				break
+			}
+			calls = append(calls, c)
+			size += b
+		}
+		q.pending = append(q.pending[:0], q.pending[k:]...)
+		if len(calls) == 0 && len(q.pending) == 0 {
+			q.busy = false
+			q.mu.Unlock()
+			return
+		}
+		q.mu.Unlock()
+		if len(calls) == 0 {
+			continue
+		}
+		err := p.producePartition(q, calls)
+		for _, c := range calls {
+			c.done <- err
+		}
+	}
+}
+
+// messagesSize approximates the bytes msgs take in a request.
+func messagesSize(msgs []kafkago.Message) int {
+	n := 0
+	for i := range msgs {
+		n += len(msgs[i].Key) + len(msgs[i].Value) + 16
+		for _, h := range msgs[i].Headers {
+			n += len(h.Key) + len(h.Value) + 4
+		}
+	}
+	return n
+}
+
+// producePartition produces the calls' records to partition n in one
+// produce request (again for each retry), acknowledged by all in-sync
+// replicas, until the latest of the calls' deadlines or Close.
+func (p *Producer) producePartition(q *partQueue, calls []*produceCall) error {
+	var deadline time.Time
+	var msgs []kafkago.Message
+	for _, c := range calls {
+		if d, ok := c.ctx.Deadline(); ok && d.After(deadline) {
+			deadline = d
+		}
+		msgs = append(msgs, c.msgs...)
+	}
+	if len(calls) == 1 {
+		msgs = calls[0].msgs
+	}
+	if deadline.IsZero() {
+		deadline = time.Now().Add(p.cfg.ProduceTimeout)
+	}
+	ctx, cancel := context.WithDeadline(p.stop, deadline)
+	defer cancel()
+	n := q.n
+	err := p.retry(ctx, func() error {
 		now := time.Now()
 		recs := make([]kafkago.Record, len(msgs))
 		for i := range msgs {
@@ -346,18 +509,25 @@ func (p *Producer) producePartition(ctx context.Context, n int, msgs []kafkago.M
 			return fmt.Errorf("record %d of the batch refused: %w", i, rerr)
 		}
 		return nil
-	})
+	}, func(err error) { q.last.Store(&err) })
+	if err == nil {
+		q.last.Store(nil)
+	}
+	return err
 }
 
 // retry runs op until it succeeds, fails with an error not worth retrying,
 // or ctx ends (then a *timeoutError carrying the last error).
-func (p *Producer) retry(ctx context.Context, op func() error) error {
+func (p *Producer) retry(ctx context.Context, op func() error, note func(error)) error {
 	b := newBackoff(p.cfg)
 	var last error
 	for {
 		err := op()
 		if err == nil {
 			return nil
+		}
+		if note != nil && ctx.Err() == nil {
+			note(err)
 		}
 		if ctx.Err() != nil {
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
