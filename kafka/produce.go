@@ -208,6 +208,7 @@ func (p *Producer) Produce(ctx context.Context, events ...outbox.Event) ([]strin
 
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.ProduceTimeout)
 	defer cancel()
+	defer context.AfterFunc(p.stop, cancel)() // Close ends the call
 	parts, err := p.partitions(ctx)
 	if err != nil {
 		return nil, p.fail(&ProduceError{Topic: p.cfg.Topic, Partition: -1, Events: len(events),

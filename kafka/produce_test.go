@@ -291,3 +291,86 @@ func TestProducerGivesUpOnUnreachableBrokers(t *testing.T) {
 		t.Fatalf("cancelled call: %v; want a *ProduceError wrapping context.Canceled", err)
 	}
 }
+
+// Concurrent calls are each acknowledged, with their events in the topic
+// once, and a caller's events for one key stay in the order it sent them;
+// Close ends a call that waits for a broker that does not answer.
+func TestProducerConcurrentCallsAndClose(t *testing.T) {
+	c := newCluster(t, kfakeSeed(3, "in")...)
+	produces := countProduces(c, "in")
+	p := newTestProducer(t, c.ListenAddrs(), "in", nil)
+	const callers, calls, per = 16, 5, 4
+	var wg sync.WaitGroup
+	errs := make(chan error, callers*calls)
+	for g := range callers {
+		wg.Go(func() {
+			for n := range calls {
+				evs := make([]outbox.Event, per)
+				for i := range evs {
+					evs[i] = outbox.Event{ID: fmt.Sprintf("g%02d-%d-%d", g, n, i), Key: fmt.Sprintf("caller-%d", g), Destination: "d"}
+				}
+				if _, err := p.Produce(context.Background(), evs...); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	cl := admin(t, c.ListenAddrs())
+	m := newMapper(testConfig(nil, "in").WithDefaults())
+	seen := map[string]int{}
+	last := map[string]string{}
+	for part := range 3 {
+		for _, r := range fetchPartition(t, cl, "in", part) {
+			ev := m.mapRecord(&r).ev
+			seen[ev.ID]++
+			if prev := last[ev.Key]; prev > ev.ID {
+				t.Errorf("key %s: %s after %s", ev.Key, ev.ID, prev)
+			}
+			last[ev.Key] = ev.ID
+		}
+	}
+	if len(seen) != callers*calls*per {
+		t.Errorf("%d distinct events in the topic, want %d", len(seen), callers*calls*per)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("%s written %d times", id, n)
+		}
+	}
+	requests := 0
+	for _, n := range produces() {
+		requests += n
+	}
+	t.Logf("%d calls went out in %d produce requests", callers*calls, requests)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	silent := newTestProducer(t, []string{ln.Addr().String()}, "in", func(cfg *Config) { cfg.ProduceTimeout = time.Hour })
+	done := make(chan error, 1)
+	go func() {
+		_, err := silent.Produce(context.Background(), outbox.Event{ID: "a", Destination: "d"})
+		done <- err
+	}()
+	conn, err := ln.Accept() // the call is under way
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := silent.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, ErrProduce) {
+		t.Fatalf("call under way at Close: %v; want a *ProduceError", err)
+	}
+	if _, err := silent.Produce(context.Background(), outbox.Event{ID: "b", Destination: "d"}); !errors.Is(err, ErrProduce) {
+		t.Fatalf("call after Close: %v; want a *ProduceError", err)
+	}
+}
