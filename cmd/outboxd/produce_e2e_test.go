@@ -166,6 +166,11 @@ func TestPostIsA503WhenKafkaRefusesOrCannotBeReached(t *testing.T) {
 	if got := topicRecords(t, f); got != 2 {
 		t.Errorf("%d records in the ingest topic; want only the 2 acknowledged", got)
 	}
+	produced, _ := a.metric("outboxd_kafka_produced_total", "")
+	refused, _ := a.metric("outboxd_kafka_produce_refused_total", "")
+	if produced != 2 || refused != 3 {
+		t.Errorf("metrics: %v produced, %v refused; want 2 and 3", produced, refused)
+	}
 
 	// The broker goes away: 503 within the produce timeout, never a hang.
 	f.cluster.Close()

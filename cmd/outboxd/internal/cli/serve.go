@@ -158,6 +158,9 @@ func (s *server) run(sigs <-chan os.Signal) int {
 			collector.AttachSource(union.New(o, g.Stores))
 		}
 		reg.MustRegister(kafkaprom.New(r))
+		if s.producer != nil {
+			reg.MustRegister(kafkaprom.NewProducer(s.producer))
+		}
 	}
 
 	if s.ui, err = s.startConsole(); err != nil {
