@@ -27,12 +27,14 @@ import (
 // where a 202 means the broker acknowledged the events (acks=all), against
 // two baselines measured in the same run:
 //
-//   - "writer/batch100": kafka-go's Writer writing the same batches (the
-//     records outboxd produces for 100 events: key, ID and destination
+//   - "writer/batchN": kafka-go's Writer writing the same batches (the
+//     records outboxd produces for N events: key, ID and destination
 //     headers, payload; partitioned by the same KeyBalancer, acks=all,
 //     BatchTimeout 1ms) from 64 concurrent callers to the same kfake
-//     broker. outboxd-kafka/batch100 over it is the cost of HTTP, decoding
-//     and validation on top of producing (target: at least 0.7).
+//     broker, for batches of 100 and of 1,000 events.
+//     outboxd-kafka/batchN over it is what HTTP, decoding and validation
+//     cost on top of producing, the load generator's HTTP client included
+//     (it shares the two cores).
 //   - "outboxd-local/single": single-machine mode (no Kafka), single events
 //     stored durably in the local file. outboxd-kafka/single over it
 //     compares a 202 after the broker's ack with a 202 after an fsync.
@@ -42,16 +44,20 @@ import (
 // ingest topic are refused during the runs: what its partition stores
 // would ingest meanwhile is a cost of the consumer, not of the way to the
 // broker's acknowledgement that a 202 waits for, and on two cores it would
-// load whichever side it overlapped. Run:
+// load whichever side it overlapped. Each side runs twice, alternating, so
+// that a drift of the machine's load does not favour one. Run:
 //
-//	go test -run '^$' -bench KafkaModeIngest -benchtime 2000x ./cmd/outboxd/
+//	go test -run '^$' -bench KafkaModeIngest -benchtime 3s ./cmd/outboxd/
 //
-// (-benchtime counts requests, or Writer calls, of each run: 2000x is
-// 200,000 events for each batch run.) Each side runs twice, alternating.
+// and compare the events/s of each outboxd-kafka run with the run of its
+// baseline next to it.
 func BenchmarkKafkaModeIngest(b *testing.B) {
 	const parts = 6
+	// kfake keeps its log in a file (not fsynced, as Kafka by default):
+	// its in-memory log copies itself whole each time it doubles, which
+	// would make every run slower than the one before.
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, "events"),
-		kfake.GroupMinSessionTimeout(100*time.Millisecond))
+		kfake.GroupMinSessionTimeout(100*time.Millisecond), kfake.DataDir(b.TempDir()))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -105,6 +111,25 @@ func BenchmarkKafkaModeIngest(b *testing.B) {
 	// is produced does not share the two cores with the runs: they measure
 	// the way to the broker's acknowledgement, which is what a 202 waits
 	// for. The group and its changelog work as usual.
+	// Every run reports the produce requests the broker got per event
+	// (partition batches: a request carries one per partition).
+	var partBatches atomic.Int64
+	cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.KeepControl()
+		for _, t := range req.(*kmsg.ProduceRequest).Topics {
+			if t.Topic == "events" {
+				partBatches.Add(int64(len(t.Partitions)))
+			}
+		}
+		return nil, nil, false
+	})
+	batches := func(b *testing.B, events int, run func()) {
+		before := partBatches.Load()
+		run()
+		if n := partBatches.Load() - before; n > 0 {
+			b.ReportMetric(float64(events)/float64(n), "events/partition-batch")
+		}
+	}
 	cluster.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		cluster.KeepControl()
 		fr := req.(*kmsg.FetchRequest)
@@ -127,16 +152,18 @@ func BenchmarkKafkaModeIngest(b *testing.B) {
 	})
 
 	single := []byte(eventJSON(1))
-	var batch strings.Builder
-	batch.WriteByte('[')
-	for i := range 100 {
-		if i > 0 {
-			batch.WriteByte(',')
+	batchBody := func(n int) []byte {
+		var batch strings.Builder
+		batch.WriteByte('[')
+		for i := range n {
+			if i > 0 {
+				batch.WriteByte(',')
+			}
+			batch.WriteString(eventJSON(i))
 		}
-		batch.WriteString(eventJSON(i))
+		batch.WriteByte(']')
+		return []byte(batch.String())
 	}
-	batch.WriteByte(']')
-	batchBody := []byte(batch.String())
 
 	tr := &kafkago.Transport{DialTimeout: time.Second}
 	defer tr.CloseIdleConnections()
@@ -147,20 +174,23 @@ func BenchmarkKafkaModeIngest(b *testing.B) {
 
 	// Each side runs twice, alternating, so that a drift of the machine's
 	// load over the run does not favour one side.
-	for round := range 2 {
-		b.Run(fmt.Sprintf("writer/batch100/round%d", round), func(b *testing.B) {
-			writerLoad(b, w, 100)
-		})
-		b.Run(fmt.Sprintf("outboxd-kafka/batch100/round%d", round), func(b *testing.B) {
-			load(b, kp.url("/v1/events"), batchBody, 100, kp.cmd.Process.Pid)
-		})
+	for _, size := range []int{100, 1000} {
+		body := batchBody(size)
+		for round := range 2 {
+			b.Run(fmt.Sprintf("writer/batch%d/round%d", size, round), func(b *testing.B) {
+				batches(b, b.N*size, func() { writerLoad(b, w, size) })
+			})
+			b.Run(fmt.Sprintf("outboxd-kafka/batch%d/round%d", size, round), func(b *testing.B) {
+				batches(b, b.N*size, func() { load(b, kp.url("/v1/events"), body, size, kp.cmd.Process.Pid) })
+			})
+		}
 	}
 	for round := range 2 {
 		b.Run(fmt.Sprintf("outboxd-local/single/round%d", round), func(b *testing.B) {
 			load(b, lp.url("/v1/events"), single, 1, lp.cmd.Process.Pid)
 		})
 		b.Run(fmt.Sprintf("outboxd-kafka/single/round%d", round), func(b *testing.B) {
-			load(b, kp.url("/v1/events"), single, 1, kp.cmd.Process.Pid)
+			batches(b, b.N, func() { load(b, kp.url("/v1/events"), single, 1, kp.cmd.Process.Pid) })
 		})
 	}
 }
