@@ -9,6 +9,7 @@ import (
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/outboxd/outbox/outbox"
 )
@@ -17,7 +18,7 @@ import (
 // same records (what the Producer makes of 100 keyed events: key, ID and
 // destination headers, a 60-byte payload; the same KeyBalancer, acks=all,
 // the Writer with a 1ms BatchTimeout) from 64 concurrent callers to one
-// kfake broker in this process, alternating, twice each. The Producer's
+// kfake broker (file-backed log) in this process, alternating, twice each. The Producer's
 // events/s over the Writer's is the cost of its way of producing (a UUIDv7
 // per event, one request per partition per call, calls that queue
 // meanwhile sharing the next one) without HTTP:
@@ -25,7 +26,9 @@ import (
 //	go test -run '^$' -bench Produce -benchtime 2000x ./kafka/
 func BenchmarkProduce(b *testing.B) {
 	const parts, perCall, callers = 6, 100, 64
-	c := newCluster(b, kfakeSeed(parts, "in")...)
+	// A file-backed log (not fsynced): kfake's in-memory one copies itself
+	// whole as it doubles, slowing each run more than the one before.
+	c := newCluster(b, append(kfakeSeed(parts, "in"), kfake.DataDir(b.TempDir()))...)
 	p := newTestProducer(b, c.ListenAddrs(), "in", func(cfg *Config) { cfg.ProduceTimeout = time.Minute })
 	tr := &kafkago.Transport{DialTimeout: time.Second}
 	defer tr.CloseIdleConnections()
