@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 	kafkago "github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/outboxd/outbox/outbox"
@@ -301,6 +302,8 @@ func (p *Producer) reason(ctx context.Context, err error, doing string) string {
 		return fmt.Sprintf("%sthe brokers did not answer within %s (kafka.produce_timeout)", doing, p.cfg.ProduceTimeout)
 	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
 		return doing + "the request was cancelled before the brokers acknowledged"
+	case errors.Is(err, protocol.ErrNoTopic):
+		return doing + "the topic " + p.cfg.Topic + " does not exist: the brokers' metadata does not list it (" + err.Error() + ")"
 	}
 	return doing + err.Error()
 }
@@ -563,6 +566,9 @@ func retriable(err error) bool {
 	var ke kafkago.Error
 	if errors.As(err, &ke) {
 		return ke.Temporary()
+	}
+	if errors.Is(err, protocol.ErrNoLeader) {
+		return true // a leader election under way
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false

@@ -172,6 +172,30 @@ func TestPostIsA503WhenKafkaRefusesOrCannotBeReached(t *testing.T) {
 		t.Errorf("metrics: %v produced, %v refused; want 2 and 3", produced, refused)
 	}
 
+	// The topic is really deleted: 503 naming it as unknown.
+	tr := &kafkago.Transport{DialTimeout: time.Second}
+	defer tr.CloseIdleConnections()
+	admin := &kafkago.Client{Addr: kafkago.TCP(f.cluster.ListenAddrs()...), Transport: tr, Timeout: 10 * time.Second}
+	if res, err := admin.DeleteTopics(context.Background(), &kafkago.DeleteTopicsRequest{Topics: []string{fleetTopic}}); err != nil || res.Errors[fleetTopic] != nil {
+		t.Fatalf("deleting the topic: %v %v", err, res)
+	}
+	code, m = a.postEvents(t, `{"id":"deleted-1","destination":"orders"}`)
+	if msg, _ := m["error"].(string); code != http.StatusServiceUnavailable ||
+		!strings.Contains(msg, "Unknown Topic Or Partition") && !strings.Contains(msg, "topic events does not exist") {
+		t.Fatalf("POST after the topic was deleted: %d %v; want 503 naming the unknown topic", code, m)
+	}
+	t.Logf("topic deleted: %d %v", code, m["error"])
+	// Created again, the topic takes events again, once the instance's
+	// metadata has it.
+	if _, err := admin.CreateTopics(context.Background(), &kafkago.CreateTopicsRequest{Topics: []kafkago.TopicConfig{{
+		Topic: fleetTopic, NumPartitions: fleetPartitions, ReplicationFactor: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, waitLong, "a POST accepted once the topic is back", func() bool {
+		code, _ := a.postEvents(t, `{"id":"recreated-1","destination":"orders"}`)
+		return code == http.StatusAccepted
+	})
+
 	// The broker goes away: 503 within the produce timeout, never a hang.
 	f.cluster.Close()
 	hang := &http.Client{Timeout: 30 * time.Second}
