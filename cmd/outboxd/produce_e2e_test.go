@@ -112,7 +112,8 @@ const produceTuning = fleetTuning + "  produce_timeout: 2s\n"
 // gone) is a 503 naming the reason, and nothing is acknowledged; a POST
 // while the broker is unreachable is a 503 within the produce timeout,
 // never a hang and never a 202. Bad input is still the same 400 as in
-// single-machine mode, and produces nothing.
+// single-machine mode, and produces nothing; events POSTed again are
+// duplicates on their owner, as in single-machine mode.
 func TestPostIsA503WhenKafkaRefusesOrCannotBeReached(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t)
@@ -135,6 +136,18 @@ func TestPostIsA503WhenKafkaRefusesOrCannotBeReached(t *testing.T) {
 	ok := `[{"id":"fine-1","key":"k","destination":"orders"},{"id":"fine-2","destination":"orders"}]`
 	if code, m := a.postEvents(t, ok); code != http.StatusAccepted {
 		t.Fatalf("POST with the broker up: %d %v", code, m)
+	}
+	f.waitDelivered(waitLong, []string{"fine-1", "fine-2"})
+	// The same events again: a 202, and duplicates on their owner.
+	if code, m := a.postEvents(t, ok); code != http.StatusAccepted {
+		t.Fatalf("POST of the same events again: %d %v", code, m)
+	}
+	testkit.WaitFor(t, waitLong, "the repeated events counted as duplicates", func() bool {
+		n, _ := a.metric("outbox_duplicates_total", "")
+		return n == 2
+	})
+	if got := f.rc.Acked("fine-1") + f.rc.Acked("fine-2"); got != 2 {
+		t.Errorf("%d deliveries of fine-1 and fine-2 after they were POSTed twice; want one each", got)
 	}
 
 	// The same 400s as in single-machine mode, and nothing produced.
@@ -163,13 +176,13 @@ func TestPostIsA503WhenKafkaRefusesOrCannotBeReached(t *testing.T) {
 	}
 	t.Logf("topic gone (retried until the produce timeout): %d after %s: %v", code, time.Since(began).Round(time.Millisecond), m["error"])
 	refuse.Store(0)
-	if got := topicRecords(t, f); got != 2 {
-		t.Errorf("%d records in the ingest topic; want only the 2 acknowledged", got)
+	if got := topicRecords(t, f); got != 4 {
+		t.Errorf("%d records in the ingest topic; want only the 4 acknowledged", got)
 	}
 	produced, _ := a.metric("outboxd_kafka_produced_total", "")
 	refused, _ := a.metric("outboxd_kafka_produce_refused_total", "")
-	if produced != 2 || refused != 3 {
-		t.Errorf("metrics: %v produced, %v refused; want 2 and 3", produced, refused)
+	if produced != 4 || refused != 3 {
+		t.Errorf("metrics: %v produced, %v refused; want 4 and 3", produced, refused)
 	}
 
 	// The topic is really deleted: 503 naming it as unknown.
