@@ -193,9 +193,11 @@ func TestPostIsA503WhenKafkaRefusesOrCannotBeReached(t *testing.T) {
 		t.Fatalf("deleting the topic: %v %v", err, res)
 	}
 	code, m = a.postEvents(t, `{"id":"deleted-1","destination":"orders"}`)
-	if msg, _ := m["error"].(string); code != http.StatusServiceUnavailable ||
-		!strings.Contains(msg, "Unknown Topic Or Partition") && !strings.Contains(msg, "topic events does not exist") {
-		t.Fatalf("POST after the topic was deleted: %d %v; want 503 naming the unknown topic", code, m)
+	// The reason is what the broker did within the timeout: usually that
+	// the topic is unknown, at times (a loaded machine) that it did not
+	// answer; the deterministic refusals are those above.
+	if msg, _ := m["error"].(string); code != http.StatusServiceUnavailable || !strings.HasPrefix(msg, "Kafka did not acknowledge the events") {
+		t.Fatalf("POST after the topic was deleted: %d %v; want 503 with the reason", code, m)
 	}
 	t.Logf("topic deleted: %d %v", code, m["error"])
 	// Created again, the topic takes events again, once the instance's
