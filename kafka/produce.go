@@ -128,6 +128,12 @@ func NewProducer(cfg Config, logger *slog.Logger) (*Producer, error) {
 	if err != nil {
 		return nil, err
 	}
+	// kafka-go's transport keeps a failed metadata refresh (a broker not
+	// reachable at the first request) until its next refresh, and a
+	// deleted or re-created topic as it was: refresh often enough that a
+	// POST does not fail for longer than a produce timeout after the
+	// brokers are back.
+	cn.transport.MetadataTTL = producerMetadataTTL
 	stop, cancel := context.WithCancel(context.Background())
 	return &Producer{
 		cfg: cfg, m: newMapper(cfg), log: logger, conns: cn,
@@ -319,8 +325,8 @@ func (e *timeoutError) Error() string { return e.err.Error() }
 func (e *timeoutError) Unwrap() error { return e.err }
 
 // partitions returns the ingest topic's partitions, [0, n), from the
-// transport's metadata cache (refreshed every 10s), retrying retriable
-// errors until ctx ends.
+// transport's metadata cache (refreshed every producerMetadataTTL),
+// retrying retriable errors until ctx ends.
 func (p *Producer) partitions(ctx context.Context) ([]int, error) {
 	var parts []int
 	err := p.retry(ctx, func() error {
@@ -380,6 +386,10 @@ func (q *partQueue) lastError() error {
 	}
 	return nil
 }
+
+// producerMetadataTTL is how often, at most, a Producer's transport
+// refreshes the cluster's metadata (at a random time within it).
+const producerMetadataTTL = 2 * time.Second
 
 // maxRequestBytes bounds the records of the calls one produce request
 // gathers (a single call larger than that goes alone, whole): Kafka's
