@@ -77,10 +77,14 @@ func (e *ProduceError) Unwrap() []error {
 // duplicate there as for any record.
 //
 // The events of one call are partitioned by KeyBalancer (Kafka's default
-// partitioner on the key; by ID without a key) and produced as one produce
-// request per partition, concurrently, each acknowledged by all in-sync
-// replicas (acks=all). A call returns nil only once every request was
-// acknowledged. Retriable broker errors (a leader moving, a broker
+// partitioner on the key; by ID without a key); each partition's records
+// of the call go out whole in one produce request, the partitions
+// concurrently, each acknowledged by all in-sync replicas (acks=all). A
+// partition has one request in flight at a time: the calls that queued
+// behind it share the next one, in the order they queued, so concurrent
+// calls are batched without a linger timer and a partition's records keep
+// the order of their calls. A call returns nil only once every one of its
+// requests was acknowledged. Retriable broker errors (a leader moving, a broker
 // restarting, a connection refused) are retried with the Config's backoff
 // until Config.ProduceTimeout; anything else (an unknown or unauthorised
 // topic after its retries, a record too large) ends the call with a
