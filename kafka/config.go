@@ -27,6 +27,7 @@ const (
 	DefaultIDHeader          = "outbox-id"
 	DefaultTopicHeader       = "outbox-topic"
 	DefaultDeliverAtHeader   = "outbox-deliver-at"
+	DefaultMethodHeader      = "outbox-method"
 	DefaultClientID          = "outboxd"
 	DefaultStartOffset       = "earliest"
 	DefaultBatchSize         = 1000
@@ -41,6 +42,7 @@ const (
 	DefaultDialTimeout       = 10 * time.Second
 	DefaultChangelogMaxBytes = 8 << 20
 	DefaultHandoverTimeout   = 10 * time.Second
+	DefaultProduceTimeout    = 10 * time.Second
 )
 
 // TLSConfig configures TLS towards the brokers.
@@ -111,6 +113,12 @@ type Config struct {
 	// header is not such a time, or is given twice, becomes a dead letter.
 	// Default "outbox-deliver-at".
 	DeliverAtHeader string `yaml:"deliver_at_header"`
+	// MethodHeader names the record header that holds the event's HTTP
+	// method (outbox.Event.Method). Records without it are delivered with
+	// POST; a record whose header is not a method outbox.ValidMethod
+	// accepts, or is given twice, becomes a dead letter. Default
+	// "outbox-method".
+	MethodHeader string `yaml:"method_header"`
 	// StartOffset is where the group starts on a partition without a
 	// committed offset: "earliest" (the default: records published before
 	// the first start are not skipped) or "latest".
@@ -171,6 +179,12 @@ type Config struct {
 	// final offset commit needs the membership) and of RebalanceTimeout.
 	// Default 10s.
 	HandoverTimeout time.Duration `yaml:"handover_timeout"`
+	// ProduceTimeout bounds one Producer.Produce call (in outboxd, the
+	// produce of one POST /v1/events in group mode): finding the topic's
+	// partitions, every produce request and the retries of retriable
+	// errors. A call not acknowledged by then fails with a *ProduceError
+	// (the caller's context may end it sooner). Default 10s.
+	ProduceTimeout time.Duration `yaml:"produce_timeout"`
 
 	// BeforeEnqueue, when set, is called before each enqueue of ingested
 	// records with the events about to be stored; an error fails that
@@ -207,6 +221,7 @@ func (c Config) WithDefaults() Config {
 	str(&c.IDHeader, DefaultIDHeader)
 	str(&c.TopicHeader, DefaultTopicHeader)
 	str(&c.DeliverAtHeader, DefaultDeliverAtHeader)
+	str(&c.MethodHeader, DefaultMethodHeader)
 	str(&c.StartOffset, DefaultStartOffset)
 	str(&c.ClientID, DefaultClientID)
 	num(&c.BatchSize, DefaultBatchSize)
@@ -222,6 +237,7 @@ func (c Config) WithDefaults() Config {
 	dur(&c.RetryBackoffMax, DefaultRetryBackoffMax)
 	dur(&c.DialTimeout, DefaultDialTimeout)
 	dur(&c.HandoverTimeout, DefaultHandoverTimeout)
+	dur(&c.ProduceTimeout, DefaultProduceTimeout)
 	return c
 }
 
@@ -292,6 +308,12 @@ func (c Config) Validate() error {
 	if c.DeliverAtHeader == c.IDHeader || c.DeliverAtHeader == c.DestinationHeader || c.DeliverAtHeader == c.TopicHeader {
 		return bad("DeliverAtHeader", "must differ from IDHeader, DestinationHeader and TopicHeader")
 	}
+	if !validHeaderName(c.MethodHeader) {
+		return bad("MethodHeader", "%q is not a valid header name", c.MethodHeader)
+	}
+	if c.MethodHeader == c.IDHeader || c.MethodHeader == c.DestinationHeader || c.MethodHeader == c.DeliverAtHeader {
+		return bad("MethodHeader", "must differ from IDHeader, DestinationHeader and DeliverAtHeader")
+	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
@@ -300,7 +322,7 @@ func (c Config) Validate() error {
 		{"HeartbeatInterval", c.HeartbeatInterval}, {"RebalanceTimeout", c.RebalanceTimeout},
 		{"ShipInterval", c.ShipInterval}, {"RetryBackoff", c.RetryBackoff},
 		{"RetryBackoffMax", c.RetryBackoffMax}, {"DialTimeout", c.DialTimeout},
-		{"HandoverTimeout", c.HandoverTimeout},
+		{"HandoverTimeout", c.HandoverTimeout}, {"ProduceTimeout", c.ProduceTimeout},
 	} {
 		if d.v < 0 {
 			return bad(d.name, "must not be negative (got %s)", d.v)

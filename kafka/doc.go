@@ -15,13 +15,14 @@
 // duplicate by ID (outbox.Outbox.Ingest), even when an operator deleted its
 // event meanwhile; its key becomes the event's Key (a key that is not
 // printable text is carried as "base64:..."), its value the Payload, its
-// headers the Headers (but the ID, destination, topic, not-before and trace
-// context headers), its destination the DestinationHeader's value or its
+// headers the Headers (but the ID, destination, topic, not-before, method
+// and trace context headers), its destination the DestinationHeader's value or its
 // topic (outbox.Event.Topic: the event goes to every endpoint subscribed to
 // it) the TopicHeader's value ("outbox-topic"; a record with both is a dead
 // letter), else Config.Destination or, without one, Config.DefaultTopic,
 // the DeliverAtHeader's RFC 3339 time, when there is
-// one, its DeliverAt (a scheduled event), and its W3C traceparent and
+// one, its DeliverAt (a scheduled event), the MethodHeader's value, when
+// there is one, its Method, and its W3C traceparent and
 // tracestate headers its producer's trace context (Event.TraceParent and
 // TraceState: each delivery attempt continues that trace; a malformed one
 // is ignored, never a reason for a dead letter). A record that cannot be
@@ -33,6 +34,43 @@
 // a Group, whose changelog entries the broker acknowledged). A batch whose
 // enqueue fails is retried in the background while later records go on;
 // the committed offset stays below it until it succeeds.
+//
+// # Producing events (Producer)
+//
+// A Producer produces events to a group's ingest topic as records that
+// the ingest above maps back to the same events (outboxd's POST /v1/events
+// in group mode): the ID (a UUIDv7 when the event has none) in the
+// IDHeader, so the owner stores the event under the ID Produce returned,
+// the destination in the DestinationHeader, DeliverAt in the
+// DeliverAtHeader (RFC 3339 with nanoseconds), Method in the MethodHeader,
+// the trace context in traceparent and tracestate, Headers as record
+// headers, Key as the record key (a "base64:..." key as the bytes it
+// stands for) and Payload as the value. An event whose headers use one of
+// those names, exactly, is refused (*outbox.ValidationError), and so is a
+// "base64:..." key that is not the form a binary record key maps to:
+// neither would come back as sent.
+//
+// Records are partitioned by KeyBalancer: by the murmur2 hash of the key,
+// as Kafka's default partitioner (Java client, kafka-go's Murmur2Balancer)
+// does, so external producers and the Producer agree and per-key order
+// holds; by the hash of the ID without a key, so an event sent again lands
+// where it did. The records of one call for one partition go out whole in
+// one produce request, acknowledged by all in-sync replicas; a partition
+// has one request in flight at a time, and the calls that queued meanwhile
+// share the next. Produce returns only once every request was
+// acknowledged. Retriable errors are retried with backoff until
+// Config.ProduceTimeout; a refusal or a timeout is a *ProduceError with
+// the broker's reason. Nothing is sent of a call whose context ended
+// before its request went out; a request in flight when it ended may
+// still be written (kafka-go cannot take it back), which is why sending
+// the same events again, with their IDs, must be and is harmless: the
+// owner drops a repeated ID as a duplicate.
+//
+// The Producer uses kafka-go's Client.Produce rather than its Writer: the
+// Writer merges calls into batches behind a timer (BatchTimeout, 1s by
+// default, segmentio/kafka-go#1180), may split one call's records over
+// several requests, and goes on retrying a batch in the background after
+// WriteMessages returned a context error (segmentio/kafka-go#1427).
 //
 // # Partition-owned state (Group)
 //

@@ -41,11 +41,13 @@ type mapper struct {
 	destHeader      string
 	idHeader        string
 	deliverAtHeader string
+	methodHeader    string
 }
 
 func newMapper(c Config) mapper {
 	return mapper{defaultDest: c.Destination, destHeader: c.DestinationHeader, idHeader: c.IDHeader,
-		deliverAtHeader: c.DeliverAtHeader, topicHeader: c.TopicHeader, defaultTopic: c.DefaultTopic}
+		deliverAtHeader: c.DeliverAtHeader, topicHeader: c.TopicHeader, defaultTopic: c.DefaultTopic,
+		methodHeader: c.MethodHeader}
 }
 
 // The W3C Trace Context headers of a record: its producer's trace context.
@@ -56,10 +58,11 @@ const (
 
 // mapRecord maps one record: the ID from the ID header or the record's
 // coordinates, key to Key, value to Payload, headers (but the ID,
-// destination, topic, not-before and trace context headers) to Headers, the
-// destination or the topic from its header (not both), else the default
-// destination or, without one, the default topic, DeliverAt from its header
-// (RFC 3339) when there is one, TraceParent and TraceState from the
+// destination, topic, not-before, method and trace context headers) to
+// Headers, the destination or the topic from its header (not both), else the
+// default destination or, without one, the default topic, DeliverAt from its
+// header (RFC 3339) when there is one, Method from its header when there is
+// one (else the outbox's default, POST), TraceParent and TraceState from the
 // traceparent and tracestate headers. Problems that make the record
 // undeliverable set dead.
 func (m mapper) mapRecord(msg *kafkago.Message) mapped {
@@ -70,7 +73,7 @@ func (m mapper) mapRecord(msg *kafkago.Message) mapped {
 	ev.Key = mapKey(msg.Key)
 
 	var problems []string
-	var idSeen, destSeen, topicSeen, atSeen bool
+	var idSeen, destSeen, topicSeen, atSeen, methodSeen bool
 	var headers map[string]string
 	for _, h := range msg.Headers {
 		switch h.Key {
@@ -122,6 +125,17 @@ func (m mapper) mapRecord(msg *kafkago.Message) mapped {
 				continue
 			}
 			ev.DeliverAt = at.UTC()
+		case m.methodHeader:
+			if methodSeen {
+				problems = append(problems, fmt.Sprintf("more than one %q header", m.methodHeader))
+				continue
+			}
+			methodSeen = true
+			if !outbox.ValidMethod(string(h.Value)) {
+				problems = append(problems, fmt.Sprintf("%q header is not an HTTP method the outbox delivers with", m.methodHeader))
+				continue
+			}
+			ev.Method = string(h.Value)
 		case traceParentHeader:
 			// The producer's trace context: stored with the event, and
 			// continued by each attempt's own traceparent. A malformed or

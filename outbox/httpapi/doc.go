@@ -39,7 +39,11 @@
 // document's, and validate the answers of the API tests against it.
 //
 // New serves a Backend: an *outbox.Outbox, or several outboxes served as one
-// (package outbox/union, as outboxd does in Kafka group mode).
+// (package outbox/union, as outboxd does in Kafka group mode). A Backend
+// that cannot take a request now for a reason its client may read returns
+// an *UnavailableError: a 503 with that reason (outboxd's group mode, whose
+// Enqueue produces to Kafka, does when the brokers refuse or do not
+// answer).
 //
 // An event as POST /v1/events takes it:
 //

@@ -85,8 +85,14 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error, batch 
 	var (
 		ve *outbox.ValidationError
 		de *outbox.DeletedError
+		ue *UnavailableError
 	)
 	switch {
+	case errors.As(err, &ue):
+		if s := ue.retryAfterSeconds(); s > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(s))
+		}
+		writeError(w, http.StatusServiceUnavailable, ue.Reason)
 	case errors.As(err, &de):
 		// Distinct from the content conflict below: the ID is not reused
 		// with other content, its event was deleted and will not be sent.

@@ -59,6 +59,7 @@ type server struct {
 	env      Env
 	o        *outbox.Outbox
 	kafka    kafkaRunner
+	producer *kafka.Producer      // group mode: POST /v1/events produces
 	ui       *console.Console     // nil when the ui setting is off
 	eps      *managed.Registry    // the named endpoints, for the API
 	tracer   trace.TracerProvider // nil: the global one (a no-op)
@@ -153,11 +154,20 @@ func (s *server) run(sigs <-chan os.Signal) int {
 			return s.fail(exitError, "starting Kafka: %v", err)
 		}
 		s.kafka = r
+		if err := s.startProducer(); err != nil {
+			ln.Close()
+			_ = r.Close(context.Background())
+			_ = stopOutbox(context.Background())
+			return s.fail(exitError, "starting the Kafka producer: %v", err)
+		}
 		if g, ok := r.(*kafka.Group); ok {
 			// The outbox_* gauges sum the local and the partition stores.
 			collector.AttachSource(union.New(o, g.Stores))
 		}
 		reg.MustRegister(kafkaprom.New(r))
+		if s.producer != nil {
+			reg.MustRegister(kafkaprom.NewProducer(s.producer))
+		}
 	}
 
 	if s.ui, err = s.startConsole(); err != nil {
@@ -253,6 +263,9 @@ func (s *server) shutdown(srv *http.Server) error {
 	if s.ui != nil {
 		s.ui.Close() // stops its sampler and a replay by filter under way
 	}
+	if s.producer != nil {
+		_ = s.producer.Close()
+	}
 	if s.kafka != nil {
 		if err := s.kafka.Close(stopCtx); err != nil {
 			s.log.Error("stopping Kafka", "err", err)
@@ -316,7 +329,7 @@ func (s *server) api() http.Handler {
 		}
 		return map[string]any{"kafka": k}
 	}
-	return httpapi.New(union.New(s.o, g.Stores), cfg)
+	return httpapi.New(s.backend(union.New(s.o, g.Stores)), cfg)
 }
 
 // commitStallLimit is how long a store commit may run before /readyz's store
