@@ -53,7 +53,13 @@ type Group struct {
 	mu           sync.Mutex
 	tasks        map[int]*task // the current generation's partitions
 	generation   int32
+	memberID     string // this instance's member ID in generation
 	preflightErr error
+
+	membersMu  sync.Mutex // guards what Members last learned
+	members    []Member
+	membersGen int32
+	membersAt  time.Time
 
 	wg        sync.WaitGroup
 	closeOnce sync.Once
@@ -210,6 +216,7 @@ func (g *Group) runGeneration(gen *kafkago.Generation) {
 	g.mu.Lock()
 	g.tasks = tasks
 	g.generation = gen.ID
+	g.memberID = gen.MemberID
 	g.mu.Unlock()
 	g.log.Info("kafka: partitions assigned", "group", g.cfg.Group, "generation", gen.ID,
 		"member", gen.MemberID, "topic", g.cfg.Topic, "partitions", ids)
