@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -251,4 +252,26 @@ func checkAdvertiseURL(s string) error {
 		return fmt.Errorf("%q is a wildcard address the other members cannot reach: give this instance's own address", s)
 	}
 	return nil
+}
+
+// RecordPartition returns the partition of topic that an event ID made by
+// RecordID names, and whether id is such an ID. Other IDs (given by the
+// IDHeader, or by the HTTP API) tell nothing of their partition.
+func RecordPartition(topic, id string) (int, bool) {
+	rest, ok := strings.CutPrefix(id, "kafka:"+topic+":")
+	if !ok {
+		return 0, false
+	}
+	p, off, ok := strings.Cut(rest, ":")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	if _, err := strconv.ParseInt(off, 10, 64); err != nil {
+		return 0, false
+	}
+	return n, true
 }

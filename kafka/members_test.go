@@ -101,3 +101,14 @@ func TestMembersAdvertiseTheirAPIAndPartitions(t *testing.T) {
 		t.Error("DescribeGroup without a topic: no error")
 	}
 }
+
+func TestRecordPartitionReadsRecordIDs(t *testing.T) {
+	if p, ok := RecordPartition("in", RecordID("in", 7, 42)); !ok || p != 7 {
+		t.Errorf("RecordPartition of RecordID(in, 7, 42) = %d, %v", p, ok)
+	}
+	for _, id := range []string{"kafka:other:7:42", "kafka:in:7", "kafka:in:x:1", "kafka:in:-1:1", "kafka:in:1:y", "order-7", ""} {
+		if p, ok := RecordPartition("in", id); ok {
+			t.Errorf("RecordPartition(in, %q) = %d, want none", id, p)
+		}
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"github.com/outboxd/outbox/kafka"
 	"github.com/outboxd/outbox/kafka/kafkaprom"
 	"github.com/outboxd/outbox/outbox"
+	"github.com/outboxd/outbox/outbox/cluster"
 	"github.com/outboxd/outbox/outbox/console"
 	"github.com/outboxd/outbox/outbox/httpapi"
 	"github.com/outboxd/outbox/outbox/outboxprom"
@@ -58,6 +59,8 @@ type server struct {
 	env      Env
 	o        *outbox.Outbox
 	kafka    kafkaRunner
+	kcfg     kafka.Config         // the Kafka settings it started with
+	cluster  *cluster.Handler     // nil unless in Kafka group mode
 	ui       *console.Console     // nil when the ui setting is off
 	tracer   trace.TracerProvider // nil: the global one (a no-op)
 	stopping atomic.Bool
@@ -135,7 +138,12 @@ func (s *server) run(sigs <-chan os.Signal) int {
 		// collector as the local store, and shares its rate limits.
 		pcfg := ocfg
 		pcfg.Hooks = hooks
-		r, err := startKafka(context.Background(), o, cfg.Kafka, partitionStores(cfg.DB, pcfg), s.log)
+		if s.kcfg, err = s.kafkaSettings(ln); err != nil {
+			ln.Close()
+			_ = stopOutbox(context.Background())
+			return s.fail(exitUsage, "%v", err)
+		}
+		r, err := startKafka(context.Background(), o, s.kcfg, partitionStores(cfg.DB, pcfg), s.log)
 		if err != nil {
 			ln.Close()
 			_ = stopOutbox(context.Background())
@@ -179,7 +187,7 @@ func (s *server) run(sigs <-chan os.Signal) int {
 			"addr", ln.Addr().String())
 	}
 	s.log.Info("listening", "addr", ln.Addr().String(), "db", cfg.DB,
-		"endpoints", len(cfg.Endpoints), "kafka", cfg.Kafka.Enabled())
+		"endpoints", len(cfg.Endpoints), "kafka", cfg.Kafka.Enabled(), "advertise_url", s.kcfg.AdvertiseURL)
 	if hint := noEndpointHint(cfg); hint != "" {
 		s.log.Info(hint)
 	}
@@ -246,6 +254,9 @@ func (s *server) shutdown(srv *http.Server) error {
 	if s.ui != nil {
 		s.ui.Close() // stops its sampler and a replay by filter under way
 	}
+	if s.cluster != nil {
+		s.cluster.Close()
+	}
 	if s.kafka != nil {
 		if err := s.kafka.Close(stopCtx); err != nil {
 			s.log.Error("stopping Kafka", "err", err)
@@ -308,7 +319,7 @@ func (s *server) api() http.Handler {
 		}
 		return map[string]any{"kafka": k}
 	}
-	return httpapi.New(union.New(s.o, g.Stores), cfg)
+	return s.clusterAPI(httpapi.New(union.New(s.o, g.Stores), cfg), g, s.kcfg)
 }
 
 // commitStallLimit is how long a store commit may run before /readyz's store

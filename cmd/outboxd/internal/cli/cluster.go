@@ -1,0 +1,54 @@
+package cli
+
+import (
+	"context"
+	"net"
+	"net/http"
+
+	"github.com/outboxd/outbox/cmd/outboxd/internal/config"
+	"github.com/outboxd/outbox/kafka"
+	"github.com/outboxd/outbox/outbox/cluster"
+)
+
+// kafkaSettings returns the Kafka settings serve starts with: in group
+// mode, the advertised API address derived from the listen address and
+// the bound port when kafka.advertise_url is not set.
+func (s *server) kafkaSettings(ln net.Listener) (kafka.Config, error) {
+	k := s.cfg.Kafka
+	if k.Topic == "" || k.AdvertiseURL != "" {
+		return k, nil
+	}
+	u, err := config.AdvertiseURL(s.cfg.Listen, ln.Addr())
+	if err != nil {
+		return k, &config.SettingError{Setting: "kafka.advertise_url", Reason: err.Error()}
+	}
+	k.AdvertiseURL = u
+	return k, nil
+}
+
+// clusterAPI puts local, the API over this instance's stores, behind the
+// handler that answers for the whole group: the event routes of events
+// another member holds, and stats and endpoints with scope=cluster.
+func (s *server) clusterAPI(local http.Handler, g *kafka.Group, k kafka.Config) http.Handler {
+	h := cluster.New(local, cluster.Config{
+		Self:        k.AdvertiseURL,
+		Peers:       func(ctx context.Context) ([]cluster.Peer, error) { return groupPeers(ctx, g) },
+		PartitionOf: func(id string) (int, bool) { return kafka.RecordPartition(k.Topic, id) },
+		Logger:      s.log.With("component", "cluster"),
+	})
+	s.cluster = h
+	return h
+}
+
+// groupPeers lists the members of g as the cluster handler sees them.
+func groupPeers(ctx context.Context, g *kafka.Group) ([]cluster.Peer, error) {
+	ms, err := g.Members(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]cluster.Peer, len(ms))
+	for i, m := range ms {
+		out[i] = cluster.Peer{ID: m.ID, URL: m.API, Partitions: m.Partitions, Self: m.Self}
+	}
+	return out, nil
+}

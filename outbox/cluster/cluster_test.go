@@ -1,0 +1,331 @@
+package cluster_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/outboxd/outbox/internal/openapitest"
+	"github.com/outboxd/outbox/internal/testkit"
+	"github.com/outboxd/outbox/outbox"
+	"github.com/outboxd/outbox/outbox/cluster"
+	"github.com/outboxd/outbox/outbox/httpapi"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+const token = "s3cret-token"
+
+// deadSink keeps every event pending (503, retried in an hour), but makes
+// the events whose key is "dead" dead letters at their first attempt.
+type deadSink struct{}
+
+func (deadSink) Deliver(_ context.Context, d *outbox.Delivery) outbox.Result {
+	if d.Key == "dead" {
+		return outbox.Result{Action: outbox.ActionDead, Status: 422}
+	}
+	return outbox.Result{Action: outbox.ActionRetry, Status: 503, RetryAfter: time.Hour}
+}
+
+// member is one instance of a test group: an outbox on a file, its API
+// behind a cluster.Handler, served on loopback.
+type member struct {
+	id   string
+	o    *outbox.Outbox
+	srv  *httptest.Server
+	seen atomic.Int64 // requests that reached the member
+	h    *cluster.Handler
+}
+
+// group is a test group whose members all know each other; down members
+// stay listed but do not answer.
+type group struct {
+	members []*member
+	extra   []cluster.Peer // listed members that are not served here
+	parts   map[string][]int
+}
+
+func newGroup(t *testing.T, n int, timeout time.Duration) *group {
+	t.Helper()
+	g := &group{parts: map[string][]int{}}
+	for i := range n {
+		m := &member{id: string(rune('a' + i))}
+		o, err := outbox.Open(filepath.Join(t.TempDir(), "outbox.db"), outbox.Config{Sink: deadSink{}, Interval: 10 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := o.Start(); err != nil {
+			t.Fatal(err)
+		}
+		m.o = o
+		m.srv = httptest.NewUnstartedServer(nil)
+		g.members = append(g.members, m)
+	}
+	for _, m := range g.members {
+		self := "http://" + m.srv.Listener.Addr().String()
+		h := cluster.New(httpapi.New(m.o, httpapi.Config{Token: token}), cluster.Config{
+			Self:    self,
+			Timeout: timeout,
+			Peers: func(context.Context) ([]cluster.Peer, error) {
+				var out []cluster.Peer
+				for _, p := range g.members {
+					u := "http://" + p.srv.Listener.Addr().String()
+					out = append(out, cluster.Peer{ID: p.id, URL: u, Self: p == m, Partitions: g.parts[p.id]})
+				}
+				return append(out, g.extra...), nil
+			},
+			PartitionOf: func(id string) (int, bool) {
+				if rest, ok := strings.CutPrefix(id, "part7-"); ok && rest != "" {
+					return 7, true
+				}
+				return 0, false
+			},
+		})
+		m.h = h
+		counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			m.seen.Add(1)
+			h.ServeHTTP(w, r)
+		})
+		// Every answer is checked against the OpenAPI document.
+		m.srv.Config.Handler = openapitest.Handler(t, counted)
+		m.srv.Start()
+	}
+	t.Cleanup(func() {
+		for _, m := range g.members {
+			m.srv.Close()
+			m.h.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if err := m.o.Stop(ctx); err != nil {
+				t.Errorf("Stop: %v", err)
+			}
+			cancel()
+		}
+	})
+	return g
+}
+
+// reply is an answer as a client sees it.
+type reply struct {
+	status int
+	header http.Header
+	body   string
+	json   map[string]any
+}
+
+func do(t *testing.T, m *member, method, path string, hdr ...string) reply {
+	t.Helper()
+	req, err := http.NewRequest(method, m.srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i+1] == "" {
+			req.Header.Del(hdr[i])
+			continue
+		}
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := reply{status: resp.StatusCode, header: resp.Header, body: string(b)}
+	_ = json.Unmarshal(b, &rp.json)
+	return rp
+}
+
+func enqueue(t *testing.T, m *member, id, key string) {
+	t.Helper()
+	if _, err := m.o.Enqueue(context.Background(), outbox.Event{ID: id, Key: key, Destination: "orders", Payload: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Every member answers for an event held by another as the holder does;
+// a dead letter is replayed, and an event deleted, through a member that
+// does not hold it.
+func TestAnyMemberAnswersForAnyEvent(t *testing.T) {
+	g := newGroup(t, 3, 5*time.Second)
+	a, b, c := g.members[0], g.members[1], g.members[2]
+	enqueue(t, b, "ev-1", "k")
+	enqueue(t, c, "ev-dead", "dead")
+	testkit.WaitFor(t, time.Minute, "ev-dead dead", func() bool {
+		ev, err := c.o.Get(context.Background(), "ev-dead")
+		return err == nil && ev.State == outbox.StateDead
+	})
+
+	own := do(t, b, "GET", "/v1/events/ev-1")
+	if own.status != 200 || own.json["id"] != "ev-1" {
+		t.Fatalf("the holder answers %d %s", own.status, own.body)
+	}
+	for _, m := range []*member{a, c} {
+		got := do(t, m, "GET", "/v1/events/ev-1")
+		if got.status != 200 || got.body != own.body {
+			t.Errorf("member %s: %d %s, want the holder's answer %s", m.id, got.status, got.body, own.body)
+		}
+		if got.header.Get(cluster.ServedByHeader) != b.srv.URL {
+			t.Errorf("member %s: served by %q, want %s", m.id, got.header.Get(cluster.ServedByHeader), b.srv.URL)
+		}
+		if at := do(t, m, "GET", "/v1/events/ev-1/attempts"); at.status != 200 {
+			t.Errorf("member %s: attempts %d %s", m.id, at.status, at.body)
+		}
+	}
+	if own.header.Get(cluster.ServedByHeader) != "" {
+		t.Errorf("a local answer names a member: %q", own.header.Get(cluster.ServedByHeader))
+	}
+
+	if r := do(t, a, "POST", "/v1/events/ev-1/replay"); r.status != 409 {
+		t.Errorf("replay of a pending event through a non-owner: %d %s, want the owner's 409", r.status, r.body)
+	}
+	if r := do(t, a, "POST", "/v1/events/ev-dead/replay"); r.status != 202 || r.json["state"] != "pending" {
+		t.Errorf("replay of a dead letter through a non-owner: %d %s", r.status, r.body)
+	}
+	if r := do(t, a, "DELETE", "/v1/events/ev-1"); r.status != 204 {
+		t.Errorf("delete through a non-owner: %d %s", r.status, r.body)
+	}
+	if ev, err := b.o.Get(context.Background(), "ev-1"); err != nil || ev.State != outbox.StateDeleted {
+		t.Errorf("after the delete, the holder has %+v, %v", ev.State, err)
+	}
+	if r := do(t, c, "GET", "/v1/events/nowhere"); r.status != 404 {
+		t.Errorf("an event no member holds: %d %s", r.status, r.body)
+	}
+}
+
+// Nothing is forwarded without the token; the token goes along to the
+// holder; a forwarded request is never forwarded again.
+func TestForwardingKeepsTheTokenAndNeverLoops(t *testing.T) {
+	g := newGroup(t, 3, 5*time.Second)
+	a, b, c := g.members[0], g.members[1], g.members[2]
+	enqueue(t, b, "ev-1", "k")
+	before := b.seen.Load() + c.seen.Load()
+	if r := do(t, a, "GET", "/v1/events/ev-1", "Authorization", ""); r.status != 401 {
+		t.Errorf("without the token: %d %s", r.status, r.body)
+	}
+	if r := do(t, a, "GET", "/v1/events/ev-1", "Authorization", "Bearer wrong"); r.status != 401 {
+		t.Errorf("with a wrong token: %d %s", r.status, r.body)
+	}
+	if n := b.seen.Load() + c.seen.Load() - before; n != 0 {
+		t.Errorf("%d requests reached other members for a refused token", n)
+	}
+	if r := do(t, a, "GET", "/v1/events/ev-1"); r.status != 200 {
+		t.Errorf("with the token: %d %s", r.status, r.body)
+	}
+	before = b.seen.Load() + c.seen.Load()
+	if r := do(t, a, "GET", "/v1/events/ev-1", cluster.ForwardedHeader, "http://elsewhere"); r.status != 404 {
+		t.Errorf("a forwarded request for an event held elsewhere: %d %s, want the local 404", r.status, r.body)
+	}
+	if n := b.seen.Load() + c.seen.Load() - before; n != 0 {
+		t.Errorf("a forwarded request was forwarded again, to %d members", n)
+	}
+}
+
+// A member that cannot be asked is named, with its address (and as the
+// owner when the ID tells its partition): 502 when it refuses the
+// connection, 504 when it does not answer in time.
+func TestUnreachableMembersAreNamed(t *testing.T) {
+	g := newGroup(t, 2, 300*time.Millisecond)
+	a := g.members[0]
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close() // nothing listens there any more
+	g.extra = []cluster.Peer{{ID: "gone", URL: closed.URL, Partitions: []int{7}}}
+	g.parts["b"] = []int{1}
+	r := do(t, a, "GET", "/v1/events/part7-x")
+	if r.status != 502 || !strings.Contains(r.body, closed.URL) || !strings.Contains(r.body, "its owner, member gone") {
+		t.Errorf("an unreachable owner: %d %s, want 502 naming its owner and address", r.status, r.body)
+	}
+	if strings.Contains(r.body, token) {
+		t.Errorf("the answer holds the token: %s", r.body)
+	}
+
+	stall := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select { // a member that does not answer in time
+		case <-r.Context().Done():
+		case <-stall:
+		}
+	}))
+	t.Cleanup(slow.Close)
+	t.Cleanup(func() { close(stall) })
+	g.extra = []cluster.Peer{{ID: "slow", URL: slow.URL}}
+	r = do(t, a, "DELETE", "/v1/events/anything")
+	if r.status != 504 || !strings.Contains(r.body, slow.URL) {
+		t.Errorf("a member that does not answer: %d %s, want 504 naming it", r.status, r.body)
+	}
+	g.extra = []cluster.Peer{{ID: "old"}}
+	if r := do(t, a, "GET", "/v1/events/x"); r.status != 502 || !strings.Contains(r.body, "announces no API address") {
+		t.Errorf("a member without an address: %d %s", r.status, r.body)
+	}
+}
+
+// scope=cluster sums the stats of every member and says which answered;
+// the endpoints are merged; scope=local and no scope are the member's own.
+func TestClusterScopeSumsStatsAndMergesEndpoints(t *testing.T) {
+	g := newGroup(t, 3, time.Second)
+	a, b, c := g.members[0], g.members[1], g.members[2]
+	enqueue(t, a, "a-1", "k")
+	enqueue(t, b, "b-1", "k")
+	enqueue(t, b, "b-2", "k")
+	enqueue(t, c, "c-1", "dead")
+	testkit.WaitFor(t, time.Minute, "c-1 dead", func() bool { return c.o.Stats().Dead == 1 })
+
+	r := do(t, a, "GET", "/v1/stats?scope=cluster")
+	if r.status != 200 || r.json["pending"] != 3.0 || r.json["dead"] != 1.0 || r.json["complete"] != true || r.json["scope"] != "cluster" {
+		t.Fatalf("cluster stats: %d %s", r.status, r.body)
+	}
+	ms, _ := r.json["members"].([]any)
+	if len(ms) != 3 {
+		t.Fatalf("members: %s", r.body)
+	}
+	for i, m := range ms {
+		mv := m.(map[string]any)
+		if mv["answered"] != true || mv["member"] != g.members[i].id || (mv["self"] == true) != (i == 0) {
+			t.Errorf("member %d: %v", i, mv)
+		}
+	}
+	for _, q := range []string{"", "?scope=local"} {
+		if r := do(t, a, "GET", "/v1/stats"+q); r.status != 200 || r.json["pending"] != 1.0 || r.json["members"] != nil {
+			t.Errorf("stats%s: %d %s, want a's own", q, r.status, r.body)
+		}
+	}
+	if r := do(t, a, "GET", "/v1/stats?scope=galaxy"); r.status != 400 || !strings.Contains(r.body, "scope") {
+		t.Errorf("a bad scope: %d %s", r.status, r.body)
+	}
+
+	e := do(t, b, "GET", "/v1/endpoints?scope=cluster")
+	eps, _ := e.json["endpoints"].([]any)
+	if e.status != 200 || len(eps) != 1 || eps[0].(map[string]any)["name"] != "orders" || e.json["complete"] != true {
+		t.Errorf("cluster endpoints: %d %s", e.status, e.body)
+	}
+
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	g.extra = []cluster.Peer{{ID: "gone", URL: closed.URL}}
+	r = do(t, c, "GET", "/v1/stats?scope=cluster")
+	ms, _ = r.json["members"].([]any)
+	if r.status != 200 || r.json["complete"] != false || r.json["pending"] != 3.0 || len(ms) != 4 {
+		t.Fatalf("cluster stats with a member down: %d %s", r.status, r.body)
+	}
+	if last := ms[3].(map[string]any); last["answered"] != false || last["error"] == "" || last["api"] != closed.URL {
+		t.Errorf("the member down: %v", last)
+	}
+	if r := do(t, c, "GET", "/v1/stats?scope=cluster", "Authorization", ""); r.status != 401 {
+		t.Errorf("cluster stats without the token: %d", r.status)
+	}
+}
