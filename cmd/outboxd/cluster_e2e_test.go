@@ -297,6 +297,59 @@ func TestAnyInstanceAnswersForAnyEvent(t *testing.T) {
 			t.Errorf("after the delete, GET %s on %s: %d %s", later[0], in.name, got.status, got.body)
 		}
 	}
+
+	// inspect --cluster: every partition, its owner and address, no lag
+	// once the offsets are committed, and the pending events of its store.
+	inspectArgs := []string{"inspect", "--cluster", "--kafka-brokers", f.brokers, "--kafka-topic", fleetTopic,
+		"--kafka-group", f.group, "--token", clusterToken}
+	var view struct {
+		State      string `json:"state"`
+		Partitions []struct {
+			Partition int    `json:"partition"`
+			API       string `json:"api"`
+			State     string `json:"state"`
+			Lag       int64  `json:"lag"`
+			End       int64  `json:"end_offset"`
+			Pending   *int   `json:"pending"`
+		} `json:"partitions"`
+		Unanswered map[string]string `json:"unanswered"`
+	}
+	var last string
+	testkit.WaitFor(t, waitLong, "inspect --cluster: every offset committed", func() bool {
+		code, out := run(t, f.dir, append(inspectArgs, "--json")...)
+		last = out
+		if code != 0 || json.Unmarshal([]byte(out), &view) != nil {
+			return false
+		}
+		for _, p := range view.Partitions {
+			if p.Lag != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	pending, end := 0, int64(0)
+	for _, p := range view.Partitions {
+		if urls[p.API] == nil || p.State != kafka.PartitionActive || p.Pending == nil {
+			t.Errorf("inspect --cluster: partition %+v, want an owner with its address and store", p)
+			continue
+		}
+		pending += *p.Pending
+		end += p.End
+	}
+	if len(view.Partitions) != fleetPartitions || pending != len(later)-1 || end != int64(len(later)+len(dead)) || len(view.Unanswered) > 0 {
+		t.Errorf("inspect --cluster: %d partitions, %d pending, %d records, want %d, %d, %d:\n%s",
+			len(view.Partitions), pending, end, fleetPartitions, len(later)-1, len(later)+len(dead), last)
+	}
+	code, out := run(t, f.dir, inspectArgs...)
+	if code != 0 || !strings.Contains(out, "PARTITION  OWNER") || !strings.Contains(out, a.p.url("")) {
+		t.Errorf("inspect --cluster: exit %d:\n%s", code, out)
+	}
+	t.Logf("outboxd inspect --cluster:\n%s", out)
+	code, out = run(t, f.dir, "inspect", "--cluster", "--kafka-brokers", f.brokers, "--kafka-topic", fleetTopic, "--kafka-group", f.group)
+	if code != 0 || !strings.Contains(out, "answered 401") || !strings.Contains(out, "?") {
+		t.Errorf("inspect --cluster without the token: exit %d:\n%s", code, out)
+	}
 }
 
 // An instance of a group listening on a wildcard address cannot tell the
