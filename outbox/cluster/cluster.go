@@ -27,6 +27,11 @@ const ForwardedHeader = "Outbox-Forwarded-By"
 // advertised URL.
 const ServedByHeader = "Outbox-Served-By"
 
+// MovingHeader, on a 404 one member gives another, says that the member
+// holds partitions that are not serving yet (restoring, or handing over):
+// the event may be in one of them.
+const MovingHeader = "Outbox-Partitions-Moving"
+
 // DefaultTimeout is the default of Config.Timeout.
 const DefaultTimeout = 5 * time.Second
 
@@ -60,6 +65,11 @@ type Config struct {
 	// that an unreachable member that owns it is named as the owner.
 	// Default: none does.
 	PartitionOf func(id string) (int, bool)
+	// Moving reports whether this instance holds partitions whose stores
+	// are not serving yet (restoring, handing over), or is between two
+	// generations of the group: an event it does not find may be in one
+	// of them. Default: never.
+	Moving func() bool
 	// Timeout bounds one forwarded request. Default DefaultTimeout (5s).
 	Timeout time.Duration
 	// Transport carries the forwarded requests. Default: a transport of
@@ -98,6 +108,9 @@ func New(local http.Handler, cfg Config) *Handler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Moving == nil {
+		cfg.Moving = func() bool { return false }
+	}
 	if cfg.PartitionOf == nil {
 		cfg.PartitionOf = func(string) (int, bool) { return 0, false }
 	}
@@ -134,7 +147,12 @@ func (h *Handler) Close() {
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get(ForwardedHeader) != "" {
-		h.local.ServeHTTP(w, r) // never forwarded twice
+		// Never forwarded twice. A member with partitions on the move says
+		// so with its answer (it matters only on a 404).
+		if h.cfg.Moving() {
+			w.Header().Set(MovingHeader, "true")
+		}
+		h.local.ServeHTTP(w, r)
 		return
 	}
 	h.mux.ServeHTTP(w, r)
@@ -280,8 +298,9 @@ func (h *Handler) ask(r *http.Request, a *answer, path, query string) {
 		u += "?" + query
 	}
 	req, err := http.NewRequestWithContext(ctx, r.Method, u, nil)
-	if err != nil {
-		a.err = fmt.Errorf("bad address %q", a.peer.URL)
+	if err != nil || req.URL.Scheme != "http" && req.URL.Scheme != "https" || req.URL.User != nil {
+		// The token goes only to an http(s) address without credentials.
+		a.err = errors.New("the member announces an API address that is not an http:// or https:// URL")
 		return
 	}
 	for _, k := range []string{"Authorization", "Accept", "Traceparent", "Tracestate"} {
@@ -345,10 +364,6 @@ func (h *Handler) event(w http.ResponseWriter, r *http.Request) {
 			" is not held by this instance, and the members of the group cannot be learned now: " + err.Error()})
 		return
 	}
-	if len(peers) == 0 {
-		write(w, local, "")
-		return
-	}
 	answers := h.forward(r, peers, r.URL.EscapedPath(), r.URL.RawQuery)
 	if a := pick(answers); a != nil {
 		write(w, a, a.peer.URL)
@@ -369,6 +384,12 @@ func (h *Handler) event(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if len(down) == 0 {
+		if moving := h.cfg.Moving() || slices.ContainsFunc(answers, func(a *answer) bool { return a.header.Get(MovingHeader) != "" }); moving {
+			w.Header().Set("Retry-After", "1")
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "event " + strconv.Quote(id) +
+				" is not held by any member now, but partitions are moving between members and it may be in one being restored: retry shortly"})
+			return
+		}
 		write(w, local, "")
 		return
 	}

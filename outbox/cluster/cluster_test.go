@@ -41,11 +41,12 @@ func (deadSink) Deliver(_ context.Context, d *outbox.Delivery) outbox.Result {
 // member is one instance of a test group: an outbox on a file, its API
 // behind a cluster.Handler, served on loopback.
 type member struct {
-	id   string
-	o    *outbox.Outbox
-	srv  *httptest.Server
-	seen atomic.Int64 // requests that reached the member
-	h    *cluster.Handler
+	id     string
+	o      *outbox.Outbox
+	srv    *httptest.Server
+	seen   atomic.Int64 // requests that reached the member
+	moving atomic.Bool  // the member reports partitions on the move
+	h      *cluster.Handler
 }
 
 // group is a test group whose members all know each other; down members
@@ -85,6 +86,7 @@ func newGroup(t *testing.T, n int, timeout time.Duration) *group {
 				}
 				return append(out, g.extra...), nil
 			},
+			Moving: m.moving.Load,
 			PartitionOf: func(id string) (int, bool) {
 				if rest, ok := strings.CutPrefix(id, "part7-"); ok && rest != "" {
 					return 7, true
@@ -205,6 +207,19 @@ func TestAnyMemberAnswersForAnyEvent(t *testing.T) {
 	}
 	if r := do(t, c, "GET", "/v1/events/nowhere"); r.status != 404 {
 		t.Errorf("an event no member holds: %d %s", r.status, r.body)
+	}
+	// While partitions move, an event found nowhere may be in one being
+	// restored: not a 404, but a 503 to retry, whether the member asked
+	// or another one has partitions on the move.
+	for _, m := range []*member{c, b} {
+		m.moving.Store(true)
+		if r := do(t, c, "GET", "/v1/events/nowhere"); r.status != 503 || r.header.Get("Retry-After") == "" || !strings.Contains(r.body, "moving") {
+			t.Errorf("an event found nowhere while %s's partitions move: %d %s", m.id, r.status, r.body)
+		}
+		m.moving.Store(false)
+	}
+	if r := do(t, c, "GET", "/v1/events/ev-dead"); r.status != 200 {
+		t.Errorf("an event found while partitions move: %d %s", r.status, r.body)
 	}
 }
 

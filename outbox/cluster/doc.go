@@ -34,8 +34,18 @@
 //
 // An event may briefly be held by no member while its partition moves
 // (between the revocation of the old owner's store and the restore of the
-// new owner's): the answer is then 404, and the same request a moment
-// later finds it.
+// new owner's). A member whose partitions are not all serving, or that is
+// between two generations of the group (Config.Moving), says so with
+// MovingHeader on its answers to forwarded requests; when no member holds
+// the event and one of them (or this one) has partitions on the move, the
+// answer is 503 with Retry-After: 1 rather than a 404 that may be false.
+//
+// The token goes to the addresses the members announce, and only to http
+// and https URLs without credentials. Whoever can join the consumer group
+// can announce an address: the group's members are trusted as much as the
+// token (they read the input topic and write the changelog anyway), so
+// control who may join the group (Kafka ACLs on the group and its topics)
+// and prefer https addresses between hosts.
 //
 // # Views of the whole group
 //

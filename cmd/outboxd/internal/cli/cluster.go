@@ -34,6 +34,7 @@ func (s *server) clusterAPI(local http.Handler, g *kafka.Group, k kafka.Config) 
 		Self:        k.AdvertiseURL,
 		Peers:       func(ctx context.Context) ([]cluster.Peer, error) { return groupPeers(ctx, g) },
 		PartitionOf: func(id string) (int, bool) { return kafka.RecordPartition(k.Topic, id) },
+		Moving:      func() bool { return partitionsMoving(g) },
 		Logger:      s.log.With("component", "cluster"),
 	})
 	s.cluster = h
@@ -51,4 +52,18 @@ func groupPeers(ctx context.Context, g *kafka.Group) ([]cluster.Peer, error) {
 		out[i] = cluster.Peer{ID: m.ID, URL: m.API, Partitions: m.Partitions, Self: m.Self}
 	}
 	return out, nil
+}
+
+// partitionsMoving reports whether g is between two generations or holds
+// partitions whose stores do not serve yet.
+func partitionsMoving(g *kafka.Group) bool {
+	if !g.Ready() {
+		return true
+	}
+	for _, p := range g.Partitions() {
+		if p.State != kafka.PartitionActive {
+			return true
+		}
+	}
+	return false
 }
