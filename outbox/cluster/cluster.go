@@ -241,7 +241,10 @@ func write(w http.ResponseWriter, a *answer, servedBy string) {
 
 // writeJSON answers with status and v as JSON.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, _ := json.Marshal(v) // our own types always encode
+	b, err := json.Marshal(v)
+	if err != nil { // a member's answer kept raw that does not encode
+		status, b = http.StatusInternalServerError, []byte(`{"error":"internal error encoding the answer"}`)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"net/http"
@@ -119,23 +120,36 @@ func (h *Handler) stats(w http.ResponseWriter, r *http.Request) {
 	if done {
 		return
 	}
-	var out struct {
-		counts
-		Scope    string       `json:"scope"`
-		Complete bool         `json:"complete"`
-		Members  []memberView `json:"members"`
-	}
-	out.Scope, out.Complete = ScopeCluster, true
+	writeJSON(w, http.StatusOK, sumStats(answers))
+}
+
+// clusterStats is the answer of GET /v1/stats?scope=cluster.
+type clusterStats struct {
+	counts
+	Scope    string       `json:"scope"`
+	Complete bool         `json:"complete"`
+	Members  []memberView `json:"members"`
+}
+
+// isObject reports whether b is a JSON object.
+func isObject(b []byte) bool {
+	b = bytes.TrimLeft(b, " \t\r\n")
+	return len(b) > 0 && b[0] == '{' && json.Valid(b)
+}
+
+// sumStats sums the members' stats answers.
+func sumStats(answers []*answer) clusterStats {
+	out := clusterStats{Scope: ScopeCluster, Complete: true}
 	for _, a := range answers {
 		var c counts
-		ok := !a.failed() && a.status == http.StatusOK && json.Unmarshal(a.body, &c) == nil
+		ok := !a.failed() && a.status == http.StatusOK && isObject(a.body) && json.Unmarshal(a.body, &c) == nil
 		reason := a.reason()
 		if !a.failed() && !ok {
 			reason = "answered " + strconv.Itoa(a.status) + " without stats"
 		}
 		v := view(a, ok, reason)
 		if ok {
-			v.Stats = json.RawMessage(a.body)
+			v.Stats = json.RawMessage(bytes.TrimSpace(a.body))
 			out.Pending += c.Pending
 			out.Dead += c.Dead
 			out.InFlight += c.InFlight
@@ -147,7 +161,7 @@ func (h *Handler) stats(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Members = append(out.Members, v)
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out
 }
 
 // endpoint is the part of an endpoint's state the merge reads; the rest
@@ -246,19 +260,26 @@ func (h *Handler) endpoints(w http.ResponseWriter, r *http.Request) {
 	if done {
 		return
 	}
+	writeJSON(w, http.StatusOK, mergeEndpoints(answers))
+}
+
+// clusterEndpoints is the answer of GET /v1/endpoints?scope=cluster.
+type clusterEndpoints struct {
+	Endpoints []map[string]json.RawMessage `json:"endpoints"`
+	Scope     string                       `json:"scope"`
+	Complete  bool                         `json:"complete"`
+	Members   []memberView                 `json:"members"`
+}
+
+// mergeEndpoints merges the members' endpoints answers.
+func mergeEndpoints(answers []*answer) clusterEndpoints {
 	byName := map[string]*mergedEndpoint{}
-	var out struct {
-		Endpoints []map[string]json.RawMessage `json:"endpoints"`
-		Scope     string                       `json:"scope"`
-		Complete  bool                         `json:"complete"`
-		Members   []memberView                 `json:"members"`
-	}
-	out.Scope, out.Complete, out.Endpoints = ScopeCluster, true, []map[string]json.RawMessage{}
+	out := clusterEndpoints{Scope: ScopeCluster, Complete: true, Endpoints: []map[string]json.RawMessage{}}
 	for _, a := range answers {
 		var body struct {
 			Endpoints []json.RawMessage `json:"endpoints"`
 		}
-		ok := !a.failed() && a.status == http.StatusOK && json.Unmarshal(a.body, &body) == nil
+		ok := !a.failed() && a.status == http.StatusOK && isObject(a.body) && json.Unmarshal(a.body, &body) == nil
 		reason := a.reason()
 		if !a.failed() && !ok {
 			reason = "answered " + strconv.Itoa(a.status) + " without endpoints"
@@ -266,7 +287,7 @@ func (h *Handler) endpoints(w http.ResponseWriter, r *http.Request) {
 		for _, raw := range body.Endpoints {
 			var e endpoint
 			var obj map[string]json.RawMessage
-			if !ok || json.Unmarshal(raw, &e) != nil || json.Unmarshal(raw, &obj) != nil || e.Name == "" {
+			if !ok || !isObject(raw) || json.Unmarshal(raw, &e) != nil || json.Unmarshal(raw, &obj) != nil || e.Name == "" {
 				continue
 			}
 			if m, seen := byName[e.Name]; seen {
@@ -288,5 +309,5 @@ func (h *Handler) endpoints(w http.ResponseWriter, r *http.Request) {
 	for _, n := range names {
 		out.Endpoints = append(out.Endpoints, byName[n].object())
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out
 }
