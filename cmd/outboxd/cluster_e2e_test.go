@@ -28,23 +28,20 @@ import (
 
 const clusterToken = "cluster-e2e-token"
 
-// addMember starts an instance of f that requires clusterToken.
-func (f *fleet) addMember(name string) *instance {
+// withToken makes the instances f starts from now on require
+// clusterToken, with the group session timeout session.
+func (f *fleet) withToken(session time.Duration) {
 	f.t.Helper()
-	f.mu.Lock()
-	if !strings.HasSuffix(f.tuning, "-token.yaml") {
-		b, err := os.ReadFile(f.tuning)
-		if err != nil {
-			f.t.Fatal(err)
-		}
-		tuning := strings.TrimSuffix(f.tuning, ".yaml") + "-token.yaml"
-		if err := os.WriteFile(tuning, append(b, "token: "+clusterToken+"\n"...), 0o600); err != nil {
-			f.t.Fatal(err)
-		}
-		f.tuning = tuning
+	b, err := os.ReadFile(f.tuning)
+	if err != nil {
+		f.t.Fatal(err)
 	}
-	f.mu.Unlock()
-	return f.add(name)
+	text := strings.Replace(string(b), "session_timeout: "+fleetSession.String(), "session_timeout: "+session.String(), 1)
+	tuning := strings.TrimSuffix(f.tuning, ".yaml") + "-token.yaml"
+	if err := os.WriteFile(tuning, []byte(text+"token: "+clusterToken+"\n"), 0o600); err != nil {
+		f.t.Fatal(err)
+	}
+	f.tuning = tuning
 }
 
 // apiCall is one answer of an instance's API.
@@ -130,21 +127,24 @@ func waitShared(t *testing.T, ins ...*instance) {
 	})
 }
 
-// produceScheduled produces one record per ID, to be delivered at at.
-func (f *fleet) produceScheduled(t *testing.T, idList []string, at time.Time) {
+// produceScheduled produces one record per key, to be delivered at at,
+// with the key as its ID unless noID.
+func (f *fleet) produceScheduled(t *testing.T, keys []string, at time.Time, noID bool) {
 	t.Helper()
 	p := f.producer()
-	msgs := make([]kafkago.Message, len(idList))
-	for i, id := range idList {
-		msgs[i] = kafkago.Message{Key: []byte(id), Value: []byte(`{"id":"` + id + `"}`), Headers: []kafkago.Header{
-			{Key: kafka.DefaultIDHeader, Value: []byte(id)},
+	msgs := make([]kafkago.Message, len(keys))
+	for i, k := range keys {
+		msgs[i] = kafkago.Message{Key: []byte(k), Value: []byte(`{"key":"` + k + `"}`), Headers: []kafkago.Header{
 			{Key: kafka.DefaultDeliverAtHeader, Value: []byte(at.UTC().Format(time.RFC3339))},
 		}}
+		if !noID {
+			msgs[i].Headers = append(msgs[i].Headers, kafkago.Header{Key: kafka.DefaultIDHeader, Value: []byte(k)})
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := p.w.WriteMessages(ctx, msgs...); err != nil {
-		t.Fatalf("producing %d records: %v", len(idList), err)
+		t.Fatalf("producing %d records: %v", len(keys), err)
 	}
 }
 
@@ -168,7 +168,8 @@ func TestAnyInstanceAnswersForAnyEvent(t *testing.T) {
 		}
 		return http.StatusServiceUnavailable
 	})
-	a, b, c := f.addMember("a"), f.addMember("b"), f.addMember("c")
+	f.withToken(fleetSession)
+	a, b, c := f.add("a"), f.add("b"), f.add("c")
 	fleet := []*instance{a, b, c}
 	waitShared(t, fleet...)
 
@@ -176,7 +177,7 @@ func TestAnyInstanceAnswersForAnyEvent(t *testing.T) {
 	// about: every instance must give the same bytes.
 	later := ids("later", 0, 12)
 	dead := ids("dead", 0, 6)
-	f.produceScheduled(t, later, time.Now().Add(time.Hour))
+	f.produceScheduled(t, later, time.Now().Add(time.Hour), false)
 	f.producer().mustWrite(t, dead)
 	testkit.WaitFor(t, waitLong, "the events ingested and the dead letters dead", func() bool {
 		pend, dl := 0, 0
@@ -350,6 +351,56 @@ func TestAnyInstanceAnswersForAnyEvent(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "answered 401") || !strings.Contains(out, "?") {
 		t.Errorf("inspect --cluster without the token: exit %d:\n%s", code, out)
 	}
+}
+
+// When the owner of an event is lost, an instance asked about it answers
+// 502 naming the owner and its address (its ID, made by Kafka, tells its
+// partition), until the group has moved the partition.
+func TestLostOwnerIsNamedWithItsAddress(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	f.rc.setRespond(answerAll503)
+	// A long session: the group notices the loss long after the asking.
+	f.withToken(30 * time.Second)
+	a, b, c := f.add("a"), f.add("b"), f.add("c")
+	waitShared(t, a, b, c)
+	f.produceScheduled(t, ids("k", 0, 12), time.Now().Add(time.Hour), true)
+	var held string
+	testkit.WaitFor(t, waitLong, "an event b holds", func() bool {
+		s, ok := memberStats(b)
+		if !ok || s.pendingIngested() == 0 {
+			return false
+		}
+		for _, p := range s.Kafka.Partitions {
+			if p.Pending > 0 {
+				for off := int64(0); off < 12; off++ {
+					id := kafka.RecordID(fleetTopic, p.Partition, off)
+					if r := ask(t, b, http.MethodGet, "/v1/events/"+id); r.status == http.StatusOK && r.header.Get(cluster.ServedByHeader) == "" {
+						held = id
+						return true
+					}
+				}
+			}
+		}
+		return false
+	})
+	if r := ask(t, a, http.MethodGet, "/v1/events/"+held); r.status != http.StatusOK {
+		t.Fatalf("GET %s through a before the loss: %d %s", held, r.status, r.body)
+	}
+	b.kill()
+	got := ask(t, a, http.MethodGet, "/v1/events/"+held)
+	var fe struct {
+		Error       string `json:"error"`
+		Unreachable []struct {
+			API   string `json:"api"`
+			Owner bool   `json:"owner"`
+		} `json:"unreachable"`
+	}
+	if err := json.Unmarshal(got.body, &fe); err != nil || got.status != http.StatusBadGateway || len(fe.Unreachable) != 1 ||
+		fe.Unreachable[0].API != b.p.url("") || !fe.Unreachable[0].Owner || !strings.Contains(fe.Error, "its owner") {
+		t.Errorf("GET %s through a with its owner b lost: %d %s, want 502 naming b at %s as the owner", held, got.status, got.body, b.p.url(""))
+	}
+	t.Logf("with its owner lost: %d %s", got.status, got.body)
 }
 
 // An instance of a group listening on a wildcard address cannot tell the
