@@ -401,6 +401,12 @@ func TestLostOwnerIsNamedWithItsAddress(t *testing.T) {
 		t.Errorf("GET %s through a with its owner b lost: %d %s, want 502 naming b at %s as the owner", held, got.status, got.body, b.p.url(""))
 	}
 	t.Logf("with its owner lost: %d %s", got.status, got.body)
+	if n, ok := a.metric("outboxd_cluster_forwards_total", `outcome="unreachable"`); !ok || n != 1 {
+		t.Errorf("outboxd_cluster_forwards_total{outcome=\"unreachable\"} on a = %v (found %v), want 1", n, ok)
+	}
+	if n, ok := a.metric("outboxd_cluster_forwards_total", `outcome="answered"`); !ok || n < 1 {
+		t.Errorf("outboxd_cluster_forwards_total{outcome=\"answered\"} on a = %v (found %v), want the GET before the loss", n, ok)
+	}
 }
 
 // An instance of a group listening on a wildcard address cannot tell the

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -86,6 +87,7 @@ type Config struct {
 // and the endpoints for the whole group (see the package documentation).
 // Create it with New; Close releases its connections.
 type Handler struct {
+	counts counters
 	local  http.Handler
 	cfg    Config
 	client *http.Client
@@ -135,6 +137,33 @@ func New(local http.Handler, cfg Config) *Handler {
 	h.mux.HandleFunc("GET /v1/endpoints", h.endpoints)
 	h.mux.Handle("/", local)
 	return h
+}
+
+// Counts are what a Handler did since it was created.
+type Counts struct {
+	// The event requests no local store could answer, asked of the other
+	// members, by outcome: a member held the event and answered
+	// (Answered); none held it (NotFound, 404); none held it while
+	// partitions moved (Moving, 503); members that might hold it could
+	// not be asked (Unreachable, 502 or 504); the members could not be
+	// learned (NoMembers, 503).
+	Answered, NotFound, Moving, Unreachable, NoMembers uint64
+	// ClusterViews counts the answers with scope=cluster; Incomplete
+	// those in which some member did not answer.
+	ClusterViews, Incomplete uint64
+}
+
+// counters are the atomic counts behind Counts.
+type counters struct {
+	answered, notFound, moving, unreachable, noMembers, views, incomplete atomic.Uint64
+}
+
+// Counts returns what the Handler did so far.
+func (h *Handler) Counts() Counts {
+	c := &h.counts
+	return Counts{Answered: c.answered.Load(), NotFound: c.notFound.Load(), Moving: c.moving.Load(),
+		Unreachable: c.unreachable.Load(), NoMembers: c.noMembers.Load(),
+		ClusterViews: c.views.Load(), Incomplete: c.incomplete.Load()}
 }
 
 // Close closes the idle connections of the Handler's own transport.
@@ -362,6 +391,7 @@ func (h *Handler) event(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	peers, err := h.others(r.Context())
 	if err != nil {
+		h.counts.noMembers.Add(1)
 		h.cfg.Logger.Warn("cluster: cannot learn the members of the group", "err", err)
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "event " + strconv.Quote(id) +
 			" is not held by this instance, and the members of the group cannot be learned now: " + err.Error()})
@@ -369,6 +399,7 @@ func (h *Handler) event(w http.ResponseWriter, r *http.Request) {
 	}
 	answers := h.forward(r, peers, r.URL.EscapedPath(), r.URL.RawQuery)
 	if a := pick(answers); a != nil {
+		h.counts.answered.Add(1)
 		write(w, a, a.peer.URL)
 		return
 	}
@@ -388,14 +419,17 @@ func (h *Handler) event(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(down) == 0 {
 		if moving := h.cfg.Moving() || slices.ContainsFunc(answers, func(a *answer) bool { return a.header.Get(MovingHeader) != "" }); moving {
+			h.counts.moving.Add(1)
 			w.Header().Set("Retry-After", "1")
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "event " + strconv.Quote(id) +
 				" is not held by any member now, but partitions are moving between members and it may be in one being restored: retry shortly"})
 			return
 		}
+		h.counts.notFound.Add(1)
 		write(w, local, "")
 		return
 	}
+	h.counts.unreachable.Add(1)
 	status := http.StatusBadGateway
 	if timeouts == len(down) {
 		status = http.StatusGatewayTimeout

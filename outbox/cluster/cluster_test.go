@@ -221,6 +221,14 @@ func TestAnyMemberAnswersForAnyEvent(t *testing.T) {
 	if r := do(t, c, "GET", "/v1/events/ev-dead"); r.status != 200 {
 		t.Errorf("an event found while partitions move: %d %s", r.status, r.body)
 	}
+	// a had the GET and the attempts of ev-1, two replays and the delete
+	// answered by other members; c asked for "nowhere" three times.
+	if got := a.h.Counts(); got.Answered != 5 || got.NotFound != 0 {
+		t.Errorf("a's counts %+v, want 5 answered by another member", got)
+	}
+	if got := c.h.Counts(); got.NotFound != 1 || got.Moving != 2 {
+		t.Errorf("c's counts %+v, want 1 not found and 2 while partitions moved", got)
+	}
 }
 
 // Nothing is forwarded without the token; the token goes along to the
@@ -287,6 +295,13 @@ func TestUnreachableMembersAreNamed(t *testing.T) {
 	if r := do(t, a, "GET", "/v1/events/x"); r.status != 502 || !strings.Contains(r.body, "announces no API address") {
 		t.Errorf("a member without an address: %d %s", r.status, r.body)
 	}
+	g.extra = []cluster.Peer{{ID: "odd", URL: "file:///etc/passwd"}}
+	if r := do(t, a, "GET", "/v1/events/x"); r.status != 502 || !strings.Contains(r.body, "not an http://") {
+		t.Errorf("a member with an address that is not http(s): %d %s", r.status, r.body)
+	}
+	if got := a.h.Counts(); got.Unreachable != 4 {
+		t.Errorf("a's counts %+v, want 4 unreachable", got)
+	}
 }
 
 // scope=cluster sums the stats of every member and says which answered;
@@ -342,5 +357,8 @@ func TestClusterScopeSumsStatsAndMergesEndpoints(t *testing.T) {
 	}
 	if r := do(t, c, "GET", "/v1/stats?scope=cluster", "Authorization", ""); r.status != 401 {
 		t.Errorf("cluster stats without the token: %d", r.status)
+	}
+	if got := c.h.Counts(); got.ClusterViews != 1 || got.Incomplete != 1 {
+		t.Errorf("c's counts %+v, want one incomplete cluster view", got)
 	}
 }

@@ -79,6 +79,7 @@ func (h *Handler) gather(w http.ResponseWriter, r *http.Request, path string) (m
 	ctx := r.Context()
 	all, err := h.cfg.Peers(ctx)
 	if err != nil {
+		h.counts.noMembers.Add(1)
 		h.cfg.Logger.Warn("cluster: cannot learn the members of the group", "err", err)
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "the members of the group cannot be learned now: " + err.Error()})
 		return nil, true
@@ -120,7 +121,16 @@ func (h *Handler) stats(w http.ResponseWriter, r *http.Request) {
 	if done {
 		return
 	}
-	writeJSON(w, http.StatusOK, sumStats(answers))
+	out := sumStats(answers)
+	h.countView(out.Complete)
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (h *Handler) countView(complete bool) {
+	h.counts.views.Add(1)
+	if !complete {
+		h.counts.incomplete.Add(1)
+	}
 }
 
 // clusterStats is the answer of GET /v1/stats?scope=cluster.
@@ -260,7 +270,9 @@ func (h *Handler) endpoints(w http.ResponseWriter, r *http.Request) {
 	if done {
 		return
 	}
-	writeJSON(w, http.StatusOK, mergeEndpoints(answers))
+	out := mergeEndpoints(answers)
+	h.countView(out.Complete)
+	writeJSON(w, http.StatusOK, out)
 }
 
 // clusterEndpoints is the answer of GET /v1/endpoints?scope=cluster.

@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/http"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/outboxd/outbox/cmd/outboxd/internal/config"
 	"github.com/outboxd/outbox/kafka"
 	"github.com/outboxd/outbox/outbox/cluster"
@@ -66,4 +68,43 @@ func partitionsMoving(g *kafka.Group) bool {
 		}
 	}
 	return false
+}
+
+// clusterCollector exports what the cluster handler did:
+// outboxd_cluster_forwards_total{outcome} and
+// outboxd_cluster_views_total{complete}.
+type clusterCollector struct {
+	h               *cluster.Handler
+	forwards, views *prometheus.Desc
+}
+
+func newClusterCollector(h *cluster.Handler) *clusterCollector {
+	return &clusterCollector{
+		h: h,
+		forwards: prometheus.NewDesc("outboxd_cluster_forwards_total",
+			"Event requests no local store could answer, asked of the other members of the group, by outcome: "+
+				"answered (a member held the event), not_found, moving (503 while partitions moved), "+
+				"unreachable (502/504: members could not be asked), no_members (503: the group could not be described).",
+			[]string{"outcome"}, nil),
+		views: prometheus.NewDesc("outboxd_cluster_views_total",
+			"Answers with scope=cluster (stats, endpoints), by whether every member answered.",
+			[]string{"complete"}, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.forwards
+	ch <- c.views
+}
+
+// Collect implements prometheus.Collector.
+func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
+	n := c.h.Counts()
+	for outcome, v := range map[string]uint64{"answered": n.Answered, "not_found": n.NotFound, "moving": n.Moving,
+		"unreachable": n.Unreachable, "no_members": n.NoMembers} {
+		ch <- prometheus.MustNewConstMetric(c.forwards, prometheus.CounterValue, float64(v), outcome)
+	}
+	ch <- prometheus.MustNewConstMetric(c.views, prometheus.CounterValue, float64(n.ClusterViews-n.Incomplete), "true")
+	ch <- prometheus.MustNewConstMetric(c.views, prometheus.CounterValue, float64(n.Incomplete), "false")
 }

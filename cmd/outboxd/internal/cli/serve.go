@@ -179,6 +179,9 @@ func (s *server) run(sigs <-chan os.Signal) int {
 		ConnContext:    connContext,
 		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
+	if s.cluster != nil {
+		reg.MustRegister(newClusterCollector(s.cluster))
+	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(newConnLimiter(ln, lim.MaxConnections)) }()
 	if cfg.Token == "" && !loopback(ln.Addr()) {
