@@ -74,8 +74,9 @@ type Config struct {
 	// Timeout bounds one forwarded request. Default DefaultTimeout (5s).
 	Timeout time.Duration
 	// Transport carries the forwarded requests. Default: a transport of
-	// the Handler's own (a clone of http.DefaultTransport), whose idle
-	// connections Close closes.
+	// the Handler's own (a clone of http.DefaultTransport that goes to the
+	// members directly, never through a proxy named by the environment,
+	// which would see the token), whose idle connections Close closes.
 	Transport http.RoundTripper
 	// Logger receives what goes wrong while forwarding (never a request's
 	// headers). Default: discard.
@@ -120,6 +121,7 @@ func New(local http.Handler, cfg Config) *Handler {
 	rt := cfg.Transport
 	if rt == nil {
 		h.own = http.DefaultTransport.(*http.Transport).Clone()
+		h.own.Proxy = nil
 		h.own.MaxIdleConnsPerHost = 16
 		rt = h.own
 	}
