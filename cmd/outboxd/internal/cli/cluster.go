@@ -17,14 +17,17 @@ import (
 // the bound port when kafka.advertise_url is not set.
 func (s *server) kafkaSettings(ln net.Listener) (kafka.Config, error) {
 	k := s.cfg.Kafka
-	if k.Topic == "" || k.AdvertiseURL != "" {
+	if k.Topic == "" {
 		return k, nil
 	}
-	u, err := config.AdvertiseURL(s.cfg.Listen, ln.Addr())
-	if err != nil {
-		return k, &config.SettingError{Setting: "kafka.advertise_url", Reason: err.Error()}
+	if k.AdvertiseURL == "" {
+		u, err := config.AdvertiseURL(s.cfg.Listen, ln.Addr())
+		if err != nil {
+			return k, &config.SettingError{Setting: "kafka.advertise_url", Reason: err.Error()}
+		}
+		k.AdvertiseURL = u
 	}
-	k.AdvertiseURL = u
+	s.log.Info("the API is announced to the group's members", "advertise_url", k.AdvertiseURL)
 	return k, nil
 }
 

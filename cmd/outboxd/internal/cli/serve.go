@@ -190,7 +190,7 @@ func (s *server) run(sigs <-chan os.Signal) int {
 			"addr", ln.Addr().String())
 	}
 	s.log.Info("listening", "addr", ln.Addr().String(), "db", cfg.DB,
-		"endpoints", len(cfg.Endpoints), "kafka", cfg.Kafka.Enabled(), "advertise_url", s.kcfg.AdvertiseURL)
+		"endpoints", len(cfg.Endpoints), "kafka", cfg.Kafka.Enabled())
 	if hint := noEndpointHint(cfg); hint != "" {
 		s.log.Info(hint)
 	}
