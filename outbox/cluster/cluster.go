@@ -137,6 +137,7 @@ func New(local http.Handler, cfg Config) *Handler {
 	}
 	h.mux.HandleFunc("GET /v1/stats", h.stats)
 	h.mux.HandleFunc("GET /v1/endpoints", h.endpoints)
+	h.mux.HandleFunc("POST /v1/endpoints/{name}/enable", h.enable)
 	h.mux.Handle("/", local)
 	return h
 }
@@ -406,19 +407,7 @@ func (h *Handler) event(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	part, hasPart := h.cfg.PartitionOf(id)
-	var down []unreachable
-	timeouts := 0
-	for _, a := range answers {
-		if !a.failed() {
-			continue
-		}
-		u := unreachable{Member: a.peer.ID, API: a.peer.URL, Error: a.reason()}
-		u.Owner = hasPart && slices.Contains(a.peer.Partitions, part)
-		down = append(down, u)
-		if a.timedOut() {
-			timeouts++
-		}
-	}
+	down, timeouts := failures(answers, part, hasPart)
 	if len(down) == 0 {
 		if moving := h.cfg.Moving() || slices.ContainsFunc(answers, func(a *answer) bool { return a.header.Get(MovingHeader) != "" }); moving {
 			h.counts.moving.Add(1)
@@ -432,6 +421,30 @@ func (h *Handler) event(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.counts.unreachable.Add(1)
+	h.writeUnreachable(w, r, down, timeouts, "event "+strconv.Quote(id)+" is not held by the members that answered; ",
+		" could not be asked: send the request to it")
+}
+
+// failures returns the members of answers that could not be asked, the
+// owner of part marked when hasPart, and how many of them timed out.
+func failures(answers []*answer, part int, hasPart bool) (down []unreachable, timeouts int) {
+	for _, a := range answers {
+		if !a.failed() {
+			continue
+		}
+		u := unreachable{Member: a.peer.ID, API: a.peer.URL, Error: a.reason()}
+		u.Owner = hasPart && slices.Contains(a.peer.Partitions, part)
+		down = append(down, u)
+		if a.timedOut() {
+			timeouts++
+		}
+	}
+	return down, timeouts
+}
+
+// writeUnreachable answers 502, or 504 when every member in down timed
+// out, naming each member with its address between before and after.
+func (h *Handler) writeUnreachable(w http.ResponseWriter, r *http.Request, down []unreachable, timeouts int, before, after string) {
 	status := http.StatusBadGateway
 	if timeouts == len(down) {
 		status = http.StatusGatewayTimeout
@@ -445,15 +458,11 @@ func (h *Handler) event(w http.ResponseWriter, r *http.Request) {
 		names = append(names, fmt.Sprintf("%s at %s (%s)", what, cmpOr(u.API, "no address"), u.Error))
 	}
 	h.cfg.Logger.Warn("cluster: members did not answer a forwarded request", "method", r.Method, "path", r.URL.Path,
-		"unreachable", len(down), "members", len(peers)+1)
+		"unreachable", len(down))
 	writeJSON(w, status, struct {
 		Error       string        `json:"error"`
 		Unreachable []unreachable `json:"unreachable"`
-	}{
-		Error: "event " + strconv.Quote(id) + " is not held by the members that answered; " +
-			strings.Join(names, "; ") + " could not be asked: send the request to it",
-		Unreachable: down,
-	})
+	}{before + strings.Join(names, "; ") + after, down})
 }
 
 // pick returns the answer of the member that holds the event: a success

@@ -28,12 +28,18 @@ func TestMain(m *testing.M) {
 const token = "s3cret-token"
 
 // deadSink keeps every event pending (503, retried in an hour), but makes
-// the events whose key is "dead" dead letters at their first attempt.
-type deadSink struct{}
+// the events whose key is "dead" dead letters at their first attempt, and
+// disables the endpoint of those whose key is "gone" (410).
+type deadSink struct {
+	healed *atomic.Bool // when set and true, "gone" no longer disables
+}
 
-func (deadSink) Deliver(_ context.Context, d *outbox.Delivery) outbox.Result {
-	if d.Key == "dead" {
+func (s deadSink) Deliver(_ context.Context, d *outbox.Delivery) outbox.Result {
+	switch {
+	case d.Key == "dead":
 		return outbox.Result{Action: outbox.ActionDead, Status: 422}
+	case d.Key == "gone" && (s.healed == nil || !s.healed.Load()):
+		return outbox.Result{Action: outbox.ActionDisable, Status: 410}
 	}
 	return outbox.Result{Action: outbox.ActionRetry, Status: 503, RetryAfter: time.Hour}
 }
@@ -52,6 +58,7 @@ type member struct {
 // group is a test group whose members all know each other; down members
 // stay listed but do not answer.
 type group struct {
+	healed  atomic.Bool // the receiver behind "gone" is back
 	members []*member
 	extra   []cluster.Peer // listed members that are not served here
 	parts   map[string][]int
@@ -62,7 +69,7 @@ func newGroup(t testing.TB, n int, timeout time.Duration) *group {
 	g := &group{parts: map[string][]int{}}
 	for i := range n {
 		m := &member{id: string(rune('a' + i))}
-		o, err := outbox.Open(filepath.Join(t.TempDir(), "outbox.db"), outbox.Config{Sink: deadSink{}, Interval: 10 * time.Millisecond})
+		o, err := outbox.Open(filepath.Join(t.TempDir(), "outbox.db"), outbox.Config{Sink: deadSink{healed: &g.healed}, Interval: 10 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,6 +182,12 @@ func TestAnyMemberAnswersForAnyEvent(t *testing.T) {
 	testkit.WaitFor(t, time.Minute, "ev-dead dead", func() bool {
 		ev, err := c.o.Get(context.Background(), "ev-dead")
 		return err == nil && ev.State == outbox.StateDead
+	})
+	// After its first attempt ev-1 waits an hour: it does not change
+	// while the members are asked about it.
+	testkit.WaitFor(t, time.Minute, "ev-1 attempted", func() bool {
+		ev, err := b.o.Get(context.Background(), "ev-1")
+		return err == nil && ev.Attempts == 1
 	})
 
 	own := do(t, b, "GET", "/v1/events/ev-1")
@@ -364,5 +377,43 @@ func TestClusterScopeSumsStatsAndMergesEndpoints(t *testing.T) {
 	}
 	if got := c.h.Counts(); got.ClusterViews != 1 || got.Incomplete != 1 {
 		t.Errorf("c's counts %+v, want one incomplete cluster view", got)
+	}
+}
+
+// Enabling an endpoint through any member enables it on every member that
+// disabled it; an endpoint no member knows is a 404.
+func TestEnableReachesEveryMember(t *testing.T) {
+	g := newGroup(t, 3, time.Second)
+	a, b, c := g.members[0], g.members[1], g.members[2]
+	enqueue(t, b, "b-1", "gone")
+	enqueue(t, c, "c-1", "gone")
+	disabled := func(m *member) bool {
+		eps, err := m.o.Endpoints(context.Background())
+		return err == nil && len(eps) == 1 && eps[0].Disabled
+	}
+	testkit.WaitFor(t, time.Minute, "orders disabled on b and c", func() bool { return disabled(b) && disabled(c) })
+	if r := do(t, a, "GET", "/v1/endpoints?scope=cluster"); !strings.Contains(r.body, `"disabled":true`) {
+		t.Errorf("cluster endpoints with orders disabled on b and c: %s", r.body)
+	}
+	g.healed.Store(true)
+	r := do(t, a, "POST", "/v1/endpoints/orders/enable")
+	if r.status != 200 || r.json["name"] != "orders" || r.json["disabled"] != false {
+		t.Fatalf("enable through a: %d %s", r.status, r.body)
+	}
+	if disabled(b) || disabled(c) {
+		t.Errorf("after the enable through a: disabled on b %v, on c %v", disabled(b), disabled(c))
+	}
+	if r := do(t, a, "POST", "/v1/endpoints/nobody/enable"); r.status != 404 {
+		t.Errorf("enable of an endpoint no member knows: %d %s", r.status, r.body)
+	}
+	before := b.seen.Load()
+	if r := do(t, a, "POST", "/v1/endpoints/orders/enable", "Authorization", ""); r.status != 401 || b.seen.Load() != before {
+		t.Errorf("enable without the token: %d, %d requests reached b", r.status, b.seen.Load()-before)
+	}
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	g.extra = []cluster.Peer{{ID: "gone", URL: closed.URL}}
+	if r := do(t, a, "POST", "/v1/endpoints/orders/enable"); r.status != 502 || !strings.Contains(r.body, closed.URL) || !strings.Contains(r.body, "send the request again") {
+		t.Errorf("enable with a member down: %d %s", r.status, r.body)
 	}
 }

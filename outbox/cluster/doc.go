@@ -63,5 +63,15 @@
 // is still 200. Without scope, or with scope=local, both answer for this
 // member's stores, as before; another scope is 400.
 //
+// # Enabling an endpoint
+//
+// An endpoint's state (disabled by a 410, throttled, its breaker) is kept
+// in every store that delivers to it, on every member. POST
+// /v1/endpoints/{name}/enable is therefore sent to every member: the
+// answer is the endpoint's state merged over those that know it, 404 when
+// none does, and 502 or 504 naming the members that could not be asked
+// (the others enabled it; enabling again is harmless). POST
+// /v1/endpoints/{name}/retry, whose pace is per store, stays local.
+//
 // Every other route is the local API's, untouched.
 package cluster
