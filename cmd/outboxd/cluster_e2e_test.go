@@ -157,12 +157,17 @@ func TestAnyInstanceAnswersForAnyEvent(t *testing.T) {
 	f := newFleet(t)
 	var mu sync.Mutex
 	replayed := map[string]bool{}
+	healed := false
 	f.rc.setRespond(func(_ *http.Request, id string) int {
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
 		case replayed[id]:
 			return http.StatusNoContent
+		case strings.HasPrefix(id, "gone-") && healed:
+			return http.StatusNoContent
+		case strings.HasPrefix(id, "gone-"):
+			return http.StatusGone // disables the endpoint in the store that delivers it
 		case strings.HasPrefix(id, "dead-"):
 			return http.StatusUnprocessableEntity // a dead letter at once
 		}
@@ -351,6 +356,31 @@ func TestAnyInstanceAnswersForAnyEvent(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "answered 401") || !strings.Contains(out, "?") {
 		t.Errorf("inspect --cluster without the token: exit %d:\n%s", code, out)
 	}
+
+	// The endpoint disabled (410) in the stores of every member is enabled
+	// on all of them through one.
+	gone := ids("gone", 0, 12)
+	f.producer().mustWrite(t, gone)
+	disabledOn := func(in *instance, query string) bool {
+		var eps struct{ Endpoints []struct{ Disabled bool } }
+		got := ask(t, in, http.MethodGet, "/v1/endpoints"+query)
+		return json.Unmarshal(got.body, &eps) == nil && len(eps.Endpoints) == 1 && eps.Endpoints[0].Disabled
+	}
+	testkit.WaitFor(t, waitLong, "the endpoint disabled on every member", func() bool {
+		return disabledOn(a, "") && disabledOn(b, "") && disabledOn(c, "") && disabledOn(c, "?scope=cluster")
+	})
+	mu.Lock()
+	healed = true
+	mu.Unlock()
+	if got := ask(t, b, http.MethodPost, "/v1/endpoints/orders/enable"); got.status != http.StatusOK || strings.Contains(string(got.body), `"disabled":true`) {
+		t.Errorf("enable through b: %d %s", got.status, got.body)
+	}
+	for _, in := range fleet {
+		if disabledOn(in, "") {
+			t.Errorf("after the enable through b, the endpoint is still disabled on %s", in.name)
+		}
+	}
+	f.waitDelivered(waitLong, gone)
 }
 
 // When the owner of an event is lost, an instance asked about it answers
