@@ -56,7 +56,7 @@ type Group struct {
 	memberID     string // this instance's member ID in generation
 	preflightErr error
 
-	membersMu  sync.Mutex // guards what Members last learned
+	membersMu  chan struct{} // a lock that waits within a context: held by the Members call under way
 	members    []Member
 	membersGen int32
 	membersAt  time.Time
@@ -109,7 +109,8 @@ func StartGroup(ctx context.Context, cfg Config, sc StoreConfig, logger *slog.Lo
 	if err != nil {
 		return nil, err
 	}
-	g := &Group{cfg: cfg, sc: sc, log: logger, conns: cn, met: &metrics{}, closed: make(chan struct{}), tasks: map[int]*task{}}
+	g := &Group{cfg: cfg, sc: sc, log: logger, conns: cn, met: &metrics{}, closed: make(chan struct{}), tasks: map[int]*task{},
+		membersMu: make(chan struct{}, 1)}
 
 	pctx, pcancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	maxBytes, perr := g.preflight(pctx)

@@ -85,8 +85,12 @@ func (g *Group) Members(ctx context.Context) ([]Member, error) {
 	g.mu.Lock()
 	gen, self := g.generation, g.memberID
 	g.mu.Unlock()
-	g.membersMu.Lock()
-	defer g.membersMu.Unlock()
+	select { // one call asks the coordinator; the others wait for what it learns
+	case g.membersMu <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-g.membersMu }()
 	if g.members != nil && g.membersGen == gen && time.Since(g.membersAt) < membersTTL {
 		return markSelf(g.members, self), nil
 	}
