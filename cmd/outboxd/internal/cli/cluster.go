@@ -59,14 +59,16 @@ func groupPeers(ctx context.Context, g *kafka.Group) ([]cluster.Peer, error) {
 	return out, nil
 }
 
-// partitionsMoving reports whether g is between two generations or holds
-// partitions whose stores do not serve yet.
+// partitionsMoving reports whether g is between two generations or owns
+// partitions whose stores do not serve: restoring, handing over, or whose
+// restore failed (it is retried).
 func partitionsMoving(g *kafka.Group) bool {
 	if !g.Ready() {
 		return true
 	}
 	for _, p := range g.Partitions() {
-		if p.State != kafka.PartitionActive {
+		switch p.State {
+		case kafka.PartitionRestoring, kafka.PartitionHandingOver, kafka.PartitionFailed:
 			return true
 		}
 	}
