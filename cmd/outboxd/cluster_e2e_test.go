@@ -237,6 +237,11 @@ func TestAnyInstanceAnswersForAnyEvent(t *testing.T) {
 		}
 	}
 	t.Logf("the scheduled events are held by %v; each was asked on every instance", owners)
+	for _, in := range fleet {
+		if got := ask(t, in, http.MethodGet, "/v1/events/nowhere"); got.status != http.StatusNotFound {
+			t.Errorf("GET of an event no member holds, on %s with the group settled: %d %s", in.name, got.status, got.body)
+		}
+	}
 	if len(owners) < 2 {
 		t.Errorf("all the events are held by %v: the test asks no instance about another's events", owners)
 	}
