@@ -304,8 +304,11 @@ func (h *Handler) others(ctx context.Context) ([]Peer, error) {
 // forward sends r (without its body) to every peer at once, as path with
 // query, and returns their answers in the order of peers. The token
 // (Authorization) and the trace context go along; the request is marked
-// forwarded.
-func (h *Handler) forward(r *http.Request, peers []Peer, path, query string) []*answer {
+// forwarded. When enough is given and an answer satisfies it, the requests
+// still under way are cancelled (their answers are failures then).
+func (h *Handler) forward(r *http.Request, peers []Peer, path, query string, enough func(*answer) bool) []*answer {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
 	out := make([]*answer, len(peers))
 	var wg sync.WaitGroup
 	for i, p := range peers {
@@ -317,7 +320,10 @@ func (h *Handler) forward(r *http.Request, peers []Peer, path, query string) []*
 		wg.Add(1)
 		go func(a *answer) {
 			defer wg.Done()
-			h.ask(r, a, path, query)
+			h.ask(ctx, r, a, path, query)
+			if enough != nil && enough(a) {
+				cancel()
+			}
 		}(out[i])
 	}
 	wg.Wait()
@@ -325,8 +331,8 @@ func (h *Handler) forward(r *http.Request, peers []Peer, path, query string) []*
 }
 
 // ask makes one forwarded request and fills a.
-func (h *Handler) ask(r *http.Request, a *answer, path, query string) {
-	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
+func (h *Handler) ask(ctx context.Context, r *http.Request, a *answer, path, query string) {
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
 	defer cancel()
 	u := strings.TrimSuffix(a.peer.URL, "/") + path
 	if query != "" {
@@ -400,7 +406,9 @@ func (h *Handler) event(w http.ResponseWriter, r *http.Request) {
 			" is not held by this instance, and the members of the group cannot be learned now: " + err.Error()})
 		return
 	}
-	answers := h.forward(r, peers, r.URL.EscapedPath(), r.URL.RawQuery)
+	// The member that holds the event answers for it: the others are not
+	// waited for.
+	answers := h.forward(r, peers, r.URL.EscapedPath(), r.URL.RawQuery, holds)
 	if a := pick(answers); a != nil {
 		h.counts.answered.Add(1)
 		write(w, a, a.peer.URL)
@@ -465,16 +473,19 @@ func (h *Handler) writeUnreachable(w http.ResponseWriter, r *http.Request, down 
 	}{before + strings.Join(names, "; ") + after, down})
 }
 
+// holds reports whether a is the answer of a member that holds the event.
+func holds(a *answer) bool { return !a.failed() && a.status != http.StatusNotFound }
+
 // pick returns the answer of the member that holds the event: a success
 // first, else another answer of the member's own (409: not dead), or nil.
 func pick(answers []*answer) *answer {
 	for _, a := range answers {
-		if !a.failed() && a.status < 300 {
+		if holds(a) && a.status < 300 {
 			return a
 		}
 	}
 	for _, a := range answers {
-		if !a.failed() && a.status != http.StatusNotFound {
+		if holds(a) {
 			return a
 		}
 	}

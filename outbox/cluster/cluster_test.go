@@ -417,3 +417,29 @@ func TestEnableReachesEveryMember(t *testing.T) {
 		t.Errorf("enable with a member down: %d %s", r.status, r.body)
 	}
 }
+
+// The member that holds the event answers at once: a member that does not
+// answer is not waited for (its request is cancelled).
+func TestTheHolderIsNotHeldUpByASlowMember(t *testing.T) {
+	g := newGroup(t, 2, 10*time.Minute)
+	a, b := g.members[0], g.members[1]
+	enqueue(t, b, "ev-1", "k")
+	cancelled := make(chan struct{}, 1)
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done() // answers nothing until the request is given up
+		cancelled <- struct{}{}
+	}))
+	t.Cleanup(slow.Close)
+	g.extra = []cluster.Peer{{ID: "slow", URL: slow.URL}}
+	if r := do(t, a, "GET", "/v1/events/ev-1"); r.status != 200 || r.header.Get(cluster.ServedByHeader) != b.srv.URL {
+		t.Fatalf("GET through a with a slow member: %d %s", r.status, r.body)
+	}
+	testkit.WaitFor(t, 30*time.Second, "the slow member's request cancelled", func() bool {
+		select {
+		case <-cancelled:
+			return true
+		default:
+			return false
+		}
+	})
+}

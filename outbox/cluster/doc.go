@@ -12,8 +12,9 @@
 // 409 for a replay of an event that is not dead) is the answer. On a 404
 // the other members (Config.Peers) are asked at once, since an event ID
 // does not always tell its partition; the member that holds the event
-// answers, and its answer is passed on with ServedByHeader naming it. The
-// others answer 404. When no member holds the event, the answer is the
+// answers, and its answer is passed on with ServedByHeader naming it, at
+// once: the requests to the others (which answer 404) are cancelled, so a
+// slow member holds up only the requests for events nobody else holds. When no member holds the event, the answer is the
 // local 404. When some members could not be asked (no answer within
 // Config.Timeout, a connection refused, an answer 5xx or 401), and none
 // that answered holds the event, the answer is 502 (504 when every one of

@@ -26,7 +26,7 @@ func (h *Handler) enable(w http.ResponseWriter, r *http.Request) {
 			" cannot be enabled on every member: the members of the group cannot be learned now (" + err.Error() + "); send the request again"})
 		return
 	}
-	answers := append([]*answer{local}, h.forward(r, peers, r.URL.EscapedPath(), "")...)
+	answers := append([]*answer{local}, h.forward(r, peers, r.URL.EscapedPath(), "", nil)...)
 	if down, timeouts := failures(answers, 0, false); len(down) > 0 {
 		h.writeUnreachable(w, r, down, timeouts, "endpoint "+strconv.Quote(name)+" was enabled on the members that answered; ",
 			" could not be asked: send the request again (enabling twice is harmless)")

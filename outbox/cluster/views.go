@@ -97,7 +97,7 @@ func (h *Handler) gather(w http.ResponseWriter, r *http.Request, path string) (m
 		}
 		others = append(others, p)
 	}
-	answers := h.forward(r, others, path, "")
+	answers := h.forward(r, others, path, "", nil)
 	if selfAt < 0 {
 		selfAt = 0 // not (yet) listed by the coordinator: it answers all the same
 	}
