@@ -41,13 +41,16 @@ type warmData map[int]int64
 type memberData struct {
 	// Warm holds the partitions with a checkpointed store.
 	Warm warmData `json:"warm"`
+	// API is the base URL of the member's HTTP API (Config.AdvertiseURL),
+	// "" when it announces none.
+	API string `json:"api,omitempty"`
 }
 
 // decodeMemberData decodes a member's UserData; anything unusable holds
 // nothing warm.
 func decodeMemberData(b []byte) memberData {
 	var m memberData
-	if json.Unmarshal(b, &m) == nil && m.Warm != nil {
+	if json.Unmarshal(b, &m) == nil && (m.Warm != nil || m.API != "") {
 		return m
 	}
 	var w warmData
@@ -78,7 +81,7 @@ func (b warmBalancer) UserData() ([]byte, error) {
 		}
 		warm[p] = cp.Offset
 	}
-	return json.Marshal(memberData{Warm: warm})
+	return json.Marshal(memberData{Warm: warm, API: b.g.cfg.AdvertiseURL})
 }
 
 // AssignGroups implements kafkago.GroupBalancer.

@@ -90,6 +90,16 @@ func TestMemberDataDecodesBothForms(t *testing.T) {
 	if got := decodeMemberData([]byte("\x00garbage")).Warm; len(got) != 0 {
 		t.Errorf("garbage: warm = %v, want none", got)
 	}
+	withAPI, _ := json.Marshal(memberData{Warm: warmData{}, API: "http://10.0.0.7:8080"})
+	if got := decodeMemberData(withAPI); got.API != "http://10.0.0.7:8080" {
+		t.Errorf("%s: api = %q, want the advertised address", withAPI, got.API)
+	}
+	if got := decodeMemberData([]byte(`{"api":"http://10.0.0.7:8080"}`)); got.API != "http://10.0.0.7:8080" {
+		t.Errorf("api without warm partitions: %+v", got)
+	}
+	if got := decodeMemberData([]byte(`{"0":5}`)); got.API != "" {
+		t.Errorf("older form: api = %q, want none", got.API)
+	}
 }
 
 // Whatever another member sends, decoding it never panics.
@@ -97,6 +107,7 @@ func FuzzDecodeMemberData(f *testing.F) {
 	f.Add([]byte(`{"warm":{"0":5}}`))
 	f.Add([]byte(`{"0":5,"3":9}`))
 	f.Add([]byte(`{"warm":null}`))
+	f.Add([]byte(`{"warm":{},"api":"http://10.0.0.7:8080"}`))
 	f.Add([]byte("\x00garbage"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_ = decodeMemberData(b)

@@ -135,6 +135,12 @@ type Config struct {
 	TLS TLSConfig `yaml:"tls"`
 	// SASL configures authentication. Default: none.
 	SASL SASLConfig `yaml:"sasl"`
+	// AdvertiseURL is the base URL of this instance's HTTP API as the other
+	// members of the group reach it ("http://10.0.0.7:8080"), announced in
+	// the member's group metadata so that any member can forward a request
+	// to the owner of an event (Group.Members). Empty: none is announced
+	// (outboxd derives one from its listen address).
+	AdvertiseURL string `yaml:"advertise_url"`
 
 	// BatchSize is the largest number of records of one partition enqueued
 	// in one durable write (also bounded by 8 MiB of keys, values and
@@ -274,6 +280,11 @@ func (c Config) Validate() error {
 		}
 		if c.ChangelogTopic == c.Topic {
 			return bad("ChangelogTopic", "must differ from Topic %q", c.Topic)
+		}
+	}
+	if c.AdvertiseURL != "" {
+		if err := checkAdvertiseURL(c.AdvertiseURL); err != nil {
+			return bad("AdvertiseURL", "%v", err)
 		}
 	}
 	if c.StartOffset != "earliest" && c.StartOffset != "latest" {

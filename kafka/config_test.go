@@ -45,6 +45,10 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"bad changelog topic", func(c *Config) { c.ChangelogTopic = "x/y" }, "ChangelogTopic"},
 		{"changelog is the topic", func(c *Config) { c.ChangelogTopic = "events" }, "ChangelogTopic"},
 		{"start offset", func(c *Config) { c.StartOffset = "middle" }, "StartOffset"},
+		{"advertise not a URL", func(c *Config) { c.AdvertiseURL = "10.0.0.7:8080" }, "AdvertiseURL"},
+		{"advertise wildcard", func(c *Config) { c.AdvertiseURL = "http://0.0.0.0:8080" }, "AdvertiseURL"},
+		{"advertise credentials", func(c *Config) { c.AdvertiseURL = "http://u:secret@10.0.0.7:8080" }, "AdvertiseURL"},
+		{"advertise query", func(c *Config) { c.AdvertiseURL = "http://10.0.0.7:8080/?a=b" }, "AdvertiseURL"},
 		{"dest header", func(c *Config) { c.DestinationHeader = "a b" }, "DestinationHeader"},
 		{"same headers", func(c *Config) { c.IDHeader = "h"; c.DestinationHeader = "h" }, "IDHeader"},
 		{"deliver-at header", func(c *Config) { c.DeliverAtHeader = "a b" }, "DeliverAtHeader"},
@@ -73,6 +77,12 @@ func TestValidateNamesTheField(t *testing.T) {
 		if ce.Field != tc.field || !strings.HasPrefix(err.Error(), "kafka: config: "+tc.field+": ") {
 			t.Errorf("%s: %q names %s, want %s", tc.name, err, ce.Field, tc.field)
 		}
+	}
+	// A password in the advertised address is not repeated.
+	withCred := ok
+	withCred.AdvertiseURL = "http://u:secret@10.0.0.7:8080"
+	if err := withCred.Validate(); err == nil || strings.Contains(err.Error(), "secret") {
+		t.Errorf("advertised address with a password: %v, want an error without it", err)
 	}
 	// TLS off: its files are not looked at.
 	c := ok

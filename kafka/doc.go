@@ -112,6 +112,19 @@
 // their stores are and are caught up, and only a lost member's partitions
 // are rebuilt.
 //
+// # Members and their API addresses
+//
+// A member announces, with the partitions it holds warm, the base URL of
+// its HTTP API (Config.AdvertiseURL) in the UserData it joins the group
+// with, as a JSON object {"warm": {...}, "api": "http://..."}; members of
+// older versions, which send neither, are read as holding nothing warm and
+// announcing no address. Group.Members asks the group's coordinator
+// (DescribeGroups) for every member's ID, client, host, address and
+// assigned partitions, so that any member can find the owner of an event
+// (package outbox/cluster forwards requests to it). DescribeGroup gives
+// the same without joining, with each partition's committed offset, log
+// end offset and lag, for operators (outboxd inspect --cluster).
+//
 // # Fencing and zombies
 //
 // Once restored, an owner picks an epoch above every epoch its restore saw

@@ -53,7 +53,13 @@ type Group struct {
 	mu           sync.Mutex
 	tasks        map[int]*task // the current generation's partitions
 	generation   int32
+	memberID     string // this instance's member ID in generation
 	preflightErr error
+
+	membersMu  chan struct{} // a lock that waits within a context: held by the Members call under way
+	members    []Member
+	membersGen int32
+	membersAt  time.Time
 
 	wg        sync.WaitGroup
 	closeOnce sync.Once
@@ -103,7 +109,8 @@ func StartGroup(ctx context.Context, cfg Config, sc StoreConfig, logger *slog.Lo
 	if err != nil {
 		return nil, err
 	}
-	g := &Group{cfg: cfg, sc: sc, log: logger, conns: cn, met: &metrics{}, closed: make(chan struct{}), tasks: map[int]*task{}}
+	g := &Group{cfg: cfg, sc: sc, log: logger, conns: cn, met: &metrics{}, closed: make(chan struct{}), tasks: map[int]*task{},
+		membersMu: make(chan struct{}, 1)}
 
 	pctx, pcancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	maxBytes, perr := g.preflight(pctx)
@@ -210,6 +217,7 @@ func (g *Group) runGeneration(gen *kafkago.Generation) {
 	g.mu.Lock()
 	g.tasks = tasks
 	g.generation = gen.ID
+	g.memberID = gen.MemberID
 	g.mu.Unlock()
 	g.log.Info("kafka: partitions assigned", "group", g.cfg.Group, "generation", gen.ID,
 		"member", gen.MemberID, "topic", g.cfg.Topic, "partitions", ids)

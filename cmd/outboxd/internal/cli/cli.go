@@ -32,6 +32,8 @@ Usage:
   outboxd serve [flags]             run the HTTP API and deliver events (-h for the settings)
   outboxd inspect --db FILE [--id ID] [--state pending|dead] [--limit N] [--json]
                                     read-only view of a database file (server stopped)
+  outboxd inspect --cluster --kafka-brokers HOSTS --kafka-topic TOPIC [--kafka-group G] [--json]
+                                    a Kafka group's partitions: owners, lag, pending, dead
   outboxd check --db FILE [--json] [--max-problems N]
                                     verify a database file: pages, every value, indexes
                                     (server stopped; exit 0 healthy, 1 damaged)

@@ -54,6 +54,9 @@ func describeDamage(path string, err error) string {
 }
 
 func inspect(e Env, args []string) int {
+	if wantsCluster(args) {
+		return inspectCluster(e, args)
+	}
 	fs := flag.NewFlagSet("outboxd inspect", flag.ContinueOnError)
 	fs.SetOutput(e.Stderr)
 	db := fs.String("db", "./outboxd.db", "database `file`")

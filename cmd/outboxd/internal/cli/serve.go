@@ -25,6 +25,7 @@ import (
 	"github.com/outboxd/outbox/kafka"
 	"github.com/outboxd/outbox/kafka/kafkaprom"
 	"github.com/outboxd/outbox/outbox"
+	"github.com/outboxd/outbox/outbox/cluster"
 	"github.com/outboxd/outbox/outbox/console"
 	"github.com/outboxd/outbox/outbox/httpapi"
 	"github.com/outboxd/outbox/outbox/outboxprom"
@@ -60,6 +61,8 @@ type server struct {
 	o        *outbox.Outbox
 	kafka    kafkaRunner
 	producer *kafka.Producer      // group mode: POST /v1/events produces
+	kcfg     kafka.Config         // the Kafka settings it started with
+	cluster  *cluster.Handler     // nil unless in Kafka group mode
 	ui       *console.Console     // nil when the ui setting is off
 	eps      *managed.Registry    // the named endpoints, for the API
 	tracer   trace.TracerProvider // nil: the global one (a no-op)
@@ -143,7 +146,12 @@ func (s *server) run(sigs <-chan os.Signal) int {
 		// collector as the local store, and shares its rate limits.
 		pcfg := ocfg
 		pcfg.Hooks = hooks
-		r, err := startKafka(context.Background(), o, cfg.Kafka, partitionStores(cfg.DB, pcfg), s.log)
+		if s.kcfg, err = s.kafkaSettings(ln); err != nil {
+			ln.Close()
+			_ = stopOutbox(context.Background())
+			return s.fail(exitUsage, "%v", err)
+		}
+		r, err := startKafka(context.Background(), o, s.kcfg, partitionStores(cfg.DB, pcfg), s.log)
 		if err != nil {
 			ln.Close()
 			_ = stopOutbox(context.Background())
@@ -187,6 +195,9 @@ func (s *server) run(sigs <-chan os.Signal) int {
 		MaxHeaderBytes: int(lim.MaxHeaderBytes),
 		ConnContext:    connContext,
 		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	if s.cluster != nil {
+		reg.MustRegister(newClusterCollector(s.cluster))
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(newConnLimiter(ln, lim.MaxConnections)) }()
@@ -266,6 +277,9 @@ func (s *server) shutdown(srv *http.Server) error {
 	if s.producer != nil {
 		_ = s.producer.Close()
 	}
+	if s.cluster != nil {
+		s.cluster.Close()
+	}
 	if s.kafka != nil {
 		if err := s.kafka.Close(stopCtx); err != nil {
 			s.log.Error("stopping Kafka", "err", err)
@@ -329,7 +343,7 @@ func (s *server) api() http.Handler {
 		}
 		return map[string]any{"kafka": k}
 	}
-	return httpapi.New(s.backend(union.New(s.o, g.Stores)), cfg)
+	return s.clusterAPI(httpapi.New(s.backend(union.New(s.o, g.Stores)), cfg), g, s.kcfg)
 }
 
 // commitStallLimit is how long a store commit may run before /readyz's store

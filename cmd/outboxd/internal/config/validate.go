@@ -86,7 +86,15 @@ func Validate(c *Config) error {
 	if err := validateLibraries(c); err != nil {
 		return err
 	}
-	return validateKafka(&c.Kafka)
+	if err := validateKafka(&c.Kafka); err != nil {
+		return err
+	}
+	if c.Kafka.Topic != "" && c.Kafka.AdvertiseURL == "" {
+		if _, err := AdvertiseURL(c.Listen, nil); err != nil {
+			return bad("kafka.advertise_url", "%v", err)
+		}
+	}
+	return nil
 }
 
 func validateLimits(l *Limits) error {
