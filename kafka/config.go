@@ -40,6 +40,8 @@ const (
 	DefaultDialTimeout       = 10 * time.Second
 	DefaultChangelogMaxBytes = 8 << 20
 	DefaultHandoverTimeout   = 10 * time.Second
+	// MaxStandbyReplicas bounds Config.StandbyReplicas.
+	MaxStandbyReplicas = 8
 )
 
 // TLSConfig configures TLS towards the brokers.
@@ -160,6 +162,15 @@ type Config struct {
 	// final offset commit needs the membership) and of RebalanceTimeout.
 	// Default 10s.
 	HandoverTimeout time.Duration `yaml:"handover_timeout"`
+	// StandbyReplicas is, in group mode, the number of warm copies of each
+	// partition's store the group keeps on members other than its owner,
+	// each kept current by tailing the partition's changelog: when the
+	// owner is lost, the group gives the partition to a standby, which
+	// catches up from where it was instead of rebuilding the store from
+	// the whole changelog. The group leader's value is used; only members
+	// with a value above 0 keep standbys. Default 0 (none). At most
+	// MaxStandbyReplicas.
+	StandbyReplicas int `yaml:"standby_replicas"`
 
 	// BeforeEnqueue, when set, is called before each enqueue of ingested
 	// records with the events about to be stored; an error fails that
@@ -291,6 +302,9 @@ func (c Config) Validate() error {
 	}
 	if c.ShipBatch < 0 || c.ShipBatch > 100000 {
 		return bad("ShipBatch", "%d is out of range 1..100000", c.ShipBatch)
+	}
+	if c.StandbyReplicas < 0 || c.StandbyReplicas > MaxStandbyReplicas {
+		return bad("StandbyReplicas", "%d is out of range 0..%d", c.StandbyReplicas, MaxStandbyReplicas)
 	}
 	if c.ChangelogPartitions < 1 {
 		return bad("ChangelogPartitions", "%d must be at least 1", c.ChangelogPartitions)
