@@ -192,6 +192,8 @@ func settings() []setting {
 			set: str(func(c *Config) *string { return &c.Kafka.Destination })},
 		{path: "kafka.changelog_topic", flag: "changelog-topic", env: "OUTBOXD_CHANGELOG_TOPIC", usage: "compacted Kafka `topic` the changelog is shipped to (empty: no shipping)",
 			set: str(func(c *Config) *string { return &c.Kafka.ChangelogTopic })},
+		{path: "kafka.standby_replicas", flag: "standby-replicas", env: "OUTBOXD_STANDBY_REPLICAS", usage: "warm standby copies of each partition's store kept on other instances of the group, so that a lost instance's partitions move without a rebuild (group mode; 0: none)",
+			set: integer(func(c *Config) *int { return &c.Kafka.StandbyReplicas })},
 		{path: "kafka.client_id", flag: "kafka-client-id", env: "OUTBOXD_KAFKA_CLIENT_ID", usage: "Kafka client `ID` (default outboxd)",
 			set: str(func(c *Config) *string { return &c.Kafka.ClientID })},
 		{path: "kafka.sasl.username", env: "OUTBOXD_KAFKA_SASL_USERNAME",
