@@ -298,6 +298,7 @@ func (s *standby) follow(gctx context.Context, o *outbox.Outbox, from, epoch int
 
 	applied, maxEpoch = from, epoch
 	batch := make([]outbox.ChangelogEntry, 0, taskApplyBatch)
+	maintained, every := time.Now(), o.Config().MaintenanceInterval
 	for {
 		var m kafkago.Message
 		var ok bool
@@ -354,6 +355,18 @@ func (s *standby) follow(gctx context.Context, o *outbox.Outbox, from, epoch int
 		}
 		applied = pos
 		s.applied(applied, int64(len(batch)), fenced)
+		if len(batch) > 0 && time.Since(maintained) >= every {
+			// The store is never started: trim what its own changelog
+			// holds (all of it in the changelog topic already) as a
+			// started store's maintenance would.
+			maintained = time.Now()
+			if err := o.Changelog().MarkShipped(g.work, o.Changelog().LastLSN()); err != nil {
+				return applied, maxEpoch, fmt.Errorf("kafka: standby %s/%d: %w", topic, s.p, err), nil
+			}
+			if err := o.Maintain(g.work); err != nil {
+				return applied, maxEpoch, fmt.Errorf("kafka: standby %s/%d: %w", topic, s.p, err), nil
+			}
+		}
 	}
 }
 
