@@ -82,6 +82,7 @@ func TestStandbyFailoverTimes(t *testing.T) {
 type standbyResult struct {
 	standbys, events int
 	total, rebalance time.Duration
+	restored         time.Duration     // SIGKILL to the last of the killed instance's partitions restored
 	restores         map[int]logRecord // the killed instance's partitions, as the survivors restored them
 }
 
@@ -97,8 +98,10 @@ func (r standbyResult) String() string {
 		rec := r.restores[p]
 		parts = append(parts, fmt.Sprintf("partition %d %s %d records in %s", p, rec.Mode, rec.Records, rec.Took.Round(time.Millisecond)))
 	}
-	return fmt.Sprintf("standby replicas %d, %d pending events on the killed instance: SIGKILL to first redelivery %s; rebalance (SIGKILL to the next assignment) %s; restores: %s",
-		r.standbys, r.events, r.total.Round(time.Millisecond), r.rebalance.Round(time.Millisecond), strings.Join(parts, ", "))
+	return fmt.Sprintf("standby replicas %d, %d pending events on the killed instance: SIGKILL to first redelivery %s; "+
+		"rebalance (SIGKILL to the next assignment) %s; SIGKILL to every lost partition restored %s; restores: %s",
+		r.standbys, r.events, r.total.Round(time.Millisecond), r.rebalance.Round(time.Millisecond),
+		r.restored.Round(time.Millisecond), strings.Join(parts, ", "))
 }
 
 // standbyFailover starts three instances with standbys standby replicas,
@@ -270,6 +273,9 @@ func standbyFailover(t *testing.T, n, standbys int) standbyResult {
 		return !assigned.IsZero() && len(res.restores) == len(lost)
 	})
 	res.rebalance = assigned.Sub(kill)
+	for _, rec := range res.restores {
+		res.restored = max(res.restored, rec.Time.Sub(kill))
+	}
 	t.Log(res)
 	return res
 }
