@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -20,7 +21,9 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/outboxd/outbox/internal/openapitest"
 	"github.com/outboxd/outbox/internal/testkit"
+	"github.com/outboxd/outbox/kafka"
 )
 
 // The failover tests of standby replicas (--standby-replicas): three
@@ -169,6 +172,23 @@ func standbyFailover(t *testing.T, n, standbys int) standbyResult {
 		return owned == parts
 	})
 	_, lost := lastAssignment(procs[victim])
+	if standbys > 0 {
+		// /v1/stats lists the standbys, as the OpenAPI document says.
+		resp, err := statsClient.Get(procs[0].url("/v1/stats"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := readAll(t, resp)
+		openapitest.Check(t, resp.Request, nil, resp.StatusCode, resp.Header, []byte(body))
+		var st struct {
+			Kafka struct {
+				Standbys []kafka.StandbyStatus `json:"standbys"`
+			} `json:"kafka"`
+		}
+		if err := json.Unmarshal([]byte(body), &st); err != nil || len(st.Kafka.Standbys) == 0 {
+			t.Errorf("/v1/stats lists no standby (%v): %s", err, body)
+		}
+	}
 
 	// n records, all to the victim's partitions.
 	tr := &kafkago.Transport{DialTimeout: time.Second}
