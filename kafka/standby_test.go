@@ -227,6 +227,13 @@ func TestStandbyKeepsTheOwnersStoreAndTakesOverWithoutRebuild(t *testing.T) {
 	if delivered == 0 {
 		t.Error("no delivered event in any store: the tombstones were not compared")
 	}
+	// A standby never delivers: each event was attempted once, by its
+	// owner (a retry waits an hour).
+	for id, k := range sink.snapshot() {
+		if k != 1 {
+			t.Errorf("%s attempted %d times before the take-over, want once", id, k)
+		}
+	}
 
 	// The owner of a's partitions leaves: b takes them over from its
 	// standbys, catching up the tail a wrote at its hand-over.
