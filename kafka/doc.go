@@ -155,6 +155,6 @@
 //
 // Runner.Metrics and Group.Metrics return the counters and gauges of
 // ingest, shipping and (for a Group) the owned partitions and their
-// restores; the sub-package kafkaprom exports them to Prometheus, so that
-// this package does not depend on it.
+// restores, and the standbys; the sub-package kafkaprom exports them to
+// Prometheus, so that this package does not depend on it.
 package kafka
