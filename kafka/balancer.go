@@ -84,9 +84,18 @@ func (b warmBalancer) UserData() ([]byte, error) {
 	return json.Marshal(memberData{Warm: warm, API: b.g.cfg.AdvertiseURL})
 }
 
-// AssignGroups implements kafkago.GroupBalancer.
-func (warmBalancer) AssignGroups(members []kafkago.GroupMember, partitions []kafkago.Partition) kafkago.GroupMemberAssignments {
+// AssignGroups implements kafkago.GroupBalancer. The partitions of the
+// ingest topic go to owners (assignWarm); with Config.StandbyReplicas, the
+// same-numbered partitions of the changelog topic go to other members as
+// their standbys (assignStandbys): a changelog partition in a member's
+// assignment is a store it keeps warm, never one it owns.
+func (b warmBalancer) AssignGroups(members []kafkago.GroupMember, partitions []kafkago.Partition) kafkago.GroupMemberAssignments {
 	out := kafkago.GroupMemberAssignments{}
+	var changelog string
+	standbys := 0
+	if b.g != nil {
+		changelog, standbys = b.g.cfg.ChangelogTopic, b.g.cfg.StandbyReplicas
+	}
 	byTopic := map[string][]int{}
 	for _, p := range partitions {
 		byTopic[p.Topic] = append(byTopic[p.Topic], p.ID)
@@ -95,32 +104,56 @@ func (warmBalancer) AssignGroups(members []kafkago.GroupMember, partitions []kaf
 	for _, m := range members {
 		warm[m.ID] = decodeMemberData(m.UserData).Warm
 	}
-	for topic, ids := range byTopic {
+	subscribers := func(topic string) []string {
 		var subs []string
 		for _, m := range members {
 			if slices.Contains(m.Topics, topic) {
 				subs = append(subs, m.ID)
 			}
 		}
+		slices.Sort(subs)
+		return subs
+	}
+	owners := map[string]map[int]string{}
+	for topic, ids := range byTopic {
+		if topic == changelog && changelog != "" {
+			continue // standbys, below
+		}
+		subs := subscribers(topic)
 		if len(subs) == 0 {
 			continue
 		}
-		slices.Sort(subs)
 		slices.Sort(ids)
+		owners[topic] = map[int]string{}
 		for member, parts := range assignWarm(subs, ids, warm) {
 			if out[member] == nil {
 				out[member] = map[string][]int{}
 			}
 			out[member][topic] = parts
+			for _, p := range parts {
+				owners[topic][p] = member
+			}
+		}
+	}
+	if standbys > 0 && b.g != nil && len(byTopic[changelog]) > 0 {
+		for member, parts := range assignStandbys(subscribers(changelog), owners[b.g.cfg.Topic], standbys, warm) {
+			if out[member] == nil {
+				out[member] = map[string][]int{}
+			}
+			out[member][changelog] = parts
 		}
 	}
 	return out
 }
 
 // assignWarm assigns ids to members (sorted): the first len(ids)%len(members)
-// members get one more than the others, as the range assignor's counts; a
-// partition goes first to the member holding it warm with the highest
-// checkpoint offset that has room, the rest in order to members with room.
+// members get one more than the others, as the range assignor's counts.
+// Within those counts as many partitions as possible go to a member that
+// holds them warm: each partition in turn goes to its most caught-up
+// holder with room, and when every holder is full, one of a full holder's
+// partitions moves to another holder of its own with room (an augmenting
+// path, so that taking a warm partition never costs another its warm
+// home). The rest go in order to the members with room.
 func assignWarm(members []string, ids []int, warm map[string]warmData) map[string][]int {
 	quota := make(map[string]int, len(members))
 	for i, m := range members {
@@ -129,31 +162,79 @@ func assignWarm(members []string, ids []int, warm map[string]warmData) map[strin
 			quota[m]++
 		}
 	}
-	out := make(map[string][]int, len(members))
-	var rest []int
+	// holders[p]: the members holding p warm, most caught-up first.
+	holders := make(map[int][]string, len(ids))
 	for _, p := range ids {
-		best, bestOff := "", int64(-1)
 		for _, m := range members {
-			if off, ok := warm[m][p]; ok && len(out[m]) < quota[m] && off > bestOff {
-				best, bestOff = m, off
+			if _, ok := warm[m][p]; ok {
+				holders[p] = append(holders[p], m)
 			}
 		}
-		if best == "" {
-			rest = append(rest, p)
-			continue
+		slices.SortStableFunc(holders[p], func(a, b string) int {
+			oa, ob := warm[a][p], warm[b][p]
+			switch {
+			case oa > ob:
+				return -1
+			case oa < ob:
+				return 1
+			}
+			return 0
+		})
+	}
+	owner := make(map[int]string, len(ids))
+	load := make(map[string]int, len(members))
+	// place gives p to a holder with room, freeing one by moving one of
+	// its partitions along to another of that partition's holders if need
+	// be. seen stops the search from visiting a member twice.
+	var place func(p int, seen map[string]bool) bool
+	place = func(p int, seen map[string]bool) bool {
+		for _, m := range holders[p] {
+			if load[m] < quota[m] {
+				owner[p] = m
+				load[m]++
+				return true
+			}
 		}
-		out[best] = append(out[best], p)
+		for _, m := range holders[p] {
+			if seen[m] {
+				continue
+			}
+			seen[m] = true
+			for _, q := range ids {
+				if owner[q] != m {
+					continue
+				}
+				owner[p] = m // m keeps its load: p in, q out
+				delete(owner, q)
+				if place(q, seen) {
+					return true
+				}
+				owner[q] = m
+				delete(owner, p)
+			}
+		}
+		return false
+	}
+	var rest []int
+	for _, p := range ids {
+		if !place(p, map[string]bool{}) {
+			rest = append(rest, p)
+		}
 	}
 	for _, p := range rest {
 		for _, m := range members {
-			if len(out[m]) < quota[m] {
-				out[m] = append(out[m], p)
+			if load[m] < quota[m] {
+				owner[p] = m
+				load[m]++
 				break
 			}
 		}
 	}
-	for m := range out {
-		slices.Sort(out[m])
+	out := make(map[string][]int, len(members))
+	for _, p := range ids {
+		if m, ok := owner[p]; ok {
+			out[m] = append(out[m], p)
+		}
 	}
 	return out
 }

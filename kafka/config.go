@@ -43,6 +43,8 @@ const (
 	DefaultChangelogMaxBytes = 8 << 20
 	DefaultHandoverTimeout   = 10 * time.Second
 	DefaultProduceTimeout    = 10 * time.Second
+	// MaxStandbyReplicas bounds Config.StandbyReplicas.
+	MaxStandbyReplicas = 8
 )
 
 // TLSConfig configures TLS towards the brokers.
@@ -191,6 +193,15 @@ type Config struct {
 	// errors. A call not acknowledged by then fails with a *ProduceError
 	// (the caller's context may end it sooner). Default 10s.
 	ProduceTimeout time.Duration `yaml:"produce_timeout"`
+	// StandbyReplicas is, in group mode, the number of warm copies of each
+	// partition's store the group keeps on members other than its owner,
+	// each kept current by tailing the partition's changelog: when the
+	// owner is lost, the group gives the partition to a standby, which
+	// catches up from where it was instead of rebuilding the store from
+	// the whole changelog. The group leader's value is used; only members
+	// with a value above 0 keep standbys. Default 0 (none). At most
+	// MaxStandbyReplicas.
+	StandbyReplicas int `yaml:"standby_replicas"`
 
 	// BeforeEnqueue, when set, is called before each enqueue of ingested
 	// records with the events about to be stored; an error fails that
@@ -350,6 +361,9 @@ func (c Config) Validate() error {
 	}
 	if c.ShipBatch < 0 || c.ShipBatch > 100000 {
 		return bad("ShipBatch", "%d is out of range 1..100000", c.ShipBatch)
+	}
+	if c.StandbyReplicas < 0 || c.StandbyReplicas > MaxStandbyReplicas {
+		return bad("StandbyReplicas", "%d is out of range 0..%d", c.StandbyReplicas, MaxStandbyReplicas)
 	}
 	if c.ChangelogPartitions < 1 {
 		return bad("ChangelogPartitions", "%d must be at least 1", c.ChangelogPartitions)

@@ -110,7 +110,37 @@
 // within it, the partitions it holds checkpointed stores for, which it
 // announces when it joins; so at a rebalance partitions come back to where
 // their stores are and are caught up, and only a lost member's partitions
-// are rebuilt.
+// are rebuilt (unless they had standbys, below).
+//
+// # Standby replicas
+//
+// With Config.StandbyReplicas N, the group leader's assignor also gives
+// each partition N standbys: members other than its owner (each at most
+// once), spread evenly, preferring the members that hold the partition
+// warm already. A standby travels in the assignment as the changelog
+// topic's partition of the same number, so no protocol of our own is
+// needed; kafka-go passes on the assignments of subscribed topics only, so
+// a member with StandbyReplicas above 0 subscribes to the changelog topic
+// too (it commits no offsets there), and only such members get standbys.
+// The leader's StandbyReplicas applies: give every member the same.
+//
+// A member keeps a standby in the partition's usual files: it opens the
+// store (resuming from its checkpoint when usable, else anew from the
+// partition's first offset), never starts it (a standby neither ingests
+// nor delivers), and applies the changelog partition as it grows, as a
+// restore does (offset order, fenced records skipped, tombstones delete).
+// When the generation ends it closes the store with a checkpoint of the
+// offset it applied, so its UserData reports the partition warm: when the
+// owner is lost, the assignor gives the partition to its most caught-up
+// holder, the standby, which catches up the tail from its checkpoint
+// instead of rebuilding the store. Group.Standbys and Metrics.Standbys
+// report each standby's state, applied offset and lag.
+//
+// A standby store writes a changelog entry of its own per change it
+// applies (outbox.Outbox.Restore); as it is never started, the standby
+// trims that changelog and the store's tombstones itself
+// (outbox.Outbox.Maintain) every MaintenanceInterval of its store's
+// configuration while records arrive.
 //
 // # Members and their API addresses
 //
@@ -179,6 +209,6 @@
 //
 // Runner.Metrics and Group.Metrics return the counters and gauges of
 // ingest, shipping and (for a Group) the owned partitions and their
-// restores; the sub-package kafkaprom exports them to Prometheus, so that
-// this package does not depend on it.
+// restores, and the standbys; the sub-package kafkaprom exports them to
+// Prometheus, so that this package does not depend on it.
 package kafka

@@ -49,9 +49,11 @@ type Group struct {
 	stopIngest context.CancelFunc
 
 	restoresCheckpoint, restoresRebuild, restoreFailures atomic.Uint64
+	standbyFailures                                      atomic.Uint64
 
 	mu           sync.Mutex
 	tasks        map[int]*task // the current generation's partitions
+	standbys     map[int]*standby
 	generation   int32
 	memberID     string // this instance's member ID in generation
 	preflightErr error
@@ -227,6 +229,7 @@ func (g *Group) runGeneration(gen *kafkago.Generation) {
 		gen.Start(func(gctx context.Context) { t.run(gctx, hand) })
 	}
 	gen.Start(func(gctx context.Context) { g.commitLoop(gctx, gen, tasks, hand) })
+	g.startStandbys(gen, tasks)
 }
 
 // handover coordinates the end of a generation: every task ships its
@@ -423,6 +426,8 @@ func (g *Group) Metrics() Metrics {
 			Rebuild:    g.restoresRebuild.Load(),
 			Failed:     g.restoreFailures.Load(),
 		},
+		Standbys:        g.Standbys(),
+		StandbyFailures: g.standbyFailures.Load(),
 	}
 	sh := &ShippingMetrics{Shipped: m.shipped.Load(), ShipErrors: m.shipErrors.Load()}
 	g.mu.Lock()

@@ -71,11 +71,17 @@ func newIngest(cfg Config, o enqueuer, log *slog.Logger, cn *conns, met *metrics
 		cfg: cfg, o: o, log: log, conns: cn, m: newMapper(cfg), met: met, work: work,
 		committed: make(map[int]int64),
 	}
+	topics := []string{cfg.Topic}
+	if cfg.StandbyReplicas > 0 {
+		// Standby assignments come as the changelog topic's partitions,
+		// which kafka-go hands over only for subscribed topics.
+		topics = append(topics, cfg.ChangelogTopic)
+	}
 	cg, err := kafkago.NewConsumerGroup(kafkago.ConsumerGroupConfig{
 		ID:                     cfg.Group,
 		Brokers:                cfg.brokers(),
 		Dialer:                 cn.dialer,
-		Topics:                 []string{cfg.Topic},
+		Topics:                 topics,
 		HeartbeatInterval:      cfg.HeartbeatInterval,
 		SessionTimeout:         cfg.SessionTimeout,
 		RebalanceTimeout:       cfg.RebalanceTimeout,

@@ -38,6 +38,13 @@ type Metrics struct {
 	// Restores counts the restores of partition stores since start (zero
 	// outside group mode).
 	Restores RestoreCounts
+	// Standbys describes the standby copies this instance keeps
+	// (Config.StandbyReplicas), sorted by partition: nil outside group
+	// mode, empty (not nil) in group mode while it keeps none.
+	Standbys []StandbyStatus
+	// StandbyFailures is the number of standby attempts that failed (each
+	// is retried).
+	StandbyFailures uint64
 }
 
 // RestoreCounts count the restores of partition stores since start.

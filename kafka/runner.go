@@ -65,6 +65,9 @@ func start(ctx context.Context, o enqueuer, st changelogStore, cfg Config, logge
 	if cfg.Topic == "" && cfg.ChangelogTopic == "" {
 		return nil, &ConfigError{Field: "Topic", Reason: "neither Topic nor ChangelogTopic is set: nothing to run"}
 	}
+	if cfg.StandbyReplicas > 0 {
+		return nil, &ConfigError{Field: "StandbyReplicas", Reason: "standby replicas are kept in group mode only (StartGroup)"}
+	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}

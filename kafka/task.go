@@ -103,11 +103,7 @@ func (t *task) lag() (uint64, time.Duration) {
 
 // storeConfig is the configuration of the partition's store.
 func (t *task) storeConfig() outbox.Config {
-	c := t.g.sc.Outbox
-	if c.Logger != nil {
-		c.Logger = c.Logger.With("partition", t.p)
-	}
-	return c
+	return t.g.partitionConfig(t.p)
 }
 
 // run is the task's life in its generation. It returns only once gctx has
@@ -446,16 +442,22 @@ func (t *task) restore(gctx context.Context) (*outbox.Outbox, int64, error) {
 // usableCheckpoint reads the partition's checkpoint and says why it cannot
 // be used ("" when there is none at all).
 func (t *task) usableCheckpoint(path string, pr partRange) (*checkpoint, string) {
+	return usableCheckpoint(t.g, t.p, path, pr)
+}
+
+// usableCheckpoint reads the checkpoint of g's partition p at path and says
+// why it cannot be used ("" when there is none at all).
+func usableCheckpoint(g *Group, p int, path string, pr partRange) (*checkpoint, string) {
 	cp, err := readCheckpoint(path)
 	switch {
 	case err != nil:
 		return nil, err.Error()
 	case cp == nil:
-		if _, err := os.Stat(t.g.storePath(t.p)); err == nil {
+		if _, err := os.Stat(g.storePath(p)); err == nil {
 			return nil, "the local store has no checkpoint (it was not closed cleanly)"
 		}
 		return nil, ""
-	case cp.Topic != t.g.cfg.Topic || cp.ChangelogTopic != t.g.cfg.ChangelogTopic || cp.Partition != t.p:
+	case cp.Topic != g.cfg.Topic || cp.ChangelogTopic != g.cfg.ChangelogTopic || cp.Partition != p:
 		return nil, fmt.Sprintf("the checkpoint is of %s/%s partition %d", cp.Topic, cp.ChangelogTopic, cp.Partition)
 	case cp.Offset < pr.first:
 		return nil, fmt.Sprintf("the changelog partition starts at offset %d, past the checkpoint %d", pr.first, cp.Offset)

@@ -243,7 +243,10 @@
 // (package kafka sends it to a compacted topic): entries from an LSN, the
 // last and the shipped LSN, and MarkShipped, after which the changelog is
 // never trimmed past what was shipped; and for inspection, the History of
-// one event. Outbox.Restore rebuilds a fresh outbox from shipped entries.
+// one event. Outbox.Restore rebuilds a fresh outbox from shipped entries,
+// or keeps one that is never started up to date with them; such an outbox
+// trims its changelog and tombstones when Outbox.Maintain runs, as a
+// started one does every MaintenanceInterval.
 // Nothing else writes to the file but the Outbox's own methods (Update
 // included, whose functions write only the application's buckets).
 //

@@ -55,11 +55,19 @@ type Source interface {
 //	                                            gauge    last input offset committed (absent before the first)
 //	outboxd_kafka_restores_total{mode}          counter  restores finished, mode checkpoint or rebuild
 //	outboxd_kafka_restore_failures_total        counter  restores that failed
+//	outboxd_kafka_standbys                      gauge    standby copies this instance keeps
+//	outboxd_kafka_standby_state{partition,state}
+//	                                            gauge    1 for the standby's state, 0 for the others
+//	outboxd_kafka_standby_applied_offset{partition}
+//	                                            gauge    changelog offset its store holds everything below
+//	outboxd_kafka_standby_lag{partition}        gauge    changelog records it has not applied yet
+//	outboxd_kafka_standby_failures_total        counter  standby attempts that failed (retried)
 //
 // The states are those of kafka.PartitionStatus.State: restoring, active,
 // handing-over and failed; a partition has a series for each, so that
 // sum by (state) counts the partitions in each state and a state that ends
-// reads 0 rather than vanishing.
+// reads 0 rather than vanishing. The standby states are those of
+// kafka.StandbyStatus.State (opening, tailing, failed, stopped), likewise.
 type Collector struct {
 	src Source
 
@@ -69,7 +77,12 @@ type Collector struct {
 
 	owned, partState, restoreRecords, restoreRemaining, restoreRate *prometheus.Desc
 	partPending, partDead, partCommitted, restores, restoreFailures *prometheus.Desc
+
+	standbys, standbyState, standbyApplied, standbyLag, standbyFailures *prometheus.Desc
 }
+
+// standbyStates are the states standby_state has a series for, in order.
+var standbyStates = []string{kafka.StandbyOpening, kafka.StandbyTailing, kafka.StandbyFailed, kafka.StandbyStopped}
 
 // partitionStates are the states partition_state has a series for, in
 // order.
@@ -110,6 +123,12 @@ func New(src Source) *Collector {
 		partCommitted:    d("partition_committed_offset", "Last input offset this instance committed for the partition (absent before the first).", "partition"),
 		restores:         d("restores_total", "Restores of partition stores finished, by mode: checkpoint (caught up from a kept store) or rebuild (from the whole changelog).", "mode"),
 		restoreFailures:  d("restore_failures_total", "Restores of partition stores that failed."),
+
+		standbys:        d("standbys", "Standby copies of partition stores this instance keeps (group mode with standby replicas)."),
+		standbyState:    d("standby_state", "1 for the standby's state (opening, tailing, failed, stopped), 0 for the others.", "partition", "state"),
+		standbyApplied:  d("standby_applied_offset", "Changelog offset below which the standby store holds every record.", "partition"),
+		standbyLag:      d("standby_lag", "Changelog records of the partition the standby store has not applied yet.", "partition"),
+		standbyFailures: d("standby_failures_total", "Standby attempts that failed (each is retried)."),
 	}
 }
 
@@ -119,7 +138,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.fetchErrors, c.commits, c.commitErrors, c.generations, c.groupErrors, c.ready, c.assigned,
 		c.shipped, c.shipErrors, c.shippedLSN, c.lagLSNs, c.lagSeconds,
 		c.owned, c.partState, c.restoreRecords, c.restoreRemaining, c.restoreRate,
-		c.partPending, c.partDead, c.partCommitted, c.restores, c.restoreFailures} {
+		c.partPending, c.partDead, c.partCommitted, c.restores, c.restoreFailures,
+		c.standbys, c.standbyState, c.standbyApplied, c.standbyLag, c.standbyFailures} {
 		ch <- d
 	}
 }
@@ -202,6 +222,37 @@ func (c *Collector) collectPartitions(ch chan<- prometheus.Metric, m kafka.Metri
 	counter(c.restores, m.Restores.Checkpoint, kafka.RestoreCheckpoint)
 	counter(c.restores, m.Restores.Rebuild, kafka.RestoreRebuild)
 	counter(c.restoreFailures, m.Restores.Failed)
+	c.collectStandbys(ch, m)
+}
+
+// collectStandbys sends the figures of m's standby copies.
+func (c *Collector) collectStandbys(ch chan<- prometheus.Metric, m kafka.Metrics) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	seen := make(map[int]bool, len(m.Standbys))
+	for _, s := range m.Standbys {
+		if seen[s.Partition] {
+			continue // a second series of one partition would fail the whole scrape
+		}
+		seen[s.Partition] = true
+		part := strconv.Itoa(s.Partition)
+		known := false
+		for _, st := range standbyStates {
+			v := 0.0
+			if s.State == st {
+				v, known = 1, true
+			}
+			gauge(c.standbyState, v, part, st)
+		}
+		if !known && s.State != "" {
+			gauge(c.standbyState, 1, part, s.State)
+		}
+		gauge(c.standbyApplied, float64(s.Applied), part)
+		gauge(c.standbyLag, float64(s.Lag), part)
+	}
+	gauge(c.standbys, float64(len(seen)))
+	ch <- prometheus.MustNewConstMetric(c.standbyFailures, prometheus.CounterValue, float64(m.StandbyFailures))
 }
 
 var _ Source = (*kafka.Runner)(nil)

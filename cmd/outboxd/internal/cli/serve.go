@@ -337,6 +337,7 @@ func (s *server) api() http.Handler {
 			"joined":     h.Joined,
 			"generation": h.Generation,
 			"partitions": g.Partitions(),
+			"standbys":   g.Standbys(),
 		}
 		if h.Err != nil {
 			k["error"] = h.Err.Error()

@@ -222,7 +222,7 @@ func TestBadSettingsAreRefusedNamingTheSetting(t *testing.T) {
 func TestKafkaSettingsFromFlagsFileAndEnv(t *testing.T) {
 	file := writeFile(t, "kafka:\n  sasl:\n    mechanism: scram-sha-512\n    username: svc\n  tls:\n    enabled: true\n  commit_interval: 250ms\n")
 	cfg, err := load(t, []string{"--config", file, "--kafka-brokers", "k1:9092, k2:9092", "--kafka-topic", "events",
-		"--kafka-group", "g", "--kafka-destination", "orders", "--changelog-topic", "cl"},
+		"--kafka-group", "g", "--kafka-destination", "orders", "--changelog-topic", "cl", "--standby-replicas", "1"},
 		map[string]string{"OUTBOXD_KAFKA_SASL_PASSWORD": "pw"})
 	if err != nil {
 		t.Fatal(err)
@@ -230,7 +230,7 @@ func TestKafkaSettingsFromFlagsFileAndEnv(t *testing.T) {
 	k := cfg.Kafka
 	if !k.Enabled() || len(k.Brokers) != 2 || k.Brokers[1] != "k2:9092" || k.Topic != "events" || k.Group != "g" ||
 		k.Destination != "orders" || k.ChangelogTopic != "cl" || k.SASL.Password != "pw" || !k.TLS.Enabled ||
-		k.CommitInterval != 250*time.Millisecond {
+		k.CommitInterval != 250*time.Millisecond || k.StandbyReplicas != 1 {
 		t.Errorf("kafka settings %+v", k)
 	}
 }

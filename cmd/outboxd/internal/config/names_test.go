@@ -43,6 +43,7 @@ func TestKafkaErrorsNameOurSettings(t *testing.T) {
 		{"backoff", func(c *kafka.Config) { c.RetryBackoff = time.Minute }, "kafka.retry_backoff_max", "shorter than kafka.retry_backoff (1m0s)"},
 		{"batch", func(c *kafka.Config) { c.BatchSize = -1 }, "kafka.batch_size", ""},
 		{"replication", func(c *kafka.Config) { c.ChangelogReplication = -3 }, "kafka.changelog_replication", ""},
+		{"standbys", func(c *kafka.Config) { c.StandbyReplicas = -1 }, "kafka.standby_replicas", "out of range 0..8"},
 		{"mechanism", func(c *kafka.Config) { c.SASL.Mechanism = "kerberos" }, "kafka.sasl.mechanism", ""},
 		{"user without mechanism", func(c *kafka.Config) { c.SASL.Username = "u" }, "kafka.sasl.mechanism", "kafka.sasl.username or kafka.sasl.password"},
 		{"no user", func(c *kafka.Config) { c.SASL.Mechanism = "scram-sha-512"; c.SASL.Password = "p" }, "kafka.sasl.username", `with kafka.sasl.mechanism "scram-sha-512"`},

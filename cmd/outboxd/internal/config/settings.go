@@ -201,6 +201,8 @@ func settings() []setting {
 		{path: "kafka.advertise_url", flag: "kafka-advertise-url", env: "OUTBOXD_KAFKA_ADVERTISE_URL",
 			usage: "`URL` of this instance's API as the other members of the group reach it (default: http:// and the listen address, unless that is a wildcard)",
 			set:   str(func(c *Config) *string { return &c.Kafka.AdvertiseURL })},
+		{path: "kafka.standby_replicas", flag: "standby-replicas", env: "OUTBOXD_STANDBY_REPLICAS", usage: "warm standby copies of each partition's store kept on other instances of the group, so that a lost instance's partitions move without a rebuild (group mode; 0: none)",
+			set: integer(func(c *Config) *int { return &c.Kafka.StandbyReplicas })},
 		{path: "kafka.client_id", flag: "kafka-client-id", env: "OUTBOXD_KAFKA_CLIENT_ID", usage: "Kafka client `ID` (default outboxd)",
 			set: str(func(c *Config) *string { return &c.Kafka.ClientID })},
 		{path: "kafka.sasl.username", env: "OUTBOXD_KAFKA_SASL_USERNAME",
