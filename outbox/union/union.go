@@ -159,19 +159,20 @@ func (v *View) List(ctx context.Context, opt outbox.ListOptions) ([]outbox.Event
 	if !open {
 		return nil, "", errAllClosed("list")
 	}
-	// Stable: of events with the same ID, the first store's comes first
-	// and is the one kept.
-	slices.SortStableFunc(all, func(a, b outbox.Event) int { return strings.Compare(a.ID, b.ID) })
-	all = slices.CompactFunc(all, func(a, b outbox.Event) bool { return a.ID == b.ID })
+	// Stable: of events with the same cursor, the first store's comes
+	// first and is the one kept. The cursor orders as a store lists: a
+	// topic event's deliveries sort right after an ID equal to the event's.
+	slices.SortStableFunc(all, func(a, b outbox.Event) int { return strings.Compare(cursorOf(&a), cursorOf(&b)) })
+	all = slices.CompactFunc(all, func(a, b outbox.Event) bool { return cursorOf(&a) == cursorOf(&b) })
 	if bounded {
 		// A store that has more may hold events just after its cursor:
 		// keep only what is certainly in order.
-		all = all[:sort.Search(len(all), func(i int) bool { return all[i].ID > bound })]
+		all = all[:sort.Search(len(all), func(i int) bool { return cursorOf(&all[i]) > bound })]
 	}
 	switch {
 	case len(all) > opt.Limit:
 		all = all[:opt.Limit:opt.Limit]
-		return all, all[len(all)-1].ID, nil
+		return all, cursorOf(&all[len(all)-1]), nil
 	case bounded:
 		return all, bound, nil
 	}
@@ -337,6 +338,8 @@ func (v *View) Stats() outbox.Stats {
 		}
 		sum.Pending += s.Pending
 		sum.Dead += s.Dead
+		sum.Unrouted += s.Unrouted
+		sum.UnroutedDroppedTotal += s.UnroutedDroppedTotal
 		sum.InFlight += s.InFlight
 		sum.DeliveredTotal += s.DeliveredTotal
 		sum.FailedTotal += s.FailedTotal
