@@ -14,6 +14,16 @@ import (
 // Get returns the event with that ID: pending, dead, or, while its tombstone
 // lasts, delivered or deleted (by Delete; only its ID and State are known
 // then). ErrNotFound otherwise.
+//
+// A topic event is returned as a whole, with the state of each delivery in
+// DeliveryStates: its State is pending while any delivery is pending, else
+// dead if any is dead, else delivered (or deleted when every delivery
+// left was deleted); NextAttemptAt is its earliest pending delivery's, and
+// Attempts, Deliveries and Version the largest of its deliveries'.
+// Destination, Endpoint, LastStatus, LastError, DeadReason and DeadAt are
+// per delivery and empty on the event. A topic event kept unrouted is
+// returned as stored (pending, or dead once its retention ended), with no
+// DeliveryStates.
 func (o *Outbox) Get(ctx context.Context, id string) (Event, error) {
 	if err := o.enter(); err != nil {
 		return Event{}, err
@@ -23,6 +33,15 @@ func (o *Outbox) Get(ctx context.Context, id string) (Event, error) {
 		return Event{}, err
 	}
 	r, st, err := o.st.Get(id)
+	if errors.Is(err, store.ErrNotFound) && validEventID(id) {
+		ev, ok, gerr := o.getGroup(id)
+		if gerr != nil {
+			return Event{}, mapErr("get", id, gerr)
+		}
+		if ok {
+			return ev, nil
+		}
+	}
 	if err != nil {
 		return Event{}, mapErr("get", id, err)
 	}
@@ -62,7 +81,9 @@ type ListOptions struct {
 // match reports whether r passes the options' filters.
 func (opt ListOptions) match(r *store.Record) bool {
 	switch {
-	case opt.Destination != "" && r.Destination != opt.Destination,
+	case opt.State != StateDead && opt.Unrouted != r.Unrouted(),
+		opt.Topic != "" && r.Topic != opt.Topic,
+		opt.Destination != "" && r.Destination != opt.Destination,
 		opt.KeyPrefix != "" && !strings.HasPrefix(r.Key, opt.KeyPrefix),
 		!opt.CreatedFrom.IsZero() && r.CreatedAt.Before(opt.CreatedFrom),
 		!opt.CreatedTo.IsZero() && !r.CreatedAt.Before(opt.CreatedTo):
@@ -78,7 +99,11 @@ const (
 )
 
 // List returns one page of pending or dead events in ID order, and the
-// cursor of the next page ("" after the last page).
+// cursor of the next page ("" after the last page). It lists deliveries:
+// each delivery of a topic event is one Event, with the event's ID and the
+// delivery's Endpoint (the cursor is opaque). Pending events kept unrouted
+// are listed with Unrouted only; dead ones (past their retention) with
+// the other dead letters.
 func (o *Outbox) List(ctx context.Context, opt ListOptions) ([]Event, string, error) {
 	if err := o.enter(); err != nil {
 		return nil, "", err
@@ -88,6 +113,11 @@ func (o *Outbox) List(ctx context.Context, opt ListOptions) ([]Event, string, er
 		return nil, "", err
 	}
 	state := opt.State
+	if opt.Unrouted {
+		if state != 0 {
+			return nil, "", fmt.Errorf("outbox: list: %w: state must not be set with unrouted", ErrInvalid)
+		}
+	}
 	if state == 0 {
 		state = StatePending
 	}
@@ -100,7 +130,8 @@ func (o *Outbox) List(ctx context.Context, opt ListOptions) ([]Event, string, er
 	}
 	limit = min(limit, MaxListLimit)
 	q := store.ListQuery{State: store.State(state), After: opt.After, Limit: limit}
-	if opt.Destination != "" || opt.KeyPrefix != "" || !opt.CreatedFrom.IsZero() || !opt.CreatedTo.IsZero() {
+	if opt.Destination != "" || opt.KeyPrefix != "" || !opt.CreatedFrom.IsZero() || !opt.CreatedTo.IsZero() ||
+		opt.Topic != "" || opt.Unrouted || (state == StatePending && o.hasUnrouted()) {
 		q.Filter = opt.match
 	}
 	recs, next, err := o.st.List(q)
@@ -114,7 +145,8 @@ func (o *Outbox) List(ctx context.Context, opt ListOptions) ([]Event, string, er
 	return evs, next, nil
 }
 
-// Delete drops a pending or dead event: it is removed through the changelog
+// Delete drops a pending or dead event (every pending or dead delivery of
+// a topic event; DeleteDelivery drops one): it is removed through the changelog
 // and its ID is remembered for the dedup window as deleted: Get reports
 // StateDeleted, Enqueue refuses the ID with ErrDeleted, and Ingest skips it
 // as a duplicate, until the tombstone is trimmed. ErrNotFound when no
@@ -125,18 +157,34 @@ func (o *Outbox) Delete(ctx context.Context, id string) error {
 		return err
 	}
 	defer o.ops.Done()
-	return mapErr("delete", id, o.st.Drop(ctx, id, "dropped by operator"))
+	err := o.st.Drop(ctx, id, "dropped by operator")
+	if errors.Is(err, store.ErrNotFound) && validEventID(id) {
+		_, err = o.st.DropGroup(ctx, id, "dropped by operator")
+	}
+	return mapErr("delete", id, err)
 }
+
+// validEventID reports whether id may be an event's ID (and so the group
+// of a topic event's deliveries).
+func validEventID(id string) bool { return id != "" && ValidText(id) }
 
 // Replay moves a dead event back to pending, due now (or at its DeliverAt
 // while that is still ahead), with its attempts reset. ErrNotFound when
-// there is no such event, ErrNotDead when it is not a dead letter.
+// there is no such event, ErrNotDead when it is not a dead letter. Of a
+// topic event it replays every dead delivery (ReplayDelivery replays one);
+// ErrNotDead when none is dead. A topic event that became dead unrouted is
+// routed to the endpoints subscribed to it now, or dead again at once when
+// there are none.
 func (o *Outbox) Replay(ctx context.Context, id string) error {
 	if err := o.enter(); err != nil {
 		return err
 	}
 	defer o.ops.Done()
-	if _, err := o.st.Replay(ctx, id, o.clock.Now().UTC()); err != nil {
+	_, err := o.st.Replay(ctx, id, o.clock.Now().UTC())
+	if errors.Is(err, store.ErrNotFound) && validEventID(id) {
+		_, err = o.st.ReplayGroup(ctx, id, o.clock.Now().UTC())
+	}
+	if err != nil {
 		return mapErr("replay", id, err)
 	}
 	o.wake()
@@ -167,7 +215,8 @@ const DefaultReplayRate = 100
 
 func (f ReplayFilter) match(r *store.Record) bool {
 	switch {
-	case f.Destination != "" && r.Destination != f.Destination,
+	case f.Topic != "" && r.Topic != f.Topic,
+		f.Destination != "" && r.Destination != f.Destination,
 		f.Status != 0 && r.LastStatus != f.Status,
 		f.KeyPrefix != "" && !strings.HasPrefix(r.Key, f.KeyPrefix),
 		!f.From.IsZero() && r.DeadAt.Before(f.From),

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/textproto"
 	"time"
@@ -74,7 +75,9 @@ func IsLoggedHeader(name string) bool {
 // first (empty when it has none yet): of a pending or dead event, and of a
 // delivered or deleted one while its tombstone lasts. ErrNotFound
 // otherwise. The log is local to this file: a store rebuilt from a
-// changelog has none of the attempts made before.
+// changelog has none of the attempts made before. Of a topic event it
+// returns the attempts of every delivery, each with its Endpoint, in the
+// order they started.
 func (o *Outbox) Attempts(ctx context.Context, id string) ([]Attempt, error) {
 	if err := o.enter(); err != nil {
 		return nil, err
@@ -84,16 +87,31 @@ func (o *Outbox) Attempts(ctx context.Context, id string) ([]Attempt, error) {
 		return nil, err
 	}
 	as, err := o.st.Attempts(id)
+	if errors.Is(err, store.ErrNotFound) && validEventID(id) {
+		out, ok, gerr := o.attemptsOfGroup(id)
+		if gerr != nil {
+			return nil, mapErr("attempts", id, gerr)
+		}
+		if ok {
+			return out, nil
+		}
+	}
 	if err != nil {
 		return nil, mapErr("attempts", id, err)
 	}
 	out := make([]Attempt, len(as))
 	for i, a := range as {
-		act, _ := ParseAction(a.Action)
-		out[i] = Attempt{Seq: a.Seq, Delivery: a.Delivery, StartedAt: a.StartedAt, Duration: a.Duration,
-			Action: act, Status: a.Status, Error: a.Error, Header: a.Headers, Body: a.Body}
+		out[i] = attemptFromStore(a, "")
 	}
 	return out, nil
+}
+
+// attemptFromStore converts a logged attempt of the delivery to endpoint
+// ("" for an event with a Destination).
+func attemptFromStore(a store.Attempt, endpoint string) Attempt {
+	act, _ := ParseAction(a.Action)
+	return Attempt{Seq: a.Seq, Delivery: a.Delivery, Endpoint: endpoint, StartedAt: a.StartedAt, Duration: a.Duration,
+		Action: act, Status: a.Status, Error: a.Error, Header: a.Headers, Body: a.Body}
 }
 
 // logsAttempts reports whether the outbox keeps an attempt log.

@@ -18,10 +18,11 @@ func (e *engine) work() {
 			j.res = Result{Action: actionNone}
 		} else {
 			d := &Delivery{
-				ID:          r.ID,
+				ID:          store.GroupOf(r.ID), // the event's ID, for every delivery of it
 				Key:         r.Key,
 				Destination: r.Destination,
 				Endpoint:    r.Endpoint,
+				Topic:       r.Topic,
 				Method:      r.Method,
 				Headers:     maps.Clone(r.Headers),
 				Payload:     r.Payload,
@@ -129,7 +130,7 @@ func (e *engine) forgetLocked(r *store.Record) {
 	delete(e.inflight, r.ID)
 	decr(e.queued, r.Endpoint)
 	if e.o.cfg.Ordered && r.Key != "" {
-		decr(e.perKey, r.Key)
+		decr(e.perKey, orderKey(r))
 	}
 }
 
@@ -181,6 +182,9 @@ func (e *engine) punctuate(ctx context.Context, _ time.Time) {
 	if len(sc.paced) > 0 {
 		e.deferPaced(ctx, sc.paced, sc.pacedEP)
 	}
+	if len(sc.unrouted) > 0 {
+		o.expireUnrouted(ctx, sc.unrouted)
+	}
 }
 
 // room returns how many events a punctuation at now may take into the
@@ -217,6 +221,8 @@ type scan struct {
 	holds    map[string]store.EndpointState
 	queued   map[string]int // ready plus delivering, by endpoint, with what it took
 	perKey   map[string]int // in flight, by key, with what it took (Ordered)
+
+	unrouted []*store.Record // events kept unrouted whose retention ended
 
 	deferred   []store.Outcome // push-backs of held endpoints' events
 	deferredEP []string        // the endpoint of each
@@ -272,6 +278,13 @@ func (sc *scan) skipID(id []byte) bool {
 // (see pacedAt).
 func (sc *scan) skip(r *store.Record) bool {
 	e, c := sc.e, &sc.e.o.cfg
+	if r.Unrouted() {
+		// Never delivered: routed or dead-lettered after the scan.
+		if len(sc.unrouted) < c.BatchSize {
+			sc.unrouted = append(sc.unrouted, r)
+		}
+		return true
+	}
 	if ep, held := sc.holds[r.Endpoint]; held {
 		until := heldUntil(ep)
 		switch {
@@ -307,10 +320,11 @@ func (sc *scan) skip(r *store.Record) bool {
 // busy (Ordered).
 func (sc *scan) take(r *store.Record) bool {
 	if sc.e.o.cfg.Ordered && r.Key != "" {
-		if sc.perKey[r.Key] > 0 {
+		k := orderKey(r)
+		if sc.perKey[k] > 0 {
 			return true
 		}
-		sc.perKey[r.Key]++
+		sc.perKey[k]++
 	}
 	sc.queued[r.Endpoint]++
 	return false
@@ -364,7 +378,7 @@ func (e *engine) take(recs []*store.Record) int {
 		e.inflight[r.ID] = struct{}{}
 		e.queued[r.Endpoint]++
 		if e.o.cfg.Ordered && r.Key != "" {
-			e.perKey[r.Key]++
+			e.perKey[orderKey(r)]++
 		}
 		e.ready = append(e.ready, r)
 	}
@@ -411,7 +425,7 @@ func (e *engine) release(batch []*job) {
 		}
 		e.uncommitted--
 		if e.o.cfg.Ordered && r.Key != "" {
-			decr(e.perKey, r.Key)
+			decr(e.perKey, orderKey(r))
 		}
 		if j.probe {
 			delete(e.probing, r.Endpoint)

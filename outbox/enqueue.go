@@ -59,29 +59,68 @@ func (o *Outbox) enqueue(ctx context.Context, events []Event, refuseDeleted bool
 		return nil, err
 	}
 	ctx, span, tp, ts := o.startEnqueue(ctx, len(events))
-	recs, ids, err := o.newRecords(events, tp, ts)
+	b, err := o.newRecords(events, tp, ts)
 	if err != nil {
 		endSpan(span, err)
 		return nil, err
 	}
-	statuses, err := o.st.InsertWith(ctx, recs, store.InsertOptions{RefuseDeleted: refuseDeleted})
-	if err != nil {
-		err = o.insertErr(ids, err)
-		endSpan(span, err)
-		return nil, err
+	var statuses []store.InsertStatus
+	if len(b.recs) > 0 {
+		statuses, err = o.st.InsertWith(ctx, b.recs, store.InsertOptions{RefuseDeleted: refuseDeleted})
+		if err != nil {
+			err = o.insertErr(b.ids, err)
+			endSpan(span, err)
+			return nil, err
+		}
 	}
 	span.End()
-	o.countInserted(statuses)
-	return ids, nil
+	o.countInserted(b.perEvent(statuses))
+	o.afterInsert(ctx, b)
+	return b.ids, nil
+}
+
+// batch is the records of the events of one enqueue call.
+type batch struct {
+	recs []*store.Record
+	ids  []string // the events' IDs
+	// owner is the index of each record's event: a topic event has one
+	// record per delivery, and an event dropped unrouted none.
+	owner []int
+	// rt is the router the topic events were routed with, and unrouted
+	// tells whether one of them was kept unrouted.
+	rt       *router
+	unrouted bool
+}
+
+// perEvent folds the statuses of the batch's records into one per stored
+// event: Inserted when its records were (all of them are, or none),
+// AlreadyPresent otherwise (a duplicate).
+func (b *batch) perEvent(statuses []store.InsertStatus) []store.InsertStatus {
+	if len(statuses) == len(b.ids) {
+		return statuses // one record per event
+	}
+	out := make([]store.InsertStatus, 0, len(b.ids))
+	for i, s := range statuses {
+		if i > 0 && b.owner[i] == b.owner[i-1] {
+			if s != store.Inserted {
+				out[len(out)-1] = s
+			}
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // newRecords validates events and builds their records and IDs. An event
 // without a valid TraceParent of its own takes traceparent and tracestate
-// (the caller's trace context, or none).
-func (o *Outbox) newRecords(events []Event, traceparent, tracestate string) ([]*store.Record, []string, error) {
+// (the caller's trace context, or none). A topic event gets one record per
+// subscribed endpoint, one record kept unrouted, or none when it is
+// dropped unrouted (counted and logged here).
+func (o *Outbox) newRecords(events []Event, traceparent, tracestate string) (*batch, error) {
 	now := o.clock.Now().UTC()
-	recs := make([]*store.Record, len(events))
-	ids := make([]string, len(events))
+	b := &batch{recs: make([]*store.Record, 0, len(events)), ids: make([]string, len(events))}
+	dropped := 0
 	for i := range events {
 		ev := events[i]
 		if ev.TraceParent == "" || !validTraceParent(ev.TraceParent) {
@@ -89,12 +128,37 @@ func (o *Outbox) newRecords(events []Event, traceparent, tracestate string) ([]*
 		}
 		r, err := o.newRecord(i, ev, now)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		recs[i] = r
-		ids[i] = r.ID
+		b.ids[i] = r.ID
+		if r.Topic == "" {
+			b.recs = append(b.recs, r)
+			b.owner = append(b.owner, i)
+			continue
+		}
+		if b.rt == nil {
+			b.rt = o.router.Load()
+		}
+		n := len(b.recs)
+		b.recs = o.fanOut(b.recs, r, b.rt)
+		switch {
+		case len(b.recs) > n:
+		case o.cfg.Unrouted == UnroutedDrop:
+			dropped++
+			continue
+		default:
+			b.recs = append(b.recs, o.keepUnrouted(r))
+			b.unrouted = true
+		}
+		for range len(b.recs) - n {
+			b.owner = append(b.owner, i)
+		}
 	}
-	return recs, ids, nil
+	if dropped > 0 {
+		o.unroutedDropped.Add(uint64(dropped))
+		o.log.Warn("outbox: events dropped: no endpoint subscribes to their topic (Config.Unrouted is drop)", "dropped", dropped)
+	}
+	return b, nil
 }
 
 // insertErr maps the error of an insert of the events with ids.
@@ -137,7 +201,7 @@ func (o *Outbox) EnqueueDead(ctx context.Context, ev Event, reason string) (stri
 		return "", mapErr("enqueue dead", "", err)
 	}
 	o.countInserted(statuses)
-	return r.ID, nil
+	return store.GroupOf(r.ID), nil
 }
 
 func (o *Outbox) countInserted(statuses []store.InsertStatus) {
@@ -175,12 +239,16 @@ func (o *Outbox) newRecordLax(ev Event, now time.Time) (*store.Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.resolver != nil {
+	if o.resolver != nil && ev.Topic == "" {
 		if ep, rerr := o.resolver.ResolveEndpoint(ev.Destination); rerr == nil && ep != "" {
 			endpoint = ep
 		}
 	}
-	return o.buildRecord(ev, endpoint, now)
+	r, err := o.buildRecord(ev, endpoint, now)
+	if err == nil && r.Topic != "" {
+		r.ID = deliveryID(r.ID, "") // a topic event dead before it was routed
+	}
+	return r, err
 }
 
 func (o *Outbox) buildRecord(ev Event, endpoint string, now time.Time) (*store.Record, error) {
@@ -201,6 +269,7 @@ func (o *Outbox) buildRecord(ev Event, endpoint string, now time.Time) (*store.R
 		Key:           ev.Key,
 		Destination:   ev.Destination,
 		Endpoint:      endpoint,
+		Topic:         ev.Topic,
 		Method:        ev.Method,
 		Headers:       maps.Clone(ev.Headers),
 		Payload:       append([]byte(nil), ev.Payload...),
@@ -270,6 +339,9 @@ func (o *Outbox) upsertFn(key string, fn func(current *Event) (Event, error), in
 		}
 		if ev.Key != "" && ev.Key != key {
 			return nil, &ValidationError{Field: "key", Reason: "differs from the upserted key " + quote(key)}
+		}
+		if ev.Topic != "" {
+			return nil, &ValidationError{Field: "topic", Reason: "Upsert coalesces the events of one destination; a topic event cannot be upserted"}
 		}
 		ev.Key = key
 		if ev.ID == "" && cur != nil {

@@ -108,21 +108,30 @@ func wrapStoreErr(op string, err error) error {
 }
 
 // ValidationError reports an event that Enqueue, EnqueueDead or Upsert
-// refused. errors.Is(err, ErrInvalid) is true for it.
+// refused, or a subscription SetSubscriptions refused. errors.Is(err,
+// ErrInvalid) is true for it.
 type ValidationError struct {
 	// Index is the position of the event in the Enqueue call (0 for
-	// EnqueueDead and Upsert).
+	// EnqueueDead and Upsert), or of the subscription in the
+	// SetSubscriptions call.
 	Index int
-	// Field names the offending field: "id", "key", "destination", "method",
-	// "headers", "payload" or "deliver_at".
+	// Field names the offending field: "id", "key", "destination", "topic",
+	// "method", "headers", "payload" or "deliver_at" (for a Subscription:
+	// "endpoint", "topics" or "headers").
 	Field string
 	// Reason says what is wrong with it.
 	Reason string
+
+	subscription bool // it is about a Subscription (SetSubscriptions)
 }
 
 // Error implements error.
 func (e *ValidationError) Error() string {
-	return fmt.Sprintf("outbox: invalid event %d: %s: %s", e.Index, e.Field, e.Reason)
+	what := "event"
+	if e.subscription {
+		what = "subscription"
+	}
+	return fmt.Sprintf("outbox: invalid %s %d: %s: %s", what, e.Index, e.Field, e.Reason)
 }
 
 // Unwrap returns ErrInvalid.

@@ -156,9 +156,10 @@ var _ = [...]struct{}{
 // eventFromRecord converts a stored record. It copies everything it keeps.
 func eventFromRecord(r *store.Record, st State) Event {
 	return Event{
-		ID:            r.ID,
+		ID:            store.GroupOf(r.ID),
 		Key:           r.Key,
 		Destination:   r.Destination,
+		Topic:         r.Topic,
 		Method:        r.Method,
 		Headers:       maps.Clone(r.Headers),
 		Payload:       append([]byte(nil), r.Payload...),
@@ -199,14 +200,21 @@ func (o *Outbox) validateEvent(i int, ev *Event, resolve bool) (endpoint string,
 	if !ValidText(ev.Key) {
 		return "", bad("key", "must be valid UTF-8 without control characters")
 	}
-	if ev.Destination == "" {
-		return "", bad("destination", "required")
+	if ev.Topic != "" {
+		if ev.Destination != "" {
+			return "", bad("topic", "set together with destination: an event has a destination or a topic, not both")
+		}
+		if err := ValidateTopic(ev.Topic); err != nil {
+			return "", bad("topic", quote(ev.Topic)+" "+err.Error())
+		}
+	} else if ev.Destination == "" {
+		return "", bad("destination", "required (or a topic)")
 	}
 	if !ValidText(ev.Destination) {
 		return "", bad("destination", "must be valid UTF-8 without control characters")
 	}
 	endpoint = ev.Destination
-	if resolve && o.resolver != nil {
+	if resolve && o.resolver != nil && ev.Topic == "" {
 		ep, err := o.resolver.ResolveEndpoint(ev.Destination)
 		if err != nil {
 			return "", bad("destination", err.Error())

@@ -54,6 +54,7 @@ type Outbox struct {
 	deliveredTotal  atomic.Uint64
 	failedTotal     atomic.Uint64
 	deadTotal       atomic.Uint64
+	unroutedDropped atomic.Uint64
 }
 
 // Open opens (creating it if needed) the outbox file at path and checks cfg.

@@ -11,9 +11,9 @@ import (
 type Stats struct {
 	// Pending and Dead count the events in those states.
 	Pending, Dead int
-	// Unrouted counts the topic events kept unrouted (no subscriber yet).
-	// Pending and Dead count deliveries: a topic event routed to three
-	// endpoints counts three.
+	// Unrouted counts the topic events kept unrouted (no subscriber yet);
+	// Pending does not count them. Pending and Dead count deliveries: a
+	// topic event routed to three endpoints counts three.
 	Unrouted int
 	// UnroutedDroppedTotal counts the topic events dropped for want of a
 	// subscriber (Config.Unrouted = UnroutedDrop).
@@ -107,7 +107,9 @@ func (o *Outbox) Stats() Stats {
 		DeadTotal:       o.deadTotal.Load(),
 		EnqueuedTotal:   o.enqueuedTotal.Load(),
 		DuplicatesTotal: o.duplicatesTotal.Load(),
-		Commits:         o.CommitStats(),
+
+		UnroutedDroppedTotal: o.unroutedDropped.Load(),
+		Commits:              o.CommitStats(),
 	}
 	s.EndpointsThrottled, s.EndpointsDisabled, s.EndpointsBreakerOpen = o.eng.holds.count(now)
 	if o.enter() != nil {
@@ -115,7 +117,8 @@ func (o *Outbox) Stats() Stats {
 	}
 	defer o.ops.Done()
 	if ss, err := o.st.Stats(); err == nil {
-		s.Pending, s.Dead = ss.Pending, ss.Dead
+		s.Pending, s.Dead = ss.Pending-ss.Unrouted, ss.Dead
+		s.Unrouted = ss.Unrouted
 		s.Tombstones, s.Endpoints, s.ChangelogEntries = ss.Tombstones, ss.Endpoints, ss.ChangelogEntries
 		s.LastLSN, s.ShippedLSN = ss.LastLSN, ss.ShippedLSN
 		s.FileSize, s.KeyIndex = ss.FileSize, ss.KeyIndex

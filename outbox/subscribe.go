@@ -103,7 +103,7 @@ func (o *Outbox) newRouter(subs []Subscription) (*router, error) {
 // validateSubscription checks one subscription.
 func (o *Outbox) validateSubscription(s Subscription) *ValidationError {
 	bad := func(field, reason string) *ValidationError {
-		return &ValidationError{Field: field, Reason: reason}
+		return &ValidationError{Field: field, Reason: reason, subscription: true}
 	}
 	if s.Endpoint == "" {
 		return bad("endpoint", "required")

@@ -28,6 +28,9 @@ type Tx struct {
 	inserted, dups int
 	// The trace context of Update's ctx, for events without their own.
 	traceparent, tracestate string
+	// routeAfter is set when an event was kept unrouted: subscriptions set
+	// while the transaction ran may route it (see Outbox.afterInsert).
+	routeAfter bool
 }
 
 // Bucket returns the application's top-level bucket name, nil when it does
@@ -58,22 +61,28 @@ func (tx *Tx) Enqueue(events ...Event) ([]string, error) {
 	if len(events) == 0 {
 		return nil, nil
 	}
-	recs, ids, err := tx.o.newRecords(events, tx.traceparent, tx.tracestate)
+	b, err := tx.o.newRecords(events, tx.traceparent, tx.tracestate)
 	if err != nil {
 		return nil, err
 	}
-	statuses, err := tx.at.InsertWith(recs, store.InsertOptions{RefuseDeleted: true})
-	if err != nil {
-		return nil, tx.o.insertErr(ids, err)
+	var statuses []store.InsertStatus
+	if len(b.recs) > 0 {
+		statuses, err = tx.at.InsertWith(b.recs, store.InsertOptions{RefuseDeleted: true})
+		if err != nil {
+			return nil, tx.o.insertErr(b.ids, err)
+		}
 	}
-	for _, s := range statuses {
+	if b.unrouted {
+		tx.routeAfter = true
+	}
+	for _, s := range b.perEvent(statuses) {
 		if s == store.Inserted {
 			tx.inserted++
 		} else {
 			tx.dups++
 		}
 	}
-	return ids, nil
+	return b.ids, nil
 }
 
 // Upsert is Outbox.Upsert in the transaction: fn sees the key's pending
@@ -149,6 +158,7 @@ func (o *Outbox) Update(ctx context.Context, fn func(tx *Tx) error) error {
 	}
 	var last *Tx
 	tp, ts := callerTrace(ctx)
+	rt := o.router.Load()
 	err := o.st.AppUpdate(ctx, func(at *store.AppTx) error {
 		last = &Tx{o: o, at: at, traceparent: tp, tracestate: ts}
 		return fn(last)
@@ -162,6 +172,9 @@ func (o *Outbox) Update(ctx context.Context, fn func(tx *Tx) error) error {
 	o.hookDuplicate(last.dups)
 	if last.inserted > 0 {
 		o.wake()
+	}
+	if last.routeAfter {
+		o.afterInsert(ctx, &batch{rt: rt, unrouted: true})
 	}
 	return nil
 }

@@ -222,8 +222,9 @@ type checker struct {
 	keyIndex bool
 
 	// Counts of what the walk read.
-	keys  map[string]int
-	keyed int // pending records with a Key
+	keys     map[string]int
+	keyed    int // pending records with a Key
+	unrouted int // pending fan-out events kept unrouted
 	// A pending record without its due (key) index entry was found.
 	dueMissing, keyMissing bool
 }
@@ -514,7 +515,7 @@ func (c *checker) schema() error {
 	default:
 		c.keyIndex = binary.BigEndian.Uint64(v) == schemaVersion
 	}
-	for _, k := range [][]byte{metaLastLSN, metaShipped, metaPending, metaDead, metaTombs, metaEndpoints, metaChangelogN} {
+	for _, k := range [][]byte{metaLastLSN, metaShipped, metaPending, metaUnrouted, metaDead, metaTombs, metaEndpoints, metaChangelogN} {
 		if v, ok := c.metaVals[string(k)]; ok && len(v) != 8 {
 			c.problem("meta", 0, string(k), "a counter of %d bytes, want 8", len(v))
 		}
@@ -638,6 +639,11 @@ func (c *checker) values() {
 		}
 	}
 	count("events", metaPending, "pending records")
+	if c.sound["events"] && c.sound[string(bucketMeta)] {
+		if want := c.metaU64(metaUnrouted); uint64(c.unrouted) != want {
+			c.problem("meta", 0, string(metaUnrouted), "counts %d unrouted events, the events bucket holds %d", want, c.unrouted)
+		}
+	}
 	count("dead", metaDead, "dead letters")
 	count("tombstones", metaTombs, "tombstones")
 	count("endpoints", metaEndpoints, "endpoint states")
@@ -685,12 +691,15 @@ func (c *checker) event(page uint64, k, v []byte) {
 	if r.Key != "" {
 		c.keyed++
 	}
+	if r.Unrouted() {
+		c.unrouted++
+	}
 	if _, ok := c.get("due", dueKey(r.NextAttemptAt, r.ID)); !ok && c.sound["due"] {
 		c.problem("events", page, idKey(k), "no due index entry for its next attempt at %s: it would never be delivered", r.NextAttemptAt.Format(time.RFC3339Nano))
 		c.dueMissing = true
 	}
 	if c.keyIndex && r.Key != "" && c.sound["keys"] {
-		if _, ok := c.get("keys", keyIndex(r.Key, r.seq, r.ID)); !ok {
+		if _, ok := c.get("keys", keyIndex(r.indexKey(), r.seq, r.ID)); !ok {
 			c.problem("events", page, idKey(k), "no key index entry for its key %q", r.Key)
 			c.keyMissing = true
 		}
@@ -809,9 +818,9 @@ func (c *checker) keyOwner(page uint64, k, _ []byte) {
 	if !ok {
 		return
 	}
-	if r, err := DecodeRecord(ev); err == nil && (r.Key != string(key) || r.seq != seq) {
+	if r, err := DecodeRecord(ev); err == nil && (r.indexKey() != string(key) || r.seq != seq) {
 		c.problem("keys", page, fmt.Sprintf("key %q, sequence %d, ID %q", key, seq, id),
-			"the pending record has key %q and sequence %d", r.Key, r.seq)
+			"the pending record has key %q and sequence %d", r.indexKey(), r.seq)
 	}
 }
 

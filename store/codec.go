@@ -53,7 +53,7 @@ func appendRecord(dst []byte, r *Record) []byte {
 func recordSizeHint(r *Record) int {
 	n := frameMin + 16 + 14*binary.MaxVarintLen64 + 4*(1+2*binary.MaxVarintLen64) +
 		len(r.ID) + len(r.Key) + len(r.Destination) + len(r.Endpoint) + len(r.Method) +
-		len(r.Payload) + len(r.LastError) + len(r.DeadReason) + len(r.TraceParent) + len(r.TraceState)
+		len(r.Payload) + len(r.LastError) + len(r.DeadReason) + len(r.TraceParent) + len(r.TraceState) + len(r.Topic)
 	for k, v := range r.Headers {
 		n += 2*binary.MaxVarintLen64 + len(k) + len(v)
 	}
@@ -311,16 +311,21 @@ func (e *encoder) record(r *Record) {
 	// Added after the first layout, and written only when set, so that a
 	// record without it keeps its first-layout bytes. Older builds ignore
 	// it; a field appended later must write it (flag 0 when zero) first.
-	if !r.DeliverAt.IsZero() || r.TraceParent != "" {
+	if !r.DeliverAt.IsZero() || r.TraceParent != "" || r.Topic != "" {
 		e.time(r.DeliverAt)
 	}
 	// The trace context, added after DeliverAt, likewise: written only with
 	// a TraceParent (a TraceState alone is not kept), so a record without
 	// one keeps its bytes; a field appended after it writes it (two empty
 	// strings) first.
-	if r.TraceParent != "" {
+	if r.TraceParent != "" || r.Topic != "" {
 		e.str(r.TraceParent)
 		e.str(r.TraceState)
+	}
+	// The topic of a fan-out delivery, added after the trace context,
+	// likewise: written only when set.
+	if r.Topic != "" {
+		e.str(r.Topic)
 	}
 }
 
@@ -549,6 +554,9 @@ func (d *decoder) record() *Record {
 		if r.TraceParent == "" {
 			r.TraceState = "" // never written alone
 		}
+	}
+	if d.err == nil && len(d.b) > 0 {
+		r.Topic = d.str()
 	}
 	if d.err != nil {
 		return nil

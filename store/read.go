@@ -71,7 +71,7 @@ func (s *Store) Due(q DueQuery) ([]*Record, error) {
 				return err
 			}
 			if q.HeadOfKeyOnly && r.Key != "" {
-				p := keyPrefix(r.Key)
+				p := keyPrefix(r.indexKey())
 				hk, _ := keys.Cursor().Seek(p)
 				if hk == nil || !bytes.HasPrefix(hk, p) || len(hk) < len(p)+8 || string(hk[len(p)+8:]) != r.ID {
 					continue
@@ -310,6 +310,9 @@ func (s *Store) History(id string) ([]*Entry, error) {
 // transaction, so reading them costs no scan.
 type Stats struct {
 	Pending, Dead, Tombstones, Endpoints, ChangelogEntries int
+	// Unrouted counts the pending records that are fan-out events kept
+	// unrouted (Record.Unrouted); Pending counts them too.
+	Unrouted int
 	// FileSize is the database file's size in bytes.
 	FileSize            int64
 	LastLSN, ShippedLSN uint64
@@ -324,6 +327,7 @@ func (s *Store) Stats() (Stats, error) {
 	err := s.view(func(tx *bolt.Tx) error {
 		m := tx.Bucket(bucketMeta)
 		st.Pending = int(getU64(m, metaPending))
+		st.Unrouted = int(getU64(m, metaUnrouted))
 		st.Dead = int(getU64(m, metaDead))
 		st.Tombstones = int(getU64(m, metaTombs))
 		st.Endpoints = int(getU64(m, metaEndpoints))

@@ -61,6 +61,14 @@ type Record struct {
 	// bookkeeping, not content, and SameContent ignores them.
 	TraceParent string
 	TraceState  string
+	// Topic is the topic of a fan-out event; empty for an event with one
+	// destination. A record with a Topic is one delivery of that event (or
+	// the event kept unrouted, with an empty Endpoint), stored under the ID
+	// GroupID ‖ "\x1f" ‖ Endpoint: the records of one event form a group
+	// (see GroupOf) that Insert deduplicates as a whole, and its Key orders
+	// its deliveries per endpoint (the key index scopes it by Endpoint). It
+	// is content: SameContent compares it.
+	Topic string
 
 	// seq orders the pending records of one Key (the LSN at which the record
 	// became pending). It is kept by the store and encoded with the record.
@@ -77,7 +85,7 @@ func (r *Record) SameContent(o *Record) bool {
 	if r == nil || o == nil {
 		return r == o
 	}
-	return r.ID == o.ID && r.Key == o.Key && r.Destination == o.Destination &&
+	return r.ID == o.ID && r.Key == o.Key && r.Destination == o.Destination && r.Topic == o.Topic &&
 		r.Method == o.Method && maps.Equal(r.Headers, o.Headers) && bytes.Equal(r.Payload, o.Payload)
 }
 

@@ -57,6 +57,7 @@ var (
 	metaShipped    = []byte("shipped_lsn")
 	metaShipping   = []byte("shipping")
 	metaPending    = []byte("count_pending")
+	metaUnrouted   = []byte("count_unrouted")
 	metaDead       = []byte("count_dead")
 	metaTombs      = []byte("count_tombstones")
 	metaEndpoints  = []byte("count_endpoints")
@@ -399,7 +400,7 @@ func (s *Store) setKeyIndex(keep bool) (err error) {
 				return err
 			}
 			if r.Key != "" {
-				entries = append(entries, keyIndex(r.Key, r.seq, r.ID))
+				entries = append(entries, keyIndex(r.indexKey(), r.seq, r.ID))
 			}
 		}
 		slices.SortFunc(entries, bytes.Compare)

@@ -165,9 +165,12 @@ func (s *Store) prepareInsert(recs []*Record) (*preparedInsert, error) {
 		due := buf[len(buf)-8-len(c.ID) : len(buf) : len(buf)]
 		buf = append(buf, make([]byte, 8)...)
 		lsnKey := buf[len(buf)-8 : len(buf) : len(buf)]
-		items[i] = insertItem{id: c.ID, idb: idb, key: c.Key, dueKey: due, lsnKey: lsnKey,
+		items[i] = insertItem{id: c.ID, idb: idb, key: c.indexKey(), dueKey: due, lsnKey: lsnKey,
 			dead: c.DeadReason, entry: entry, frameOff: start, frame: entry[start : frameEnd-region],
-			dupOf: -1}
+			dupOf: -1, group: idb[:len(GroupOf(c.ID))], unrouted: c.Unrouted()}
+	}
+	if err := checkGroupsInCall(recs); err != nil {
+		return nil, err
 	}
 	if len(recs) > 1 {
 		// Repeated IDs in one call: same content is one insert, other
@@ -251,12 +254,15 @@ func (ins *preparedInsert) setVersions(recs []*Record) {
 
 // insertItem is one record of an Insert call, encoded before the commit.
 type insertItem struct {
-	id, key string
+	id, key string // key: the key index key (Record.indexKey)
 	idb     []byte // the ID's bytes, the key of every bucket write
-	dueKey  []byte // the due index key
-	lsnKey  []byte // room for the changelog key
-	dead    string // DeadReason
-	frame   []byte // EncodeRecord with Version and seq 0, inside entry
+	group   []byte // the group ID's bytes (GroupOf), a prefix of idb
+	// unrouted is set for a fan-out event kept unrouted (Record.Unrouted).
+	unrouted bool
+	dueKey   []byte // the due index key
+	lsnKey   []byte // room for the changelog key
+	dead     string // DeadReason
+	frame    []byte // EncodeRecord with Version and seq 0, inside entry
 	// entry is room for the changelog entry around frame, which starts at
 	// entry[frameOff:] (see entryAround).
 	entry    []byte
@@ -268,16 +274,17 @@ type insertItem struct {
 // decoded only when its ID is already stored.
 func (w *wtx) insertCheckFrame(it *insertItem, refuseDeleted bool) (InsertStatus, uint64, error) {
 	k := it.idb
-	if w.knownNew(k) {
+	if w.knownNew(it.group) {
+		// Every member of the group would sort after the group ID.
 		return Inserted, 0, nil
-	}
-	if w.get(w.events, k) == nil && w.get(w.dead, k) == nil {
-		st, err := w.insertCheckTombstone(k, refuseDeleted)
-		return st, 0, err
 	}
 	r, err := DecodeRecord(it.frame)
 	if err != nil {
 		return 0, 0, err
+	}
+	if w.get(w.events, k) == nil && w.get(w.dead, k) == nil {
+		st, err := w.insertCheckGroup(r, refuseDeleted)
+		return st, 0, err
 	}
 	return w.insertCheck(r, refuseDeleted)
 }
@@ -314,6 +321,9 @@ func (w *wtx) insertItem(it *insertItem) uint64 {
 	}
 	patchRecord(it.frame, lsn, lsn)
 	w.putNewPending(it.idb, it.key, lsn, it.frame)
+	if it.unrouted {
+		w.unrouted++
+	}
 	return lsn
 }
 
@@ -348,7 +358,7 @@ func (w *wtx) insertCheck(r *Record, refuseDeleted bool) (InsertStatus, uint64, 
 		}
 		return AlreadyPresent, cur.Version, nil
 	}
-	st, err := w.insertCheckTombstone([]byte(r.ID), refuseDeleted)
+	st, err := w.insertCheckGroup(r, refuseDeleted)
 	return st, 0, err
 }
 
@@ -888,23 +898,29 @@ func (s *Store) Replay(ctx context.Context, id string, now time.Time) (*Record, 
 			}
 			return fmt.Errorf("%w: no dead record %q", ErrNotFound, id)
 		}
-		lsn := w.next()
-		r := dead.clone()
-		r.Attempts = 0
-		r.DeadAt, r.DeadReason = time.Time{}, ""
-		r.NextAttemptAt = notBefore(now, r.DeliverAt)
-		r.Version, r.seq = lsn, lsn
-		frame := EncodeRecord(r)
-		w.removeDead(dead)
-		w.putPending(r, nil, frame)
-		w.log(lsn, OpReplay, id, frame, "replayed")
-		out = r.clone()
+		out = w.replay(dead, now).clone()
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// replay moves the dead record dead back to pending (see Replay) and
+// returns the stored record.
+func (w *wtx) replay(dead *Record, now time.Time) *Record {
+	lsn := w.next()
+	r := dead.clone()
+	r.Attempts = 0
+	r.DeadAt, r.DeadReason = time.Time{}, ""
+	r.NextAttemptAt = notBefore(now, r.DeliverAt)
+	r.Version, r.seq = lsn, lsn
+	frame := EncodeRecord(r)
+	w.removeDead(dead)
+	w.putPending(r, nil, frame)
+	w.log(lsn, OpReplay, r.ID, frame, "replayed")
+	return r
 }
 
 // SetShippedLSN records that every changelog entry up to lsn has been

@@ -23,6 +23,7 @@ type wtx struct {
 
 	lsn                                          uint64
 	pending, deadN, tombN, endpointsN, changeLen uint64
+	unrouted                                     uint64 // pending records kept unrouted (Record.Unrouted)
 
 	err      error
 	inUser   bool
@@ -164,6 +165,7 @@ func (s *Store) begin(tx *bolt.Tx) *wtx {
 	w.tombN = getU64(w.meta, metaTombs)
 	w.endpointsN = getU64(w.meta, metaEndpoints)
 	w.changeLen = getU64(w.meta, metaChangelogN)
+	w.unrouted = getU64(w.meta, metaUnrouted)
 	return w
 }
 
@@ -205,6 +207,9 @@ func (w *wtx) finish() error {
 	w.putU64(metaTombs, w.tombN)
 	w.putU64(metaEndpoints, w.endpointsN)
 	w.putU64(metaChangelogN, w.changeLen)
+	if w.unrouted != 0 || w.meta.Get(metaUnrouted) != nil {
+		w.putU64(metaUnrouted, w.unrouted)
+	}
 	return w.err
 }
 
@@ -347,20 +352,26 @@ func (w *wtx) putPending(r, old *Record, frame []byte) {
 		if !old.NextAttemptAt.Equal(r.NextAttemptAt) {
 			w.del(w.due, dueKey(old.NextAttemptAt, old.ID))
 		}
-		if old.Key != r.Key || old.seq != r.seq {
+		if old.indexKey() != r.indexKey() || old.seq != r.seq {
 			if old.Key != "" {
-				w.delKeyIndex(old.Key, old.seq, old.ID)
+				w.delKeyIndex(old.indexKey(), old.seq, old.ID)
 			}
+		}
+		if old.Unrouted() {
+			dec(&w.unrouted)
 		}
 	} else {
 		w.pending++
+	}
+	if r.Unrouted() {
+		w.unrouted++
 	}
 	w.put(w.events, []byte(r.ID), frame)
 	if old == nil || !old.NextAttemptAt.Equal(r.NextAttemptAt) {
 		w.put(w.due, w.dueKey(r.NextAttemptAt, r.ID), nil)
 	}
-	if r.Key != "" && (old == nil || old.Key != r.Key || old.seq != r.seq) {
-		w.putKeyIndex(r.Key, r.seq, r.ID)
+	if r.Key != "" && (old == nil || old.indexKey() != r.indexKey() || old.seq != r.seq) {
+		w.putKeyIndex(r.indexKey(), r.seq, r.ID)
 	}
 }
 
@@ -381,9 +392,12 @@ func (w *wtx) removePending(old *Record) {
 	w.del(w.events, []byte(old.ID))
 	w.del(w.due, dueKey(old.NextAttemptAt, old.ID))
 	if old.Key != "" {
-		w.delKeyIndex(old.Key, old.seq, old.ID)
+		w.delKeyIndex(old.indexKey(), old.seq, old.ID)
 	}
 	dec(&w.pending)
+	if old.Unrouted() {
+		dec(&w.unrouted)
+	}
 }
 
 func (w *wtx) removeDead(old *Record) {
