@@ -334,15 +334,17 @@ func inspectEvent(w io.Writer, o *outbox.Outbox, id string, asJSON bool) error {
 		if !rec.DeliverAt.IsZero() {
 			fmt.Fprintf(tw, "  deliver at\t%s\n", tsText(rec.DeliverAt))
 		}
-		fmt.Fprintf(tw, "  attempts\t%d spent, %d deliveries made\n", rec.Attempts, rec.Deliveries)
-		if state == outbox.StatePending {
-			fmt.Fprintf(tw, "  next attempt\t%s\n", tsText(rec.NextAttemptAt))
-		}
-		if rec.LastStatus != 0 || rec.LastError != "" {
-			fmt.Fprintf(tw, "  last outcome\t%s\n", lastOutcome(rec))
-		}
-		if rec.DeadReason != "" {
-			fmt.Fprintf(tw, "  dead\t%s: %s\n", tsText(rec.DeadAt), rec.DeadReason)
+		if rec.Topic == "" { // a topic event's deliveries have their own
+			fmt.Fprintf(tw, "  attempts\t%d spent, %d deliveries made\n", rec.Attempts, rec.Deliveries)
+			if state == outbox.StatePending {
+				fmt.Fprintf(tw, "  next attempt\t%s\n", tsText(rec.NextAttemptAt))
+			}
+			if rec.LastStatus != 0 || rec.LastError != "" {
+				fmt.Fprintf(tw, "  last outcome\t%s\n", lastOutcome(rec))
+			}
+			if rec.DeadReason != "" {
+				fmt.Fprintf(tw, "  dead\t%s: %s\n", tsText(rec.DeadAt), rec.DeadReason)
+			}
 		}
 		tw.Flush()
 		writeDeliveries(w, rec)
