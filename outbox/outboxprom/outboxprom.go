@@ -41,6 +41,8 @@ var _ Source = (*outbox.Outbox)(nil)
 //	outbox_oldest_pending_age_seconds,
 //	outbox_endpoints_throttled, outbox_endpoints_disabled,
 //	outbox_endpoints_breaker_open               gauges from Stats
+//	outbox_unrouted_events                      gauge     topic events kept unrouted (no subscriber yet)
+//	outbox_unrouted_dropped_total               counter   topic events dropped for want of a subscriber
 //	outbox_breaker_transitions_total{endpoint,state} counter circuit breaker transitions
 //	outbox_rate_limited_total{endpoint}         counter   events rescheduled by a rate limit
 //	outbox_endpoint_breaker_state{endpoint,state} gauge   1 for the breaker's state (closed, open, half-open)
@@ -83,6 +85,7 @@ type Collector struct {
 	rateLimited  *prometheus.CounterVec
 
 	pendingDesc, deadDesc, inFlightDesc, oldestDesc, throttledDesc, disabledDesc, breakerOpenDesc, unavailableDesc *prometheus.Desc
+	unroutedDesc, droppedDesc                                                                                      *prometheus.Desc
 
 	breakerStateDesc, rateLimitDesc, deliveryRateDesc *prometheus.Desc
 
@@ -133,6 +136,8 @@ func New(o *outbox.Outbox) (*Collector, outbox.Hooks) {
 		rateLimitDesc:    prometheus.NewDesc(ns+"_endpoint_rate_limit", "The endpoint's rate limit, in deliveries started per second.", []string{"endpoint"}, nil),
 		deliveryRateDesc: prometheus.NewDesc(ns+"_endpoint_delivery_rate", "Deliveries started to the endpoint per second, over the last few seconds.", []string{"endpoint"}, nil),
 		pendingDesc:      prometheus.NewDesc(ns+"_pending", "Pending events.", nil, nil),
+		unroutedDesc:     prometheus.NewDesc(ns+"_unrouted_events", "Topic events kept unrouted: no endpoint subscribes to their topic yet.", nil, nil),
+		droppedDesc:      prometheus.NewDesc(ns+"_unrouted_dropped_total", "Topic events dropped because no endpoint subscribed to their topic (Config.Unrouted = drop).", nil, nil),
 		deadDesc:         prometheus.NewDesc(ns+"_dead", "Dead letters kept.", nil, nil),
 		inFlightDesc:     prometheus.NewDesc(ns+"_in_flight", "Deliveries in flight.", nil, nil),
 		oldestDesc:       prometheus.NewDesc(ns+"_oldest_pending_age_seconds", "Age of the oldest pending event.", nil, nil),
@@ -216,7 +221,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	c.punctDur.Describe(ch)
 	c.transitions.Describe(ch)
 	c.rateLimited.Describe(ch)
-	for _, d := range []*prometheus.Desc{c.pendingDesc, c.deadDesc, c.inFlightDesc, c.oldestDesc, c.throttledDesc, c.disabledDesc, c.unavailableDesc,
+	for _, d := range []*prometheus.Desc{c.pendingDesc, c.unroutedDesc, c.droppedDesc, c.deadDesc, c.inFlightDesc, c.oldestDesc, c.throttledDesc, c.disabledDesc, c.unavailableDesc,
 		c.breakerOpenDesc, c.breakerStateDesc, c.rateLimitDesc, c.deliveryRateDesc,
 		c.commitsDesc, c.commitFailuresDesc, c.commitCallsDesc, c.commitRecordsDesc, c.commitSecondsDesc, c.commitRunningDesc} {
 		ch <- d
@@ -244,6 +249,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
 	}
 	gauge(c.pendingDesc, float64(s.Pending))
+	gauge(c.unroutedDesc, float64(s.Unrouted))
+	ch <- prometheus.MustNewConstMetric(c.droppedDesc, prometheus.CounterValue, float64(s.UnroutedDroppedTotal))
 	gauge(c.deadDesc, float64(s.Dead))
 	gauge(c.inFlightDesc, float64(s.InFlight))
 	gauge(c.oldestDesc, s.OldestPendingAge.Seconds())

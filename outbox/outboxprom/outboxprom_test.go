@@ -248,3 +248,36 @@ func TestCollectorOverSeveralOutboxes(t *testing.T) {
 		t.Errorf("outbox_pending = %v after Attach(nil), want no gauge", v)
 	}
 }
+
+// A topic event nobody subscribes to shows as an unrouted event, or, with
+// Config.Unrouted = UnroutedDrop, in the dropped counter.
+func TestUnroutedMetrics(t *testing.T) {
+	for _, policy := range []outbox.UnroutedPolicy{outbox.UnroutedKeep, outbox.UnroutedDrop} {
+		cfg := outbox.Config{Sink: sinkFunc(func(context.Context, *outbox.Delivery) outbox.Result {
+			return outbox.Result{Action: outbox.ActionSuccess, Status: 200}
+		}), Unrouted: policy}
+		cfg.NoSync = true
+		o, err := outbox.Open(filepath.Join(t.TempDir(), "o.db"), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		col, _ := outboxprom.New(o)
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(col)
+		if _, err := o.Enqueue(context.Background(), outbox.Event{ID: "t", Topic: "order.paid"}); err != nil {
+			t.Fatal(err)
+		}
+		got := gather(t, reg)
+		kept, dropped := 1.0, 0.0
+		if policy == outbox.UnroutedDrop {
+			kept, dropped = 0, 1
+		}
+		if got["outbox_unrouted_events"] != kept || got["outbox_unrouted_dropped_total"] != dropped || got["outbox_pending"] != 0 {
+			t.Errorf("%v: unrouted %v, dropped %v, pending %v; want %v, %v, 0", policy,
+				got["outbox_unrouted_events"], got["outbox_unrouted_dropped_total"], got["outbox_pending"], kept, dropped)
+		}
+		if err := o.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
