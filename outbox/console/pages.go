@@ -522,7 +522,7 @@ func (c *Console) event(r *http.Request) (string, string, pageData, error) {
 			Headers: pairs(a.Header), Body: makePreview(a.Body),
 		})
 	}
-	hist, ok, err := c.history(ctx, id)
+	hist, ok, err := c.eventHistory(ctx, &ev)
 	if err != nil {
 		return "", "", pageData{}, err
 	}
@@ -549,13 +549,17 @@ func (c *Console) history(ctx context.Context, id string) ([]outbox.ChangelogEnt
 // first.
 func describeHistory(entries []outbox.ChangelogEntry) []historyView {
 	out := make([]historyView, 0, len(entries))
-	var prev *outbox.Event
+	prevs := map[string]*outbox.Event{} // by entry ID: a topic event's deliveries each have their own
 	for _, en := range entries {
 		var what string
 		ev, ok := en.Event()
+		prev := prevs[en.ID]
 		switch en.Op {
 		case outbox.OpEnqueue:
 			what = fmt.Sprintf("enqueued: %s to %s, %d-byte payload", ev.Method, ev.Destination, len(ev.Payload))
+			if ev.Topic != "" && ev.Endpoint == "" {
+				what = fmt.Sprintf("enqueued, %d-byte payload; no endpoint subscribes to %s", len(ev.Payload), ev.Topic)
+			}
 		case outbox.OpUpdate:
 			what = fmt.Sprintf("updated in place (upsert): %d-byte payload", len(ev.Payload))
 		case outbox.OpReschedule:
@@ -581,9 +585,12 @@ func describeHistory(entries []outbox.ChangelogEntry) []historyView {
 		default:
 			what = en.Op.String()
 		}
+		if d, ok := deliveryOf(en); ok {
+			what = d + ": " + what
+		}
 		out = append(out, historyView{LSN: en.LSN, Time: fmtTime(en.Time), Op: en.Op.String(), What: text(what), Reason: text(en.Reason)})
 		if ok {
-			prev = &ev
+			prevs[en.ID] = &ev
 		}
 	}
 	slices.Reverse(out)

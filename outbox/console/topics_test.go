@@ -77,7 +77,8 @@ func TestTopicEventDeliveries(t *testing.T) {
 
 	_, page := do(t, c, http.MethodGet, e.base+"/event?id=pay-1", nil)
 	for _, want := range []string{`id="event-topic">POST to order.paid<`, `id="deliveries"`, `class="endpoint">audit<`, `class="endpoint">hooks<`,
-		`<span class="state dead">dead</span>`, `<span class="state pending">pending</span>`, `<span class="endpoint">to audit</span>`} {
+		`<span class="state dead">dead</span>`, `<span class="state pending">pending</span>`, `<span class="endpoint">to audit</span>`,
+		`to audit: enqueued: POST to audit`, `to hooks: enqueued: POST to hooks`, `to audit: became a dead letter`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the event page lacks %q:\n%s", want, page)
 		}
@@ -127,7 +128,8 @@ func TestUnroutedEventIsListed(t *testing.T) {
 		t.Error("the unrouted event is listed among the pending ones")
 	}
 	_, page := do(t, c, http.MethodGet, e.base+"/event?id=lonely", nil)
-	if !strings.Contains(page, "no endpoint subscribes to its topic; kept until") {
+	if !strings.Contains(page, "no endpoint subscribes to its topic; kept until") ||
+		!strings.Contains(page, "unrouted: enqueued, 0-byte payload; no endpoint subscribes to user.deleted") {
 		t.Errorf("the unrouted event's page does not say it is unrouted:\n%s", page)
 	}
 }
