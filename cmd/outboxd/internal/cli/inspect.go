@@ -216,18 +216,22 @@ type historyView struct {
 // describeHistory explains each changelog entry of one event in words.
 func describeHistory(entries []outbox.ChangelogEntry) []historyView {
 	out := make([]historyView, 0, len(entries))
-	var prev *outbox.Event
+	prevs := map[string]*outbox.Event{} // by entry ID: a topic event's deliveries each have their own
 	for _, en := range entries {
 		var r *outbox.Event
 		if ev, ok := en.Event(); ok {
 			r = &ev
 		}
+		what := describeEntry(en, r, prevs[en.ID])
+		if d, ok := deliveryOf(en); ok {
+			what = d + ": " + what
+		}
 		out = append(out, historyView{
 			LSN: en.LSN, Time: ts(en.Time), Op: en.Op.String(),
-			What: describeEntry(en, r, prev), Reason: en.Reason, Record: viewRecord(r),
+			What: what, Reason: en.Reason, Record: viewRecord(r),
 		})
 		if r != nil {
-			prev = r
+			prevs[en.ID] = r
 		}
 	}
 	return out
@@ -246,6 +250,9 @@ func scheduleNote(r *outbox.Event) string {
 func describeEntry(en outbox.ChangelogEntry, r, prev *outbox.Event) string {
 	switch en.Op {
 	case outbox.OpEnqueue:
+		if r.Topic != "" && r.Endpoint == "" {
+			return fmt.Sprintf("enqueued, %d-byte payload%s; no endpoint subscribes to %s", len(r.Payload), keyNote(r.Key), r.Topic)
+		}
 		return fmt.Sprintf("enqueued: %s to %s, %d-byte payload%s%s", r.Method, r.Destination, len(r.Payload), keyNote(r.Key), scheduleNote(r))
 	case outbox.OpUpdate:
 		return fmt.Sprintf("updated in place (coalescing upsert): %d-byte payload", len(r.Payload))
@@ -299,7 +306,7 @@ func inspectEvent(w io.Writer, o *outbox.Outbox, id string, asJSON bool) error {
 	if state == outbox.StatePending || state == outbox.StateDead {
 		rec = &ev
 	}
-	hist, err := o.Changelog().History(id)
+	hist, err := eventHistory(o, &ev)
 	if err != nil {
 		return fmt.Errorf("reading the history of %q: %w", id, err)
 	}

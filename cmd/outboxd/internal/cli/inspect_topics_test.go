@@ -115,6 +115,9 @@ func TestInspectShowsTopicsAndDeliveries(t *testing.T) {
 		" | billing | pending | 1 |",
 		" | crm | dead | 1 | - | dead ",
 		"(delivery 1 to crm)",
+		"to crm: enqueued: POST to crm, 0-byte payload, key o-1",
+		"to crm: dead after delivery 1: ",
+		"to billing: attempt 1 failed, will retry: status 503",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("inspect --id pay-1 lacks %q:\n%s", want, out.String())
@@ -144,7 +147,8 @@ func TestInspectShowsTopicsAndDeliveries(t *testing.T) {
 	if err := inspectEvent(&out, ro, "lonely", false); err != nil {
 		t.Fatal(err)
 	}
-	if s := out.String(); !strings.Contains(s, "deliveries: none, unrouted: no endpoint subscribes to user.deleted") {
+	if s := out.String(); !strings.Contains(s, "deliveries: none, unrouted: no endpoint subscribes to user.deleted") ||
+		!strings.Contains(s, "unrouted: enqueued, 0-byte payload; no endpoint subscribes to user.deleted") {
 		t.Errorf("inspect --id lonely:\n%s", s)
 	}
 }
