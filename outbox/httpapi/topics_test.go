@@ -370,3 +370,36 @@ func TestReplayDeadByTopic(t *testing.T) {
 		t.Errorf("invoice.sent's event: %v %v, want still dead", ev.State, err)
 	}
 }
+
+// Without ?endpoint=, replay and delete act on every delivery of a topic
+// event, and its ID stays reserved after the delete, as for any event.
+func TestWholeTopicEventReplayAndDelete(t *testing.T) {
+	a := statusReceiver(t, func(int) int { return http.StatusBadRequest })
+	b := statusReceiver(t, func(int) int { return http.StatusBadRequest })
+	e := newTopicEnv(t, map[string]*testkit.Receiver{"a": a, "b": b}, map[string][]string{"a": {"order.*"}, "b": {"order.*"}})
+	if code, m := e.post(t, "/v1/events", map[string]any{"id": "both", "topic": "order.paid"}); code != http.StatusAccepted {
+		t.Fatalf("POST: %d %v", code, m)
+	}
+	testkit.WaitFor(t, 30*time.Second, "both deliveries dead", func() bool { return e.eventState(t, "both") == "dead" })
+	for _, rc := range []*testkit.Receiver{a, b} {
+		rc.SetAnswer(func(*http.Request, string, int) testkit.Reply { return testkit.Reply{Status: http.StatusNotFound} }) // park: stay pending
+	}
+	if code, m := e.post(t, "/v1/events/both/replay", nil); code != http.StatusAccepted || m["endpoint"] != nil {
+		t.Fatalf("replay of the whole event: %d %v", code, m)
+	}
+	code, m := e.get(t, "/v1/events/both")
+	if ds := deliveries(t, m); code != http.StatusOK || m["state"] != "pending" || ds["a"]["state"] != "pending" || ds["b"]["state"] != "pending" {
+		t.Fatalf("after the replay: %d %v, want both deliveries pending", code, m)
+	}
+	if code, m := e.do(t, http.MethodDelete, "/v1/events/both", "", nil); code != http.StatusNoContent {
+		t.Fatalf("delete of the whole event: %d %v", code, m)
+	}
+	code, m = e.get(t, "/v1/events/both")
+	if ds := deliveries(t, m); code != http.StatusOK || m["state"] != "deleted" || ds["a"]["state"] != "deleted" || ds["b"]["state"] != "deleted" {
+		t.Errorf("after the delete: %d %v, want the event and both deliveries deleted", code, m)
+	}
+	if code, m := e.post(t, "/v1/events", map[string]any{"id": "both", "topic": "order.paid"}); code != http.StatusConflict ||
+		!strings.Contains(fmt.Sprint(m["error"]), "was deleted by an operator") {
+		t.Errorf("the deleted event again: %d %v, want 409", code, m)
+	}
+}
