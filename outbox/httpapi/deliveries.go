@@ -44,6 +44,16 @@ func toDeliveriesOut(ds []outbox.DeliveryStatus) []deliveryOut {
 	return out
 }
 
+// stateOf is the state the API shows of an event: "unrouted" for a topic
+// event kept pending until an endpoint subscribes to its topic (it has no
+// endpoint and no deliveries), else its State.
+func stateOf(ev *outbox.Event) string {
+	if ev.State == outbox.StatePending && ev.Topic != "" && ev.Endpoint == "" && len(ev.DeliveryStates) == 0 {
+		return "unrouted"
+	}
+	return ev.State.String()
+}
+
 // endpointParam reads the optional "endpoint" query parameter of
 // DELETE /v1/events/{id} and POST /v1/events/{id}/replay: one says whether
 // it was given, so that the call acts on that one delivery. Any other

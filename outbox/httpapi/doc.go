@@ -57,7 +57,7 @@
 // (outbox.Config.MaxSchedule, 30 days) is a 400 naming the field. Unknown
 // fields are refused. An event as the API returns it: {"id", "key",
 // "destination", "topic"?, "endpoint"?, "state": "pending" | "dead" |
-// "delivered" | "deleted", "attempts", "created_at", "next_attempt_at",
+// "delivered" | "deleted" | "unrouted", "attempts", "created_at", "next_attempt_at",
 // "deliver_at", "last_status", "last_error", "dead_reason",
 // "deliveries"?} with RFC 3339 times (empty ones left out).
 //
@@ -73,8 +73,9 @@
 // lists deliveries, one event each with its "endpoint" (so one ID may be
 // listed several times, once per endpoint), and filters them by "topic".
 // state=unrouted lists the topic events no endpoint subscribes to yet,
-// kept (without an endpoint) until a subscription routes them or their
-// retention ends. DELETE /v1/events/{id}, POST /v1/events/{id}/replay and
+// whose state is "unrouted": kept, without an endpoint, until a
+// subscription routes them, or until their "next_attempt_at", when they
+// become dead letters. DELETE /v1/events/{id}, POST /v1/events/{id}/replay and
 // GET /v1/events/{id}/attempts act on every delivery of a topic event, or
 // with ?endpoint=NAME on that endpoint's delivery only; any other query
 // parameter is refused (400), so that a misspelt one never widens a delete

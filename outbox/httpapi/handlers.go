@@ -53,7 +53,7 @@ func toOut(ev *outbox.Event) eventOut {
 		Destination: ev.Destination,
 		Topic:       ev.Topic,
 		Endpoint:    ev.Endpoint,
-		State:       ev.State.String(),
+		State:       stateOf(ev),
 		Attempts:    ev.Attempts,
 		CreatedAt:   formatTime(ev.CreatedAt),
 		DeliverAt:   formatTime(ev.DeliverAt),

@@ -262,7 +262,8 @@ func TestUnroutedEventIsListedThenRouted(t *testing.T) {
 	if code != http.StatusOK || len(evs) != 1 {
 		t.Fatalf("GET unrouted: %d %v, want the event", code, m)
 	}
-	if ev := evs[0].(map[string]any); ev["id"] != "lonely" || ev["topic"] != "user.deleted" || ev["endpoint"] != nil || ev["key"] != "u-7" {
+	if ev := evs[0].(map[string]any); ev["id"] != "lonely" || ev["topic"] != "user.deleted" || ev["endpoint"] != nil || ev["key"] != "u-7" ||
+		ev["state"] != "unrouted" || ev["next_attempt_at"] == nil {
 		t.Errorf("unrouted event %v, want lonely on user.deleted without an endpoint", ev)
 	}
 	if code, m := e.get(t, "/v1/events?state=unrouted&topic=user.created"); code != http.StatusOK || len(m["events"].([]any)) != 0 {
@@ -274,7 +275,7 @@ func TestUnroutedEventIsListedThenRouted(t *testing.T) {
 	if code, m := e.get(t, "/v1/stats"); code != http.StatusOK || m["unrouted"] != 1.0 || m["pending"] != 0.0 {
 		t.Errorf("stats: %d %v, want 1 unrouted and 0 pending", code, m)
 	}
-	if code, m := e.get(t, "/v1/events/lonely"); code != http.StatusOK || m["topic"] != "user.deleted" || m["deliveries"] != nil {
+	if code, m := e.get(t, "/v1/events/lonely"); code != http.StatusOK || m["topic"] != "user.deleted" || m["deliveries"] != nil || m["state"] != "unrouted" {
 		t.Errorf("GET the unrouted event: %d %v, want it, without deliveries", code, m)
 	}
 
@@ -284,6 +285,9 @@ func TestUnroutedEventIsListedThenRouted(t *testing.T) {
 	testkit.WaitFor(t, 30*time.Second, "the event routed and delivered", func() bool { return rc.Acked("lonely") == 1 })
 	if code, m := e.get(t, "/v1/events?state=unrouted"); code != http.StatusOK || len(m["events"].([]any)) != 0 {
 		t.Errorf("GET unrouted after the subscription: %d %v, want none", code, m)
+	}
+	if got := e.eventState(t, "lonely"); got != "delivered" {
+		t.Errorf("the routed event is %q, want delivered", got)
 	}
 	if got := e.deliveryState(t, "lonely", "audit"); got != "delivered" {
 		t.Errorf("the delivery to audit is %q, want delivered", got)
