@@ -510,7 +510,10 @@ func (c *Console) event(r *http.Request) (string, string, pageData, error) {
 	}
 	d.Known = d.Dead || d.Pending
 	d.DeliveryStates = deliveryViews(ev.DeliveryStates)
-	d.Unrouted = ev.Topic != "" && len(ev.DeliveryStates) == 0 && d.Known
+	d.Unrouted = ev.Topic != "" && len(ev.DeliveryStates) == 0 && d.Pending
+	if d.Unrouted {
+		d.State = "unrouted"
+	}
 	as, err := c.b.Attempts(ctx, id)
 	if err != nil && !errors.Is(err, outbox.ErrNotFound) {
 		return "", "", pageData{}, err

@@ -127,8 +127,12 @@ func TestUnroutedEventIsListed(t *testing.T) {
 	if _, body := do(t, c, http.MethodGet, e.base+"/events", nil); strings.Contains(body, ">lonely<") {
 		t.Error("the unrouted event is listed among the pending ones")
 	}
+	if _, body := do(t, c, http.MethodGet, e.base+"/", nil); !strings.Contains(body, `href="/ui/events?state=unrouted"><span class="n" id="unrouted">1</span>`) {
+		t.Errorf("the overview does not link the unrouted count:\n%s", body)
+	}
 	_, page := do(t, c, http.MethodGet, e.base+"/event?id=lonely", nil)
-	if !strings.Contains(page, "no endpoint subscribes to its topic; kept until") ||
+	if !strings.Contains(page, `<dd id="event-state" class="state unrouted">unrouted</dd>`) ||
+		!strings.Contains(page, "no endpoint subscribes to its topic; kept until") ||
 		!strings.Contains(page, "unrouted: enqueued, 0-byte payload; no endpoint subscribes to user.deleted") {
 		t.Errorf("the unrouted event's page does not say it is unrouted:\n%s", page)
 	}

@@ -315,6 +315,9 @@ func inspectEvent(w io.Writer, o *outbox.Outbox, id string, asJSON bool) error {
 		return err
 	}
 	stateName := stateString(state)
+	if rec != nil && state == outbox.StatePending && rec.Topic != "" && len(rec.DeliveryStates) == 0 {
+		stateName = "unrouted (no endpoint subscribes to its topic yet)"
+	}
 	if asJSON {
 		return writeJSONTo(w, struct {
 			ID       string        `json:"id"`

@@ -147,7 +147,8 @@ func TestInspectShowsTopicsAndDeliveries(t *testing.T) {
 	if err := inspectEvent(&out, ro, "lonely", false); err != nil {
 		t.Fatal(err)
 	}
-	if s := out.String(); !strings.Contains(s, "deliveries: none, unrouted: no endpoint subscribes to user.deleted") ||
+	if s := out.String(); !strings.HasPrefix(s, "event lonely: unrouted (no endpoint subscribes to its topic yet)\n") ||
+		!strings.Contains(s, "deliveries: none, unrouted: no endpoint subscribes to user.deleted") ||
 		!strings.Contains(s, "unrouted: enqueued, 0-byte payload; no endpoint subscribes to user.deleted") {
 		t.Errorf("inspect --id lonely:\n%s", s)
 	}
