@@ -205,6 +205,7 @@ func (c Config) WithDefaults() Config {
 	str(&c.Group, DefaultGroup)
 	str(&c.DestinationHeader, DefaultDestinationHeader)
 	str(&c.IDHeader, DefaultIDHeader)
+	str(&c.TopicHeader, DefaultTopicHeader)
 	str(&c.DeliverAtHeader, DefaultDeliverAtHeader)
 	str(&c.StartOffset, DefaultStartOffset)
 	str(&c.ClientID, DefaultClientID)
@@ -271,11 +272,25 @@ func (c Config) Validate() error {
 	if c.IDHeader == c.DestinationHeader {
 		return bad("IDHeader", "must differ from DestinationHeader")
 	}
+	if !validHeaderName(c.TopicHeader) {
+		return bad("TopicHeader", "%q is not a valid header name", c.TopicHeader)
+	}
+	if c.TopicHeader == c.IDHeader || c.TopicHeader == c.DestinationHeader {
+		return bad("TopicHeader", "must differ from IDHeader and DestinationHeader")
+	}
+	if c.DefaultTopic != "" {
+		if err := outbox.ValidateTopic(c.DefaultTopic); err != nil {
+			return bad("DefaultTopic", "%q %v", c.DefaultTopic, err)
+		}
+		if c.Destination != "" {
+			return bad("DefaultTopic", "set together with Destination: records without a header go to one or the other")
+		}
+	}
 	if !validHeaderName(c.DeliverAtHeader) {
 		return bad("DeliverAtHeader", "%q is not a valid header name", c.DeliverAtHeader)
 	}
-	if c.DeliverAtHeader == c.IDHeader || c.DeliverAtHeader == c.DestinationHeader {
-		return bad("DeliverAtHeader", "must differ from IDHeader and DestinationHeader")
+	if c.DeliverAtHeader == c.IDHeader || c.DeliverAtHeader == c.DestinationHeader || c.DeliverAtHeader == c.TopicHeader {
+		return bad("DeliverAtHeader", "must differ from IDHeader, DestinationHeader and TopicHeader")
 	}
 	for _, d := range []struct {
 		name string

@@ -15,9 +15,12 @@
 // duplicate by ID (outbox.Outbox.Ingest), even when an operator deleted its
 // event meanwhile; its key becomes the event's Key (a key that is not
 // printable text is carried as "base64:..."), its value the Payload, its
-// headers the Headers (but the ID, destination, not-before and trace
-// context headers), its destination the DestinationHeader's value or
-// Config.Destination, the DeliverAtHeader's RFC 3339 time, when there is
+// headers the Headers (but the ID, destination, topic, not-before and trace
+// context headers), its destination the DestinationHeader's value or its
+// topic (outbox.Event.Topic: the event goes to every endpoint subscribed to
+// it) the TopicHeader's value ("outbox-topic"; a record with both is a dead
+// letter), else Config.Destination or, without one, Config.DefaultTopic,
+// the DeliverAtHeader's RFC 3339 time, when there is
 // one, its DeliverAt (a scheduled event), and its W3C traceparent and
 // tracestate headers its producer's trace context (Event.TraceParent and
 // TraceState: each delivery attempt continues that trace; a malformed one

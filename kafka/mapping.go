@@ -36,6 +36,8 @@ type mapped struct {
 // mapper turns records into events.
 type mapper struct {
 	defaultDest     string
+	defaultTopic    string
+	topicHeader     string
 	destHeader      string
 	idHeader        string
 	deliverAtHeader string
@@ -43,7 +45,7 @@ type mapper struct {
 
 func newMapper(c Config) mapper {
 	return mapper{defaultDest: c.Destination, destHeader: c.DestinationHeader, idHeader: c.IDHeader,
-		deliverAtHeader: c.DeliverAtHeader}
+		deliverAtHeader: c.DeliverAtHeader, topicHeader: c.TopicHeader, defaultTopic: c.DefaultTopic}
 }
 
 // The W3C Trace Context headers of a record: its producer's trace context.
@@ -54,8 +56,9 @@ const (
 
 // mapRecord maps one record: the ID from the ID header or the record's
 // coordinates, key to Key, value to Payload, headers (but the ID,
-// destination, not-before and trace context headers) to Headers, the
-// destination from its header or the default, DeliverAt from its header
+// destination, topic, not-before and trace context headers) to Headers, the
+// destination or the topic from its header (not both), else the default
+// destination or, without one, the default topic, DeliverAt from its header
 // (RFC 3339) when there is one, TraceParent and TraceState from the
 // traceparent and tracestate headers. Problems that make the record
 // undeliverable set dead.
@@ -67,7 +70,7 @@ func (m mapper) mapRecord(msg *kafkago.Message) mapped {
 	ev.Key = mapKey(msg.Key)
 
 	var problems []string
-	var idSeen, destSeen, atSeen bool
+	var idSeen, destSeen, topicSeen, atSeen bool
 	var headers map[string]string
 	for _, h := range msg.Headers {
 		switch h.Key {
@@ -96,6 +99,16 @@ func (m mapper) mapRecord(msg *kafkago.Message) mapped {
 			ev.Destination = string(h.Value)
 			if ev.Destination == "" {
 				problems = append(problems, fmt.Sprintf("empty %q header", m.destHeader))
+			}
+		case m.topicHeader:
+			if topicSeen {
+				problems = append(problems, fmt.Sprintf("more than one %q header", m.topicHeader))
+				continue
+			}
+			topicSeen = true
+			ev.Topic = string(h.Value)
+			if err := outbox.ValidateTopic(ev.Topic); err != nil {
+				problems = append(problems, fmt.Sprintf("%q header %q: %v", m.topicHeader, ev.Topic, err))
 			}
 		case m.deliverAtHeader:
 			if atSeen {
@@ -134,11 +147,16 @@ func (m mapper) mapRecord(msg *kafkago.Message) mapped {
 		}
 	}
 	ev.Headers = headers
-	if !destSeen {
+	switch {
+	case destSeen && topicSeen:
+		problems = append(problems, fmt.Sprintf("both a %q and a %q header: an event has a destination or a topic, not both", m.destHeader, m.topicHeader))
+	case destSeen || topicSeen:
+	case m.defaultDest != "":
 		ev.Destination = m.defaultDest
-		if ev.Destination == "" {
-			problems = append(problems, fmt.Sprintf("no %q header and no default destination (kafka.destination)", m.destHeader))
-		}
+	case m.defaultTopic != "":
+		ev.Topic = m.defaultTopic
+	default:
+		problems = append(problems, fmt.Sprintf("no %q or %q header and no default destination (kafka.destination) or topic (kafka.default_topic)", m.destHeader, m.topicHeader))
 	}
 	if len(problems) > 0 {
 		out.dead = "unmappable Kafka record " + coords(msg) + ": " + strings.Join(problems, "; ")
@@ -158,6 +176,10 @@ func deadFallbacks(msg *kafkago.Message, mp mapped) []outbox.Event {
 		dest = "kafka:" + msg.Topic
 	}
 	bare := outbox.Event{ID: coordID, Destination: dest, Payload: msg.Value}
+	if mp.ev.Destination == "" && mp.ev.Topic != "" && outbox.ValidateTopic(mp.ev.Topic) == nil {
+		// A topic event, dead before it was routed: its topic is kept.
+		bare.Destination, bare.Topic = "", mp.ev.Topic
+	}
 	if mp.ev.ID != coordID && outbox.ValidText(mp.ev.ID) {
 		bare.ID = mp.ev.ID
 	}

@@ -164,7 +164,7 @@ func (e *engine) outcomes(batch []*job, now time.Time, stopping bool) ([]store.O
 			outs = append(outs, *out)
 		}
 		infos = append(infos, DeliveryInfo{
-			ID:           r.ID,
+			ID:           store.GroupOf(r.ID), // the event's, as the Sink saw it
 			Endpoint:     r.Endpoint,
 			Action:       res.Action,
 			Dead:         dead,

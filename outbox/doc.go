@@ -140,6 +140,49 @@
 // RetryEndpoint, for an endpoint whose receiver was fixed, closes the
 // breaker, lifts the throttle and makes its pending events due now, paced.
 //
+// # Topics and subscriptions
+//
+// An event names either one Destination or a Topic ("order.paid"; see
+// ValidateTopic), never both. Endpoints subscribe to topics by exact name
+// or pattern ("order.*" for every topic under order, at any depth; "*" for
+// all), optionally narrowed to events that carry given header values
+// (Subscription; Config.Subscriptions, replaced at run time with
+// SetSubscriptions).
+//
+// Enqueueing a topic event stores, in the same durable commit, one delivery
+// per subscribed endpoint (an endpoint that matches through several
+// subscriptions gets one). A delivery is the unit that has a state,
+// attempts, a schedule, per-key order, a policy outcome and a dead letter:
+// a slow, failing, throttled or disabled endpoint never holds back another
+// endpoint's deliveries, and with Config.Ordered a key's order holds per
+// endpoint. Every delivery carries the event's ID (Delivery.ID, the
+// webhook-id / Idempotency-Key), so each receiver deduplicates on it;
+// Delivery.Endpoint and Destination name the subscribed endpoint.
+//
+// The event ID is one dedup key across all deliveries and ingest paths:
+// re-enqueueing a topic event whose deliveries are pending, dead or
+// delivered within the retention is a duplicate, even when the
+// subscriptions changed since (no new deliveries for new subscribers), and
+// the same ID as a single-destination event, or with other content, is a
+// conflict. Get, Delete, Replay and Attempts given the event's ID act on the
+// whole event (Get lists each delivery in Event.DeliveryStates);
+// ReplayDelivery and DeleteDelivery act on one delivery; List lists
+// deliveries, each as an Event with the event's ID and its Endpoint.
+// DeadLetterEndpoint moves a removed endpoint's pending deliveries to the
+// dead letters with a reason, so that nothing is lost silently.
+//
+// An event whose topic no endpoint subscribes to is kept unrouted
+// (Config.Unrouted, default UnroutedKeep): counted in Stats.Unrouted,
+// listed with ListOptions.Unrouted, never delivered, and routed to its
+// endpoints when a matching subscription is set (SetSubscriptions) within
+// Config.UnroutedRetention (default MaxAge). Past the retention it becomes
+// a dead letter with the reason "unrouted: no endpoint subscribes to topic
+// ..."; replayed, it is routed to the endpoints subscribed then, or dead
+// again at once. With UnroutedDrop such an event is dropped instead,
+// counted in Stats.UnroutedDroppedTotal and logged; nothing is stored for
+// it, so a later enqueue of its ID is not a duplicate. Upsert coalesces
+// the events of one destination and refuses a topic event.
+//
 // # Ordering and coalescing
 //
 // With Config.Ordered, events with the same Key are delivered in enqueue

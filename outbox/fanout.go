@@ -168,6 +168,9 @@ func (o *Outbox) routeUnrouted(ctx context.Context, rt *router) error {
 	after := ""
 	routed := 0
 	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		recs, next, err := o.st.List(store.ListQuery{State: store.StatePending, After: after, Limit: MaxListLimit,
 			Filter: func(r *store.Record) bool { return r.Unrouted() }})
 		if err != nil {

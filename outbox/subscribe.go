@@ -63,8 +63,11 @@ func (p UnroutedPolicy) String() string {
 // write transaction with its deliveries (the event stays unrouted if that
 // fails; the error is returned, and the next SetSubscriptions tries
 // again). Events already routed keep their deliveries: a new subscriber
-// does not receive events enqueued before it subscribed. Safe while the
-// outbox runs; subs is copied.
+// does not receive events enqueued before it subscribed, and an endpoint
+// that no longer subscribes keeps its pending deliveries (DeadLetterEndpoint
+// moves those of an endpoint that is removed). Safe while the outbox runs;
+// subs is copied. Routing the kept unrouted events reads every pending
+// event once (none when Stats.Unrouted is 0).
 func (o *Outbox) SetSubscriptions(ctx context.Context, subs []Subscription) error {
 	if err := o.enter(); err != nil {
 		return err

@@ -40,6 +40,16 @@
 // the record's first layout, written only when set: older files decode, and
 // records without one keep their bytes.
 //
+// The records of one fan-out event (Record.Topic) form a group: each
+// delivery is stored under GroupID ‖ GroupSep ‖ Endpoint (the event while no
+// endpoint subscribes to it under GroupID ‖ GroupSep, counted in
+// Stats.Unrouted), so a group is one run of keys in every bucket. Insert
+// deduplicates a group as a whole (any pending, dead or tombstoned member
+// makes the event known; another event under its group ID is a conflict),
+// the key index scopes a delivery's Key by its Endpoint, and Route swaps an
+// unrouted event for its deliveries in one transaction. The topic is a
+// field appended to the record, written only when set.
+//
 // The keys bucket (the key index) serves per-key order and UpsertKey. With
 // Options.NoKeyIndex it stays empty and the schema version says so (2
 // instead of 1); Open empties or rebuilds it when the option changes.

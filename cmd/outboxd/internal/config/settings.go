@@ -190,6 +190,8 @@ func settings() []setting {
 			set: str(func(c *Config) *string { return &c.Kafka.Group })},
 		{path: "kafka.destination", flag: "kafka-destination", env: "OUTBOXD_KAFKA_DESTINATION", usage: "destination of Kafka records without the destination header",
 			set: str(func(c *Config) *string { return &c.Kafka.Destination })},
+		{path: "kafka.default_topic", flag: "kafka-default-topic", env: "OUTBOXD_KAFKA_DEFAULT_TOPIC", usage: "event `topic` of Kafka records with neither the destination nor the topic header (not with --kafka-destination)",
+			set: str(func(c *Config) *string { return &c.Kafka.DefaultTopic })},
 		{path: "kafka.changelog_topic", flag: "changelog-topic", env: "OUTBOXD_CHANGELOG_TOPIC", usage: "compacted Kafka `topic` the changelog is shipped to (empty: no shipping)",
 			set: str(func(c *Config) *string { return &c.Kafka.ChangelogTopic })},
 		{path: "kafka.client_id", flag: "kafka-client-id", env: "OUTBOXD_KAFKA_CLIENT_ID", usage: "Kafka client `ID` (default outboxd)",
