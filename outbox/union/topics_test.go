@@ -2,15 +2,21 @@ package union_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/outboxd/outbox/internal/openapitest"
 	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/outbox"
+	"github.com/outboxd/outbox/outbox/httpapi"
 	"github.com/outboxd/outbox/outbox/union"
 )
 
@@ -219,5 +225,56 @@ func TestDeliveryActionsReachTheStoreThatHoldsIt(t *testing.T) {
 		if d.State != want {
 			t.Errorf("in its store, the delivery to %s is %v, want %v", d.Endpoint, d.State, want)
 		}
+	}
+}
+
+// The HTTP API over a View shows a topic event held by a partition's store
+// with its deliveries, lists them, and deletes one of them.
+func TestHTTPAPIServesTopicEventsOfEveryStore(t *testing.T) {
+	v, all := newTopicView(t, 2, newSink())
+	if _, err := all[1].Enqueue(context.Background(), outbox.Event{ID: "pay-1", Topic: "order.paid"}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(openapitest.Handler(t, httpapi.New(v, httpapi.Config{})))
+	defer srv.Close()
+	do := func(method, path string) (int, map[string]any) {
+		t.Helper()
+		req, err := http.NewRequest(method, srv.URL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		if resp.StatusCode != http.StatusNoContent {
+			if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+				t.Fatalf("%s %s: %d, body not JSON: %v", method, path, resp.StatusCode, err)
+			}
+		}
+		return resp.StatusCode, m
+	}
+	code, m := do("GET", "/v1/events/pay-1")
+	if ds, _ := m["deliveries"].([]any); code != http.StatusOK || m["topic"] != "order.paid" || len(ds) != len(topicEndpoints) {
+		t.Fatalf("GET of a topic event in a partition store: %d %v", code, m)
+	}
+	code, m = do("GET", "/v1/events?topic=order.paid&limit=2")
+	if evs, _ := m["events"].([]any); code != http.StatusOK || len(evs) != 2 || m["next"] == "" {
+		t.Fatalf("first page of order.paid: %d %v, want 2 deliveries and a next cursor", code, m)
+	}
+	code, m = do("GET", "/v1/events?topic=order.paid&limit=2&after="+url.QueryEscape(m["next"].(string)))
+	if evs, _ := m["events"].([]any); code != http.StatusOK || len(evs) != 1 || evs[0].(map[string]any)["endpoint"] != "mail" || m["next"] != "" {
+		t.Fatalf("second page of order.paid: %d %v, want mail's delivery and the end", code, m)
+	}
+	if code, m := do("DELETE", "/v1/events/pay-1?endpoint=crm"); code != http.StatusNoContent {
+		t.Fatalf("DELETE of crm's delivery: %d %v", code, m)
+	}
+	if code, m := do("POST", "/v1/events/pay-1/replay?endpoint=billing"); code != http.StatusConflict {
+		t.Errorf("replay of a pending delivery: %d %v, want 409", code, m)
+	}
+	if code, m := do("GET", "/v1/stats"); code != http.StatusOK || m["pending"] != 2.0 {
+		t.Errorf("stats: %d %v, want 2 pending deliveries left", code, m)
 	}
 }
