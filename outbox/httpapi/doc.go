@@ -80,7 +80,8 @@
 // with ?endpoint=NAME on that endpoint's delivery only; any other query
 // parameter is refused (400), so that a misspelt one never widens a delete
 // or replay to the whole event. Every attempt of a topic event carries its
-// "endpoint". POST /v1/dead/replay takes a "topic" filter too.
+// "endpoint"; each delivery numbers its own attempts, and the log lists
+// them all by start time. POST /v1/dead/replay takes a "topic" filter too.
 //
 // An attempt as GET /v1/events/{id}/attempts returns it (see
 // outbox.Attempts): {"attempt" (1, 2, ... in order), "delivery" (the
