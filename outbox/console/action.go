@@ -98,6 +98,12 @@ func (c *Console) describe(do string, f url.Values) (question, back string, err 
 		if do == "delete" {
 			verb = "Delete event %q? It cannot be brought back."
 		}
+		if f.Get("topic") != "" { // the event page's forms of a topic event say so
+			verb = "Replay every dead delivery of event %q: move them back to pending, attempts reset?"
+			if do == "delete" {
+				verb = "Delete event %q and every one of its deliveries? They cannot be brought back."
+			}
+		}
 		return fmt.Sprintf(verb, id), eventURL, nil
 	case "replay-dead":
 		rf, err := replayFilter(f)

@@ -85,6 +85,13 @@ func TestTopicEventDeliveries(t *testing.T) {
 	}
 
 	e.rcv.SetAnswer(byPath(404, 404)) // the replayed delivery stays pending
+	if !strings.Contains(page, `name="topic" value="order.paid"><button type="submit" class="danger">Delete every delivery…`) {
+		t.Errorf("the event page's delete does not say it deletes every delivery:\n%s", page)
+	}
+	if resp, body := do(t, c, http.MethodPost, e.base+"/action", url.Values{"csrf": {csrfOf(t, page)}, "do": {"delete"}, "id": {"pay-1"}, "topic": {"order.paid"}}); resp.StatusCode != http.StatusOK ||
+		!strings.Contains(body, "Delete event &#34;pay-1&#34; and every one of its deliveries?") {
+		t.Errorf("delete of the whole topic event, first step: %d, want the confirmation saying so:\n%s", resp.StatusCode, body)
+	}
 	f := url.Values{"csrf": {csrfOf(t, page)}, "do": {"replay"}, "id": {"pay-1"}, "endpoint": {"audit"}}
 	resp, body := do(t, c, http.MethodPost, e.base+"/action", f)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "Replay the dead delivery of event &#34;pay-1&#34; to endpoint &#34;audit&#34;") {
