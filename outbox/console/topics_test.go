@@ -1,16 +1,21 @@
 package console_test
 
 import (
+	"context"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/outboxd/outbox/httpsink"
 	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/outbox"
 	"github.com/outboxd/outbox/outbox/console"
+	"github.com/outboxd/outbox/outbox/union"
 )
 
 // topicSubs subscribe hooks and audit to order.*.
@@ -142,5 +147,53 @@ func TestUnroutedEventIsListed(t *testing.T) {
 		!strings.Contains(page, "no endpoint subscribes to its topic; kept until") ||
 		!strings.Contains(page, "unrouted: enqueued, 0-byte payload; no endpoint subscribes to user.deleted") {
 		t.Errorf("the unrouted event's page does not say it is unrouted:\n%s", page)
+	}
+}
+
+// Over a union of stores (Kafka group mode), a topic event held by a
+// partition's store shows its deliveries and its history, delivery by
+// delivery, and one delivery is deleted from its page.
+func TestTopicEventOverUnion(t *testing.T) {
+	sink, err := httpsink.New(httpsink.Config{Endpoints: []httpsink.Endpoint{
+		{Name: "hooks", URL: "https://hooks.example/"}, {Name: "audit", URL: "https://audit.example/"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	// A partition's store, not started: its deliveries stay pending.
+	part, err := outbox.Open(filepath.Join(t.TempDir(), "part.db"), outbox.Config{Sink: sink, Subscriptions: topicSubs, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer part.Stop(context.Background())
+	if _, err := part.Enqueue(t.Context(), outbox.Event{ID: "pay-9", Topic: "order.paid"}); err != nil {
+		t.Fatal(err)
+	}
+	primary := newEnv(t, console.Config{}, nil)
+	con, err := console.New(union.New(primary.o, func() []*outbox.Outbox { return []*outbox.Outbox{part} }), console.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer con.Close()
+	mux := http.NewServeMux()
+	mux.Handle("/ui/", con)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	c := client(t)
+
+	_, page := do(t, c, http.MethodGet, srv.URL+"/ui/event?id=pay-9", nil)
+	for _, want := range []string{`id="deliveries"`, `class="endpoint">audit<`, `class="endpoint">hooks<`,
+		`to audit: enqueued: POST to audit`, `to hooks: enqueued: POST to hooks`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the event page over the union lacks %q:\n%s", want, page)
+		}
+	}
+	f := url.Values{"csrf": {csrfOf(t, page)}, "do": {"delete"}, "id": {"pay-9"}, "endpoint": {"audit"}, "confirm": {"yes"}}
+	if resp, body := do(t, c, http.MethodPost, srv.URL+"/ui/action", f); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("delete of a delivery over the union: %d:\n%s", resp.StatusCode, body)
+	}
+	if st := deliveryState(t, part, "pay-9", "audit"); st != outbox.StateDeleted {
+		t.Errorf("audit's delivery in its store: %v, want deleted", st)
 	}
 }
