@@ -156,7 +156,7 @@ func (m mapper) mapRecord(msg *kafkago.Message) mapped {
 	case m.defaultTopic != "":
 		ev.Topic = m.defaultTopic
 	default:
-		problems = append(problems, fmt.Sprintf("no %q or %q header and no default destination (kafka.destination) or topic (kafka.default_topic)", m.destHeader, m.topicHeader))
+		problems = append(problems, fmt.Sprintf("no %q header (nor %q) and no default destination (kafka.destination) or topic (kafka.default_topic)", m.destHeader, m.topicHeader))
 	}
 	if len(problems) > 0 {
 		out.dead = "unmappable Kafka record " + coords(msg) + ": " + strings.Join(problems, "; ")
