@@ -407,3 +407,25 @@ func TestWholeTopicEventReplayAndDelete(t *testing.T) {
 		t.Errorf("the deleted event again: %d %v, want 409", code, m)
 	}
 }
+
+// destination= with an endpoint's name lists its deliveries of topic
+// events beside its own events: what is waiting for that endpoint.
+func TestListByDestinationShowsAnEndpointsDeliveries(t *testing.T) {
+	a := statusReceiver(t, func(int) int { return http.StatusServiceUnavailable })
+	b := statusReceiver(t, func(int) int { return http.StatusServiceUnavailable })
+	e := newTopicEnv(t, map[string]*testkit.Receiver{"a": a, "b": b}, map[string][]string{"a": {"*"}, "b": {"*"}})
+	for _, ev := range []map[string]any{{"id": "t-1", "topic": "order.paid"}, {"id": "d-1", "destination": "a"}, {"id": "d-2", "destination": "b"}} {
+		if code, m := e.post(t, "/v1/events", ev); code != http.StatusAccepted {
+			t.Fatalf("POST %v: %d %v", ev, code, m)
+		}
+	}
+	code, m := e.get(t, "/v1/events?destination=a")
+	var got []string
+	for _, ev := range m["events"].([]any) {
+		em := ev.(map[string]any)
+		got = append(got, fmt.Sprint(em["id"], ">", em["endpoint"]))
+	}
+	if code != http.StatusOK || !slices.Equal(got, []string{"d-1>a", "t-1>a"}) {
+		t.Errorf("GET /v1/events?destination=a: %d %v, want d-1 and t-1's delivery to a", code, got)
+	}
+}
