@@ -130,7 +130,9 @@ type Config struct {
 	Unrouted UnroutedPolicy
 
 	// UnroutedRetention is how long a kept unrouted event waits for a
-	// subscriber before it becomes a dead letter. Default: MaxAge.
+	// subscriber before it becomes a dead letter, counted from its
+	// creation (or its DeliverAt, when later). Its deliveries, once it is
+	// routed, age from the same start (MaxAge). Default: MaxAge.
 	UnroutedRetention time.Duration
 
 	// Ordered turns on per-key FIFO delivery: an event with a Key is

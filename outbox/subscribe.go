@@ -6,6 +6,8 @@ import (
 	"maps"
 	"net/textproto"
 	"slices"
+
+	"github.com/outboxd/outbox/store"
 )
 
 // Subscription subscribes an endpoint to topics: every event enqueued with
@@ -113,6 +115,11 @@ func (o *Outbox) validateSubscription(s Subscription) *ValidationError {
 	}
 	if !ValidText(s.Endpoint) {
 		return bad("endpoint", "must be valid UTF-8 without control characters")
+	}
+	// A delivery is stored under the event's ID, a separator and the
+	// endpoint's name.
+	if n := store.MaxIDLen - o.cfg.MaxIDBytes - len(sep); len(s.Endpoint) > n {
+		return bad("endpoint", "longer than "+itoa(n)+" bytes (the store's ID limit less Config.MaxIDBytes and a separator)")
 	}
 	if o.resolver != nil {
 		ep, err := o.resolver.ResolveEndpoint(s.Endpoint)
