@@ -90,13 +90,15 @@ type batch struct {
 	// tells whether one of them was kept unrouted.
 	rt       *router
 	unrouted bool
+	topics   bool // a topic event is among the events: owner is not the identity
 }
 
 // perEvent folds the statuses of the batch's records into one per stored
-// event: Inserted when its records were (all of them are, or none),
-// AlreadyPresent otherwise (a duplicate).
+// event: Inserted when its records were (all of them are, or none), the
+// status of one that was not otherwise (a duplicate). An event dropped
+// unrouted has none.
 func (b *batch) perEvent(statuses []store.InsertStatus) []store.InsertStatus {
-	if len(statuses) == len(b.ids) {
+	if !b.topics {
 		return statuses // one record per event
 	}
 	out := make([]store.InsertStatus, 0, len(b.ids))
@@ -138,6 +140,7 @@ func (o *Outbox) newRecords(events []Event, traceparent, tracestate string) (*ba
 		}
 		if b.rt == nil {
 			b.rt = o.router.Load()
+			b.topics = true
 		}
 		n := len(b.recs)
 		b.recs = o.fanOut(b.recs, r, b.rt)

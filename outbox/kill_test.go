@@ -48,14 +48,19 @@ func runChild() int {
 		d.Headers["X-Gen"] = gen
 		return web.Deliver(ctx, d)
 	})
-	o, err := outbox.Open(os.Getenv(childDBEnv), outbox.Config{
+	cfg := outbox.Config{
 		Sink:           sinkWithResolver{sink, web},
 		Interval:       10 * time.Millisecond,
 		Concurrency:    childConcurrency,
 		MaxUncommitted: childMaxUncommitted,
 		BackoffInitial: time.Millisecond,
 		BackoffMax:     5 * time.Millisecond,
-	})
+	}
+	topic := os.Getenv(childTopicEnv)
+	if topic != "" {
+		cfg.Sink, cfg.Subscriptions = topicChild(sink, os.Getenv(childURLEnv), topic)
+	}
+	o, err := outbox.Open(os.Getenv(childDBEnv), cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open:", err)
 		return 2
@@ -70,7 +75,11 @@ func runChild() int {
 		wg.Go(func() {
 			for i := from + w; i < from+count; i += 4 {
 				id := fmt.Sprintf("ev-%06d", i)
-				_, err := o.Enqueue(context.Background(), outbox.Event{ID: id, Destination: os.Getenv(childURLEnv) + "/hook", Payload: []byte(id)})
+				ev := outbox.Event{ID: id, Destination: os.Getenv(childURLEnv) + "/hook", Payload: []byte(id)}
+				if topic != "" {
+					ev.Destination, ev.Topic = "", topic
+				}
+				_, err := o.Enqueue(context.Background(), ev)
 				if err != nil {
 					fmt.Fprintln(os.Stderr, "enqueue:", err)
 					os.Exit(3)

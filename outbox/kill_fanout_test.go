@@ -1,0 +1,139 @@
+package outbox_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/outboxd/outbox/internal/testkit"
+	"github.com/outboxd/outbox/outbox"
+)
+
+// childTopicEnv makes the child of the kill tests (runChild) publish its
+// events on a topic that childTopicEndpoints subscribe to.
+const childTopicEnv = "OUTBOX_TEST_TOPIC"
+
+// childTopicEndpoints subscribe to the topic of a child in topic mode.
+var childTopicEndpoints = []string{"billing", "shipping"}
+
+// topicChild returns the sink and subscriptions of a child in topic mode:
+// each endpoint is the path /<name> of the receiver at url.
+func topicChild(sink outbox.Sink, url, topic string) (outbox.Sink, []outbox.Subscription) {
+	byName := sinkFunc(func(ctx context.Context, d *outbox.Delivery) outbox.Result {
+		d.Destination = url + "/" + d.Endpoint
+		return sink.Deliver(ctx, d)
+	})
+	var subs []outbox.Subscription
+	for _, ep := range childTopicEndpoints {
+		subs = append(subs, outbox.Subscription{Endpoint: ep, Topics: []string{topic}})
+	}
+	return byName, subs
+}
+
+// A process publishing events on a topic with two subscribers is killed
+// (SIGKILL) at random moments, six times, and restarted: every event
+// acknowledged as durable reaches both endpoints, each with the event's ID;
+// a delivery is repeated only if it was in flight at a kill; and a clean
+// restart delivers nothing again.
+func TestKillRestartFanOut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts child processes")
+	}
+	var mu sync.Mutex
+	got := map[string][]int{} // endpoint + " " + ID -> generations that delivered it
+	rc := newReceiver(t, func(r *http.Request, id string, n int) (int, http.Header) {
+		g, _ := strconv.Atoi(r.Header.Get("X-Gen"))
+		mu.Lock()
+		got[strings.TrimPrefix(r.URL.Path, "/")+" "+id] = append(got[strings.TrimPrefix(r.URL.Path, "/")+" "+id], g)
+		mu.Unlock()
+		return http.StatusOK, nil
+	})
+	db := filepath.Join(t.TempDir(), "outbox.db")
+	acked := map[string]bool{}
+	run := func(gen, from, count int, drain bool, killAfter int) {
+		t.Helper()
+		cmd := testkit.TestBinary(
+			childEnv+"=1", childDBEnv+"="+db, childURLEnv+"="+rc.URL, childTopicEnv+"=order.paid",
+			childFromEnv+"="+strconv.Itoa(from), childCountEnv+"="+strconv.Itoa(count),
+			childGenEnv+"="+strconv.Itoa(gen))
+		if drain {
+			cmd.Env = append(cmd.Env, childDrainEnv+"=1")
+		}
+		p, lines := testkit.StartLines(t, cmd)
+		n, killed := 0, false
+		for line := range lines {
+			if id, ok := strings.CutPrefix(line, "ok "); ok {
+				acked[id] = true
+				n++
+			}
+			if !drain && n >= killAfter && !killed {
+				if err := p.Kill(); err != nil {
+					t.Fatal(err)
+				}
+				killed = true
+			}
+		}
+		if err := p.Err(); drain && err != nil {
+			t.Fatalf("drain child: %v\n%s", err, p.Output())
+		}
+		if !drain && !killed {
+			t.Fatalf("child %d exited before it was killed: %v\n%s", gen, p.Err(), p.Output())
+		}
+	}
+	const gens, per = 6, 200
+	for g := range gens {
+		run(g, g*per, per, false, 1+rand.IntN(per-1))
+	}
+	run(gens, 0, 0, true, 0)
+	mu.Lock()
+	total := 0
+	for _, gs := range got {
+		total += len(gs)
+	}
+	mu.Unlock()
+	run(gens+1, 0, 0, true, 0)
+
+	mu.Lock()
+	defer mu.Unlock()
+	after := 0
+	for _, gs := range got {
+		after += len(gs)
+	}
+	if after != total {
+		t.Fatalf("a clean restart delivered %d more requests", after-total)
+	}
+	for id := range acked {
+		for _, ep := range childTopicEndpoints {
+			if len(got[ep+" "+id]) == 0 {
+				t.Errorf("event %s was acknowledged as durable but never reached %s", id, ep)
+			}
+		}
+	}
+	for key := range got {
+		ep, _, _ := strings.Cut(key, " ")
+		if !slices.Contains(childTopicEndpoints, ep) {
+			t.Errorf("a delivery to %q, which subscribes to nothing", key)
+		}
+	}
+	redelivered := map[int]int{}
+	for key, gs := range got {
+		for _, g := range gs[:len(gs)-1] {
+			if g >= gens {
+				t.Errorf("%s delivered by the cleanly stopped generation %d and again later", key, g)
+			}
+			redelivered[g]++
+		}
+	}
+	for g, n := range redelivered {
+		if bound := childConcurrency + childMaxUncommitted; n > bound {
+			t.Errorf("generation %d: %d deliveries repeated, more than the %d that can be in flight", g, n, bound)
+		}
+	}
+	t.Logf("%d events acknowledged, %d deliveries made, repeated after kills: %v", len(acked), len(got), redelivered)
+}
