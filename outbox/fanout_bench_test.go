@@ -105,13 +105,14 @@ func BenchmarkFanOutEnqueue(b *testing.B) {
 // events × 5 deliveries against 20,000 events per round, through httpsink
 // to a local receiver that answers 200 at once, at concurrency 64, outcomes
 // committed durably. The two are interleaved in 5 rounds (alternating
-// which goes first); ratio is the
+// which goes first). cpu-ratio compares the process CPU time per delivery,
+// steadier than the wall clock on a shared machine; ratio is the
 // single-destination time over the fan-out's (1.0: the same throughput).
 func BenchmarkFanOutDelivery(b *testing.B) {
 	const events, rounds = 4000, 5
 	n := events * len(fanOutEndpoints)
 	srv := okServer(b)
-	drain := func(fan bool) time.Duration {
+	drain := func(fan bool) (wall, cpu time.Duration) {
 		path := filepath.Join(b.TempDir(), "deliver.db")
 		i := 0
 		fillRecords(b, path, n, func(r *store.Record) {
@@ -125,23 +126,28 @@ func BenchmarkFanOutDelivery(b *testing.B) {
 		})
 		sink := fanOutSink(b, srv.URL)
 		defer sink.Close()
-		w, _ := drainTimed(b, path, outbox.Config{Sink: sink, Concurrency: 64, Subscriptions: fanOutSubs()}, n)
-		return w
+		return drainTimed(b, path, outbox.Config{Sink: sink, Concurrency: 64, Subscriptions: fanOutSubs()}, n)
 	}
 	for b.Loop() {
-		var single, fan time.Duration
-		for r := range rounds {
-			if r%2 == 0 {
-				single += drain(false)
-				fan += drain(true)
+		var single, fan, singleCPU, fanCPU time.Duration
+		add := func(isFan bool) {
+			w, c := drain(isFan)
+			if isFan {
+				fan, fanCPU = fan+w, fanCPU+c
 			} else {
-				fan += drain(true)
-				single += drain(false)
+				single, singleCPU = single+w, singleCPU+c
 			}
+		}
+		for r := range rounds {
+			add(r%2 == 1)
+			add(r%2 == 0)
 		}
 		total := float64(n * rounds)
 		b.ReportMetric(total/fan.Seconds(), "fanout-deliveries/s")
 		b.ReportMetric(total/single.Seconds(), "single-deliveries/s")
 		b.ReportMetric(single.Seconds()/fan.Seconds(), "ratio")
+		b.ReportMetric(float64(fanCPU.Microseconds())/total, "fanout-cpu-µs/delivery")
+		b.ReportMetric(float64(singleCPU.Microseconds())/total, "single-cpu-µs/delivery")
+		b.ReportMetric(singleCPU.Seconds()/fanCPU.Seconds(), "cpu-ratio")
 	}
 }

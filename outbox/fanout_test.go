@@ -614,3 +614,46 @@ func TestFanOutCountsEvents(t *testing.T) {
 		t.Fatalf("second call: %+v", st)
 	}
 }
+
+// A topic event enqueued in an Update fans out when the transaction
+// commits; EnqueueDead keeps a topic event as a dead letter under its ID.
+func TestFanOutInUpdateAndDead(t *testing.T) {
+	a := testkit.NewReceiver(t, "webhook-id", nil)
+	b := testkit.NewReceiver(t, "webhook-id", nil)
+	o := fanOut(t, map[string]*testkit.Receiver{"a": a, "b": b},
+		[]outbox.Subscription{{Endpoint: "a", Topics: []string{"*"}}, {Endpoint: "b", Topics: []string{"room.*"}}}, nil)
+	ctx := t.Context()
+	err := o.Update(ctx, func(tx *outbox.Tx) error {
+		bk, err := tx.CreateBucketIfNotExists([]byte("rooms"))
+		if err != nil {
+			return err
+		}
+		if err := bk.Put([]byte("r1"), []byte("closed")); err != nil {
+			return err
+		}
+		_, err = tx.Enqueue(outbox.Event{ID: "room-1-closed", Topic: "room.closed"})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, o, "room-1-closed", outbox.StateDelivered)
+	if a.Acked("room-1-closed") != 1 || b.Acked("room-1-closed") != 1 {
+		t.Fatalf("deliveries: a %d, b %d", a.Acked("room-1-closed"), b.Acked("room-1-closed"))
+	}
+	id, err := o.EnqueueDead(ctx, outbox.Event{ID: "bad-1", Topic: "room.opened"}, "unmappable")
+	if err != nil || id != "bad-1" {
+		t.Fatalf("EnqueueDead: %q, %v", id, err)
+	}
+	ev, err := o.Get(ctx, "bad-1")
+	if err != nil || ev.State != outbox.StateDead || ev.DeadReason != "unmappable" || ev.Topic != "room.opened" {
+		t.Fatalf("dead topic event: %+v, %v", ev, err)
+	}
+	// Replayed, it is routed to the endpoints subscribed now.
+	if err := o.Replay(ctx, "bad-1"); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, settle, "the replayed event at both endpoints", func() bool {
+		return a.Acked("bad-1") == 1 && b.Acked("bad-1") == 1
+	})
+}

@@ -222,9 +222,10 @@ type checker struct {
 	keyIndex bool
 
 	// Counts of what the walk read.
-	keys     map[string]int
-	keyed    int // pending records with a Key
-	unrouted int // pending fan-out events kept unrouted
+	keys  map[string]int
+	keyed int // pending records with a Key
+	// unrouted counts the pending fan-out events kept unrouted.
+	unrouted int
 	// A pending record without its due (key) index entry was found.
 	dueMissing, keyMissing bool
 }

@@ -256,18 +256,20 @@ func (ins *preparedInsert) setVersions(recs []*Record) {
 type insertItem struct {
 	id, key string // key: the key index key (Record.indexKey)
 	idb     []byte // the ID's bytes, the key of every bucket write
-	group   []byte // the group ID's bytes (GroupOf), a prefix of idb
-	// unrouted is set for a fan-out event kept unrouted (Record.Unrouted).
-	unrouted bool
-	dueKey   []byte // the due index key
-	lsnKey   []byte // room for the changelog key
-	dead     string // DeadReason
-	frame    []byte // EncodeRecord with Version and seq 0, inside entry
+	dueKey  []byte // the due index key
+	lsnKey  []byte // room for the changelog key
+	dead    string // DeadReason
+	frame   []byte // EncodeRecord with Version and seq 0, inside entry
 	// entry is room for the changelog entry around frame, which starts at
 	// entry[frameOff:] (see entryAround).
 	entry    []byte
 	frameOff int
 	dupOf    int // index of the first record with this ID in the call, or -1
+
+	// group is the group ID's bytes (GroupOf), a prefix of idb; unrouted
+	// is set for a fan-out event kept unrouted (Record.Unrouted).
+	group    []byte
+	unrouted bool
 }
 
 // insertCheckFrame is insertCheck for an encoded record: the record is
