@@ -87,9 +87,22 @@ func (c *Console) describe(do string, f url.Values) (question, back string, err 
 		if id == "" {
 			return "", "", badRequest{"id: missing"}
 		}
+		if ep := f.Get("endpoint"); ep != "" {
+			verb := "Replay the dead delivery of event %q to endpoint %q: move it back to pending, attempts reset? The event's other deliveries are untouched."
+			if do == "delete" {
+				verb = "Delete the delivery of event %q to endpoint %q? It cannot be brought back; the event's other deliveries are untouched."
+			}
+			return fmt.Sprintf(verb, id, ep), eventURL, nil
+		}
 		verb := "Replay dead event %q: move it back to pending, attempts reset?"
 		if do == "delete" {
 			verb = "Delete event %q? It cannot be brought back."
+		}
+		if f.Get("topic") != "" { // the event page's forms of a topic event say so
+			verb = "Replay every dead delivery of event %q: move them back to pending, attempts reset?"
+			if do == "delete" {
+				verb = "Delete event %q and every one of its deliveries? They cannot be brought back."
+			}
 		}
 		return fmt.Sprintf(verb, id), eventURL, nil
 	case "replay-dead":
@@ -117,14 +130,26 @@ func (c *Console) describe(do string, f url.Values) (question, back string, err 
 // act performs a confirmed action and returns where to go next.
 func (c *Console) act(r *http.Request, do string, f url.Values) (string, error) {
 	ctx := r.Context()
-	id, name := f.Get("id"), f.Get("name")
+	id, name, ep := f.Get("id"), f.Get("name"), f.Get("endpoint")
 	switch do {
 	case "replay":
+		if ep != "" {
+			if err := c.b.ReplayDelivery(ctx, id, ep); err != nil {
+				return "", err
+			}
+			return c.base + "/event?" + url.Values{"id": {id}, "done": {"replayed-delivery"}}.Encode(), nil
+		}
 		if err := c.b.Replay(ctx, id); err != nil {
 			return "", err
 		}
 		return c.base + "/event?" + url.Values{"id": {id}, "done": {"replayed"}}.Encode(), nil
 	case "delete":
+		if ep != "" {
+			if err := c.b.DeleteDelivery(ctx, id, ep); err != nil {
+				return "", err
+			}
+			return c.base + "/event?" + url.Values{"id": {id}, "done": {"deleted-delivery"}}.Encode(), nil
+		}
 		if err := c.b.Delete(ctx, id); err != nil {
 			return "", err
 		}
@@ -174,6 +199,12 @@ func replayFilter(f url.Values) (outbox.ReplayFilter, error) {
 	var rf outbox.ReplayFilter
 	rf.Destination = strings.TrimSpace(f.Get("destination"))
 	rf.KeyPrefix = f.Get("key")
+	rf.Topic = strings.TrimSpace(f.Get("topic"))
+	if rf.Topic != "" {
+		if err := outbox.ValidateTopic(rf.Topic); err != nil {
+			return rf, badRequest{fmt.Sprintf("topic: %q %v", text(rf.Topic), err)}
+		}
+	}
 	var err error
 	if s := strings.TrimSpace(f.Get("status")); s != "" {
 		if rf.Status, err = strconv.Atoi(s); err != nil || rf.Status < 100 || rf.Status > 599 {

@@ -82,3 +82,65 @@ func TestHostileEventIsInertInBrowser(t *testing.T) {
 		}
 	}
 }
+
+// A topic event's page, with its deliveries table, shows a hostile key,
+// payload, headers and receiver's answer as inert text, in a real browser;
+// the dead-letter list shows the delivery's topic and endpoint.
+func TestHostileTopicEventIsInertInBrowser(t *testing.T) {
+	e := newEnvWith(t, console.Config{}, func(r *http.Request, id string, n int) testkit.Reply {
+		return testkit.Reply{Status: 500, Header: http.Header{"Content-Type": {"text/html"}}, Body: hostile}
+	}, []outbox.Subscription{{Endpoint: "hooks", Topics: []string{"order.*"}}})
+	id := "topic-<i>\"'"
+	_, err := e.o.Enqueue(t.Context(), outbox.Event{
+		ID: id, Key: "k" + hostile, Topic: "order.paid", Payload: []byte(hostile),
+		Headers: map[string]string{"X-Evil": hostile},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 10*time.Second, "the delivery to be dead", func() bool {
+		ev, err := e.o.Get(t.Context(), id)
+		return err == nil && ev.State == outbox.StateDead
+	})
+	ctx, cancel := context.WithTimeout(testkit.Browser(t, 1366, 768), time.Minute)
+	defer cancel()
+	var title, listText, topicText, deliveriesText, mainText string
+	var pwned bool
+	steps := []struct {
+		what string
+		act  chromedp.Action
+	}{
+		{"open the dead letters of the topic", chromedp.Navigate(e.base + "/dead?topic=order.paid")},
+		{"see the delivery listed", chromedp.WaitVisible(`a.id`, chromedp.ByQuery)},
+		{"read the list", chromedp.Text(`tbody`, &listText, chromedp.ByQuery)},
+		{"open it", chromedp.Click(`a.id`, chromedp.ByQuery)},
+		{"see its deliveries", chromedp.WaitVisible(`#deliveries`, chromedp.ByID)},
+		{"read it", chromedp.Tasks{
+			chromedp.Text(`#event-topic`, &topicText, chromedp.ByID),
+			chromedp.Text(`#deliveries`, &deliveriesText, chromedp.ByID),
+			chromedp.Text(`main`, &mainText, chromedp.ByQuery),
+			chromedp.Title(&title),
+			chromedp.Evaluate(`window.pwned !== undefined || document.querySelector("main img, main svg[onload], main script") !== null`, &pwned),
+		}},
+	}
+	for _, s := range steps {
+		if err := chromedp.Run(ctx, s.act); err != nil {
+			t.Fatalf("%s: %v", s.what, err)
+		}
+	}
+	if pwned || strings.Contains(title, "pwned") {
+		t.Fatalf("a script from the event ran, or its markup became elements (title %q)", title)
+	}
+	if !strings.Contains(listText, "order.paid") || !strings.Contains(listText, "hooks") || !strings.Contains(listText, id) {
+		t.Errorf("the dead-letter list does not show the delivery's ID, topic and endpoint:\n%s", listText)
+	}
+	if !strings.Contains(topicText, "order.paid") {
+		t.Errorf("topic shown as %q", topicText)
+	}
+	if !strings.Contains(deliveriesText, "hooks") || !strings.Contains(deliveriesText, "dead") {
+		t.Errorf("the deliveries table does not show hooks's dead delivery:\n%s", deliveriesText)
+	}
+	if !strings.Contains(mainText, `<script>window.pwned=1;`) || !strings.Contains(mainText, `<img src=x onerror=`) {
+		t.Errorf("the page does not show the markup as text:\n%s", mainText)
+	}
+}

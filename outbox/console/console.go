@@ -28,6 +28,8 @@ type Backend interface {
 	Attempts(ctx context.Context, id string) ([]outbox.Attempt, error)
 	Delete(ctx context.Context, id string) error
 	Replay(ctx context.Context, id string) error
+	DeleteDelivery(ctx context.Context, id, endpoint string) error
+	ReplayDelivery(ctx context.Context, id, endpoint string) error
 	ReplayDead(ctx context.Context, f outbox.ReplayFilter) (int, error)
 	Endpoints(ctx context.Context) ([]outbox.EndpointState, error)
 	EnableEndpoint(ctx context.Context, name string) error

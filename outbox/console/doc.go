@@ -7,12 +7,16 @@
 //
 // Mounted at Config.Path (default "/ui/"): the overview (counts, rates,
 // the oldest pending event's age, and a chart of the last hour from samples
-// the console takes every Config.SampleInterval); events (pending or dead,
-// filtered by destination, key prefix and creation time, paged with List's
-// cursor: each page reads one page of the store, whatever its size); one
-// event (payload and headers, its attempt log and, when the Backend keeps
-// it, its changelog history); dead letters (replay one, delete one, replay
-// by filter at a chosen pace in the background); endpoints (disabled,
+// the console takes every Config.SampleInterval); events (pending, dead or
+// unrouted, filtered by topic, destination, key prefix and creation time,
+// paged with List's cursor: each page reads one page of the store, whatever
+// its size; a topic event's deliveries are rows of their own, with their
+// topic and endpoint); one event (payload and headers, for a topic event
+// its topic and a table of its deliveries, each replayed or deleted on its
+// own, its attempt log with the endpoint of each attempt and, when the
+// Backend keeps it, its changelog history); dead letters (replay one event
+// or delivery, delete one, replay by filter, topic included, at a chosen
+// pace in the background); endpoints (disabled,
 // throttled, breaker, rate limit and rate, failure streak; enable, retry
 // now); and, when Config.Partitions is set, the partitions of a Kafka group
 // member.

@@ -33,16 +33,30 @@ type env struct {
 // (204 when nil), and serves its console with cfg.
 func newEnv(t *testing.T, cfg console.Config, respond testkit.Answer) *env {
 	t.Helper()
+	return newEnvWith(t, cfg, respond, nil)
+}
+
+// newEnvWith is newEnv with subscriptions: each subscription's endpoint
+// other than "hooks" is an endpoint of its own, answered by the same
+// receiver at the path "/" + its name.
+func newEnvWith(t *testing.T, cfg console.Config, respond testkit.Answer, subs []outbox.Subscription) *env {
+	t.Helper()
 	rcv := testkit.NewReceiver(t, "webhook-id", respond)
-	sink, err := httpsink.New(httpsink.Config{Endpoints: []httpsink.Endpoint{{
+	eps := []httpsink.Endpoint{{
 		Name: "hooks", URL: rcv.URL, AllowPrivate: true, Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"},
-	}}})
+	}}
+	for _, s := range subs {
+		if s.Endpoint != "hooks" {
+			eps = append(eps, httpsink.Endpoint{Name: s.Endpoint, URL: rcv.URL + "/" + s.Endpoint, AllowPrivate: true})
+		}
+	}
+	sink, err := httpsink.New(httpsink.Config{Endpoints: eps})
 	if err != nil {
 		t.Fatal(err)
 	}
 	o, err := outbox.Open(filepath.Join(t.TempDir(), "outbox.db"), outbox.Config{
 		Sink: sink, Interval: 20 * time.Millisecond, BackoffInitial: 20 * time.Millisecond,
-		BackoffMax: 100 * time.Millisecond, MaxAttempts: 2, NoSync: true,
+		BackoffMax: 100 * time.Millisecond, MaxAttempts: 2, NoSync: true, Subscriptions: subs,
 	})
 	if err != nil {
 		t.Fatal(err)

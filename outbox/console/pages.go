@@ -150,6 +150,10 @@ func doneMessage(q url.Values) string {
 		return "Replayed: the event is pending again."
 	case "deleted":
 		return "Deleted."
+	case "replayed-delivery":
+		return "Replayed: the delivery is pending again."
+	case "deleted-delivery":
+		return "Delivery deleted; the event's other deliveries are untouched."
 	case "replay-started":
 		return "Replay by filter started; its progress is shown below."
 	case "enabled":
@@ -266,6 +270,8 @@ type eventRow struct {
 	ID, IDText  string // ID for links, IDText to show
 	Key         string
 	Destination string
+	Topic       string
+	Endpoint    string // a delivery's, or a destination event's resolved endpoint
 	Created     string
 	Attempts    int
 	Next        string
@@ -278,6 +284,7 @@ type eventRow struct {
 func rowOf(ev outbox.Event) eventRow {
 	return eventRow{
 		ID: ev.ID, IDText: text(ev.ID), Key: text(ev.Key), Destination: text(ev.Destination),
+		Topic: text(ev.Topic), Endpoint: text(ev.Endpoint),
 		Created: fmtTime(ev.CreatedAt), Attempts: ev.Attempts, Next: fmtTime(ev.NextAttemptAt),
 		LastStatus: ev.LastStatus, LastError: text(ev.LastError),
 		DeadReason: text(ev.DeadReason), DeadAt: fmtTime(ev.DeadAt),
@@ -286,6 +293,7 @@ func rowOf(ev outbox.Event) eventRow {
 
 type listFilter struct {
 	State       string
+	Topic       string
 	Destination string
 	Key         string
 	From, To    string
@@ -300,6 +308,7 @@ type listData struct {
 	IsFirst   bool
 	Replay    replayView
 	StateDead bool
+	Unrouted  bool
 }
 
 type replayView struct {
@@ -330,19 +339,29 @@ func parseTime(field, v string) (time.Time, error) {
 func (c *Console) list(r *http.Request, state outbox.State) (listData, error) {
 	q := r.URL.Query()
 	f := listFilter{
-		State: q.Get("state"), Destination: q.Get("destination"), Key: q.Get("key"),
+		State: q.Get("state"), Topic: q.Get("topic"), Destination: q.Get("destination"), Key: q.Get("key"),
 		From: q.Get("from"), To: q.Get("to"), After: q.Get("after"),
 	}
+	unrouted := false
 	switch f.State {
 	case "", "pending":
 		f.State = "pending"
 	case "dead":
 		state = outbox.StateDead
+	case "unrouted":
+		if state != outbox.StateDead { // the dead page lists dead letters only
+			state, unrouted = 0, true
+		}
 	default:
-		return listData{}, badRequest{fmt.Sprintf("state: %q is not pending or dead", text(f.State))}
+		return listData{}, badRequest{fmt.Sprintf("state: %q is not pending, dead or unrouted", text(f.State))}
 	}
 	if state == outbox.StateDead {
 		f.State = "dead"
+	}
+	if f.Topic != "" {
+		if err := outbox.ValidateTopic(f.Topic); err != nil {
+			return listData{}, badRequest{fmt.Sprintf("topic: %q %v", text(f.Topic), err)}
+		}
 	}
 	from, err := parseTime("from", f.From)
 	if err != nil {
@@ -353,19 +372,20 @@ func (c *Console) list(r *http.Request, state outbox.State) (listData, error) {
 		return listData{}, err
 	}
 	evs, next, err := c.b.List(r.Context(), outbox.ListOptions{
-		State: state, After: f.After, Limit: pageSize,
+		State: state, Unrouted: unrouted, After: f.After, Limit: pageSize, Topic: f.Topic,
 		Destination: f.Destination, KeyPrefix: f.Key, CreatedFrom: from, CreatedTo: to,
 	})
 	if err != nil {
 		return listData{}, err
 	}
-	d := listData{Filter: f, Rows: make([]eventRow, len(evs)), IsFirst: f.After == "", StateDead: state == outbox.StateDead}
+	d := listData{Filter: f, Rows: make([]eventRow, len(evs)), IsFirst: f.After == "", StateDead: state == outbox.StateDead,
+		Unrouted: unrouted}
 	for i, ev := range evs {
 		d.Rows[i] = rowOf(ev)
 	}
-	d.Filter.Destination, d.Filter.Key, d.Filter.After = text(f.Destination), text(f.Key), text(f.After)
+	d.Filter.Destination, d.Filter.Key, d.Filter.After, d.Filter.Topic = text(f.Destination), text(f.Key), text(f.After), text(f.Topic)
 	v := url.Values{}
-	for k, s := range map[string]string{"state": f.State, "destination": f.Destination, "key": f.Key, "from": f.From, "to": f.To} {
+	for k, s := range map[string]string{"state": f.State, "topic": f.Topic, "destination": f.Destination, "key": f.Key, "from": f.From, "to": f.To} {
 		if s != "" {
 			v.Set(k, s)
 		}
@@ -414,6 +434,7 @@ type eventData struct {
 	Known          bool // pending or dead: the whole event is kept
 	Key            string
 	Destination    string
+	Topic          string
 	Endpoint       string
 	Method         string
 	Created        string
@@ -428,14 +449,28 @@ type eventData struct {
 	Version        uint64
 	Headers        []pair
 	Payload        preview
+	DeliveryStates []deliveryView
+	Unrouted       bool // a topic event no endpoint subscribes to (yet)
 	Timeline       []attemptView
 	History        []historyView
 	HistoryMissing bool
 }
 
+// deliveryView is one delivery of a topic event on its page.
+type deliveryView struct {
+	Endpoint, EndpointText string // Endpoint for forms, EndpointText to show
+	State                  string
+	Dead, Pending          bool
+	Attempts               int
+	NextAttempt            string
+	Last                   string
+	DeadAt, DeadReason     string
+}
+
 type attemptView struct {
 	Seq      uint64
 	Delivery int
+	Endpoint string
 	Started  string
 	Duration string
 	Action   string
@@ -467,25 +502,30 @@ func (c *Console) event(r *http.Request) (string, string, pageData, error) {
 	d := eventData{
 		ID: id, IDText: text(id), State: ev.State.String(),
 		Dead: ev.State == outbox.StateDead, Pending: ev.State == outbox.StatePending,
-		Key: text(ev.Key), Destination: text(ev.Destination), Endpoint: text(ev.Endpoint), Method: text(ev.Method),
+		Key: text(ev.Key), Destination: text(ev.Destination), Topic: text(ev.Topic), Endpoint: text(ev.Endpoint), Method: text(ev.Method),
 		Created: fmtTime(ev.CreatedAt), DeliverAt: fmtTime(ev.DeliverAt), Attempts: ev.Attempts,
 		Deliveries: ev.Deliveries, NextAttempt: fmtTime(ev.NextAttemptAt), LastStatus: ev.LastStatus,
 		LastError: text(ev.LastError), DeadReason: text(ev.DeadReason), DeadAt: fmtTime(ev.DeadAt),
 		Version: ev.Version, Headers: pairs(ev.Headers), Payload: makePreview(ev.Payload),
 	}
 	d.Known = d.Dead || d.Pending
+	d.DeliveryStates = deliveryViews(ev.DeliveryStates)
+	d.Unrouted = ev.Topic != "" && len(ev.DeliveryStates) == 0 && d.Pending
+	if d.Unrouted {
+		d.State = "unrouted"
+	}
 	as, err := c.b.Attempts(ctx, id)
 	if err != nil && !errors.Is(err, outbox.ErrNotFound) {
 		return "", "", pageData{}, err
 	}
 	for _, a := range slices.Backward(as) { // newest first
 		d.Timeline = append(d.Timeline, attemptView{
-			Seq: a.Seq, Delivery: a.Delivery, Started: fmtTime(a.StartedAt), Duration: roughDuration(a.Duration),
+			Seq: a.Seq, Delivery: a.Delivery, Endpoint: text(a.Endpoint), Started: fmtTime(a.StartedAt), Duration: roughDuration(a.Duration),
 			Action: a.Action.String(), OK: a.Action == outbox.ActionSuccess, Status: a.Status, Error: text(a.Error),
 			Headers: pairs(a.Header), Body: makePreview(a.Body),
 		})
 	}
-	hist, ok, err := c.history(ctx, id)
+	hist, ok, err := c.eventHistory(ctx, &ev)
 	if err != nil {
 		return "", "", pageData{}, err
 	}
@@ -512,13 +552,17 @@ func (c *Console) history(ctx context.Context, id string) ([]outbox.ChangelogEnt
 // first.
 func describeHistory(entries []outbox.ChangelogEntry) []historyView {
 	out := make([]historyView, 0, len(entries))
-	var prev *outbox.Event
+	prevs := map[string]*outbox.Event{} // by entry ID: a topic event's deliveries each have their own
 	for _, en := range entries {
 		var what string
 		ev, ok := en.Event()
+		prev := prevs[en.ID]
 		switch en.Op {
 		case outbox.OpEnqueue:
 			what = fmt.Sprintf("enqueued: %s to %s, %d-byte payload", ev.Method, ev.Destination, len(ev.Payload))
+			if ev.Topic != "" && ev.Endpoint == "" {
+				what = fmt.Sprintf("enqueued, %d-byte payload; no endpoint subscribes to %s", len(ev.Payload), ev.Topic)
+			}
 		case outbox.OpUpdate:
 			what = fmt.Sprintf("updated in place (upsert): %d-byte payload", len(ev.Payload))
 		case outbox.OpReschedule:
@@ -544,9 +588,12 @@ func describeHistory(entries []outbox.ChangelogEntry) []historyView {
 		default:
 			what = en.Op.String()
 		}
+		if d, ok := deliveryOf(en); ok {
+			what = d + ": " + what
+		}
 		out = append(out, historyView{LSN: en.LSN, Time: fmtTime(en.Time), Op: en.Op.String(), What: text(what), Reason: text(en.Reason)})
 		if ok {
-			prev = &ev
+			prevs[en.ID] = &ev
 		}
 	}
 	slices.Reverse(out)
@@ -611,4 +658,27 @@ func (c *Console) partitions(r *http.Request) (string, string, pageData, error) 
 		rows[i] = partitionView{Partition: p, Owner: text(p.Owner), Error: text(p.Error), State: text(p.State), Restore: text(p.Restore)}
 	}
 	return "partitions", "partitions", pageData{Title: "Partitions", Data: rows}, nil
+}
+
+// deliveryViews shows the deliveries of a topic event, every text safe.
+func deliveryViews(ds []outbox.DeliveryStatus) []deliveryView {
+	out := make([]deliveryView, len(ds))
+	for i, d := range ds {
+		v := deliveryView{
+			Endpoint: d.Endpoint, EndpointText: text(d.Endpoint), State: d.State.String(),
+			Dead: d.State == outbox.StateDead, Pending: d.State == outbox.StatePending, Attempts: d.Attempts,
+			DeadAt: fmtTime(d.DeadAt), DeadReason: text(d.DeadReason),
+		}
+		if v.Pending {
+			v.NextAttempt = fmtTime(d.NextAttemptAt)
+		}
+		switch {
+		case d.LastError != "":
+			v.Last = text(d.LastError)
+		case d.LastStatus != 0:
+			v.Last = "status " + strconv.Itoa(d.LastStatus)
+		}
+		out[i] = v
+	}
+	return out
 }

@@ -122,6 +122,9 @@ func describeFilter(f outbox.ReplayFilter) string {
 	if f.KeyPrefix != "" {
 		parts = append(parts, "key starting with "+f.KeyPrefix)
 	}
+	if f.Topic != "" {
+		parts = append(parts, "topic "+f.Topic)
+	}
 	if !f.From.IsZero() {
 		parts = append(parts, "dead since "+f.From.UTC().Format(timeLayout))
 	}

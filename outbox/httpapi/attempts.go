@@ -21,6 +21,7 @@ type attemptOut struct {
 	// replays); Delivery is the delivery number the sink saw.
 	Attempt    uint64       `json:"attempt"`
 	Delivery   int          `json:"delivery"`
+	Endpoint   string       `json:"endpoint,omitempty"`
 	StartedAt  time.Time    `json:"started_at"`
 	DurationMS float64      `json:"duration_ms"`
 	Outcome    string       `json:"outcome"`
@@ -38,9 +39,15 @@ type responseOut struct {
 	BodyBase64 string            `json:"body_base64,omitempty"`
 }
 
-// attempts serves GET /v1/events/{id}/attempts.
+// attempts serves GET /v1/events/{id}/attempts; with ?endpoint= only the
+// attempts of the topic event's delivery to that endpoint.
 func (h *handler) attempts(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	endpoint, one, err := endpointParam(r)
+	if err != nil {
+		h.fail(w, r, err, false)
+		return
+	}
 	as, err := h.o.Attempts(r.Context(), id)
 	if err != nil {
 		h.fail(w, r, notFound(err, "event", id), false)
@@ -48,6 +55,9 @@ func (h *handler) attempts(w http.ResponseWriter, r *http.Request) {
 	}
 	out := attemptsOut{ID: id, Attempts: make([]attemptOut, 0, len(as))}
 	for _, a := range as {
+		if one && a.Endpoint != endpoint {
+			continue
+		}
 		out.Attempts = append(out.Attempts, toAttemptOut(&a))
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -57,6 +67,7 @@ func toAttemptOut(a *outbox.Attempt) attemptOut {
 	o := attemptOut{
 		Attempt:    a.Seq,
 		Delivery:   a.Delivery,
+		Endpoint:   a.Endpoint,
 		StartedAt:  a.StartedAt.UTC(),
 		DurationMS: float64(a.Duration.Microseconds()) / 1000,
 		Outcome:    a.Action.String(),

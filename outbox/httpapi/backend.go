@@ -24,6 +24,12 @@ type Backend interface {
 	Delete(ctx context.Context, id string) error
 	// Replay moves a dead event back to pending (POST /v1/events/{id}/replay).
 	Replay(ctx context.Context, id string) error
+	// DeleteDelivery drops one delivery of a topic event
+	// (DELETE /v1/events/{id}?endpoint=).
+	DeleteDelivery(ctx context.Context, id, endpoint string) error
+	// ReplayDelivery moves one dead delivery of a topic event back to
+	// pending (POST /v1/events/{id}/replay?endpoint=).
+	ReplayDelivery(ctx context.Context, id, endpoint string) error
 	// ReplayDead replays the dead events matching a filter (POST /v1/dead/replay).
 	ReplayDead(ctx context.Context, f outbox.ReplayFilter) (int, error)
 	// Endpoints returns the endpoint states (GET /v1/endpoints).

@@ -23,6 +23,7 @@ type eventIn struct {
 	ID            string            `json:"id"`
 	Key           string            `json:"key"`
 	Destination   string            `json:"destination"`
+	Topic         *string           `json:"topic"`
 	Method        string            `json:"method"`
 	Headers       map[string]string `json:"headers"`
 	Payload       json.RawMessage   `json:"payload"`
@@ -210,10 +211,21 @@ func (in *eventIn) toEvent(ev *outbox.Event, lim limits, prefix string) error {
 	if !outbox.ValidText(in.ID) {
 		return bad("id", "must be valid UTF-8 without control characters")
 	}
-	if in.Destination == "" {
-		return bad("destination", "is required (a configured endpoint name or an absolute URL)")
-	}
-	if !outbox.ValidText(in.Destination) {
+	// Exactly one of destination and topic; the topic's syntax is checked
+	// here too (Enqueue would refuse it), to name the field in the API's
+	// words. A topic given as "" is an empty topic, not an absent one.
+	topic := ""
+	switch {
+	case in.Topic != nil && in.Destination != "":
+		return errorf(http.StatusBadRequest, prefix+"destination, "+prefix+"topic: give one of the two, not both")
+	case in.Topic != nil:
+		topic = *in.Topic
+		if err := outbox.ValidateTopic(topic); err != nil {
+			return bad("topic", quoteShort(topic)+": "+err.Error())
+		}
+	case in.Destination == "":
+		return bad("destination", "is required (a configured endpoint name or an absolute URL), unless the event has a topic")
+	case !outbox.ValidText(in.Destination):
 		return bad("destination", "must be valid UTF-8 without control characters")
 	}
 	if !utf8.ValidString(in.Key) {
@@ -255,6 +267,7 @@ func (in *eventIn) toEvent(ev *outbox.Event, lim limits, prefix string) error {
 		ID:          in.ID,
 		Key:         in.Key,
 		Destination: in.Destination,
+		Topic:       topic,
 		Method:      method,
 		Headers:     in.Headers,
 		Payload:     payload,

@@ -8,10 +8,13 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/outboxd/outbox/outbox"
 )
 
 // FuzzDecodeEvents: whatever the body, decodeEvents never panics; it either
-// returns events that satisfy the limits, none of whose texts was rewritten
+// returns events that satisfy the limits, each with a destination or a
+// valid topic (never both), none of whose texts was rewritten
 // to U+FFFD, with their not-before times in UTC, or a 400/413 *apiError. (Methods and headers are Enqueue's to
 // check.)
 func FuzzDecodeEvents(f *testing.F) {
@@ -37,6 +40,14 @@ func FuzzDecodeEvents(f *testing.F) {
 		`{"destination":"a","delay":"2s","deliver_at":"2026-01-02T15:04:05Z"}`,
 		`{"destination":"a","deliver_at":"tomorrow","delay":null}`,
 		`{"destination":"a","delay":3}`,
+		`{"topic":"order.paid","key":"k","payload":{}}`,
+		`[{"topic":"order.paid"},{"destination":"a"}]`,
+		`{"topic":"order.paid","destination":"a"}`,
+		`{"topic":""}`,
+		`{"topic":null,"destination":"a"}`,
+		`{"topic":"order..paid"}`,
+		`{"topic":"order.*"}`,
+		`{"topic":"ab"}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -55,13 +66,14 @@ func FuzzDecodeEvents(f *testing.F) {
 		}
 		givenFFFD := bytes.Contains(body, []byte("\uFFFD")) || bytes.Contains(bytes.ToLower(body), []byte(`\ufffd`))
 		for _, ev := range evs {
-			if ev.Destination == "" || ev.Method == "" || len(ev.Payload) > lim.maxPayload || len(ev.ID) > lim.maxID {
+			if (ev.Destination == "") == (ev.Topic == "") || (ev.Topic != "" && outbox.ValidateTopic(ev.Topic) != nil) ||
+				ev.Method == "" || len(ev.Payload) > lim.maxPayload || len(ev.ID) > lim.maxID {
 				t.Fatalf("accepted an invalid event %+v", ev)
 			}
 			if !ev.DeliverAt.IsZero() && ev.DeliverAt.Location() != time.UTC {
 				t.Fatalf("accepted a DeliverAt %v not in UTC", ev.DeliverAt)
 			}
-			texts := []string{ev.ID, ev.Key, ev.Destination}
+			texts := []string{ev.ID, ev.Key, ev.Destination, ev.Topic}
 			for k, v := range ev.Headers {
 				texts = append(texts, k, v)
 			}

@@ -9,15 +9,20 @@
 //	                                       event an operator deleted within the tombstone retention (the
 //	                                       message says which, and when it was deleted); an ID delivered
 //	                                       within the retention is a duplicate, accepted and not sent again
-//	GET    /v1/events?state=&limit=&after=&destination=
-//	                                       list pending (default) or dead events in ID order, at most limit
+//	GET    /v1/events?state=&limit=&after=&destination=&topic=
+//	                                       list pending (default), dead or unrouted events in ID order, at most limit
 //	                                       (default 100, at most 1000) after the cursor: 200 {"events": [...], "next": "..."};
-//	                                       next is "" on the last page. The cursor is an ID, so pages stay
-//	                                       consistent while events are added and removed.
-//	GET    /v1/events/{id}                 one event (pending, dead, or delivered or deleted while its tombstone lasts)
-//	DELETE /v1/events/{id}                 drop a pending or dead event: 204
-//	GET    /v1/events/{id}/attempts        the event's attempt log, oldest first: 200 {"id", "attempts": [...]}, 404
-//	POST   /v1/events/{id}/replay          move a dead event back to pending: 202, 404, 409 when not dead
+//	                                       next is "" on the last page. The cursor is an ID (with the endpoint for a
+//	                                       delivery of a topic event), so pages stay consistent while events are added
+//	                                       and removed.
+//	GET    /v1/events/{id}                 one event (pending, dead, or delivered or deleted while its tombstone lasts);
+//	                                       a topic event with its deliveries
+//	DELETE /v1/events/{id}[?endpoint=]     drop a pending or dead event, or one delivery of a topic event: 204
+//	GET    /v1/events/{id}/attempts[?endpoint=]
+//	                                       the event's attempt log, oldest first: 200 {"id", "attempts": [...]}, 404
+//	POST   /v1/events/{id}/replay[?endpoint=]
+//	                                       move a dead event, or one dead delivery of a topic event, back to pending:
+//	                                       202, 404, 409 when not dead
 //	POST   /v1/dead/replay                 replay dead events matching a filter at a bounded rate: 202 {"replayed": n}
 //	GET    /v1/endpoints                   endpoint states, with their definitions (Config.Endpoints)
 //	GET    /v1/endpoints/{name}            one endpoint, as the list shows it
@@ -29,8 +34,9 @@
 //	                                       200 {"secret", "previous_valid_until"}
 //	POST   /v1/endpoints/{name}/enable     re-enable a disabled endpoint
 //	POST   /v1/endpoints/{name}/retry      close the breaker, make its pending events due now, paced: 202 {"retried": n}
-//	GET    /v1/stats                       counts: {"pending", "dead", "in_flight", "delivered_total", "failed_total",
-//	                                       "oldest_pending_age_seconds"}, plus the fields of Config.ExtraStats
+//	GET    /v1/stats                       counts: {"pending", "dead", "unrouted", "unrouted_dropped_total", "in_flight",
+//	                                       "delivered_total", "failed_total", "oldest_pending_age_seconds"}, plus the
+//	                                       fields of Config.ExtraStats
 //	GET    /v1/openapi.json                the OpenAPI 3.1 document of these routes (OpenAPI), without the token
 //
 // OpenAPI returns that document: every route with its parameters, bodies,
@@ -47,11 +53,13 @@
 //
 // An event as POST /v1/events takes it:
 //
-//	{"id"?: string, "key"?: string, "destination": string, "method"?: string,
+//	{"id"?: string, "key"?: string, "destination"?: string, "topic"?: string, "method"?: string,
 //	 "headers"?: {string: string}, "payload"?: any JSON value, "payload_base64"?: string,
 //	 "deliver_at"?: string, "delay"?: string}
 //
-// payload is delivered as its JSON text, payload_base64 as its decoded bytes
+// An event names exactly one of destination and topic (else a 400 naming
+// both fields); a topic is checked as outbox.ValidateTopic says. payload is
+// delivered as its JSON text, payload_base64 as its decoded bytes
 // (one of the two); without id the outbox generates a UUIDv7; method
 // defaults to POST. deliver_at (an RFC 3339 time) or delay (a duration such
 // as "90s" or "2h30m", from when the request is read; not negative)
@@ -59,9 +67,32 @@
 // Giving both, an unparseable value, or a time beyond the outbox's horizon
 // (outbox.Config.MaxSchedule, 30 days) is a 400 naming the field. Unknown
 // fields are refused. An event as the API returns it: {"id", "key",
-// "destination", "state": "pending" | "dead" | "delivered" | "deleted",
-// "attempts", "created_at", "next_attempt_at", "deliver_at", "last_status",
-// "last_error", "dead_reason"} with RFC 3339 times (empty ones left out).
+// "destination", "topic"?, "endpoint"?, "state": "pending" | "dead" |
+// "delivered" | "deleted" | "unrouted", "attempts", "created_at", "next_attempt_at",
+// "deliver_at", "last_status", "last_error", "dead_reason",
+// "deliveries"?} with RFC 3339 times (empty ones left out).
+//
+// # Topic events and their deliveries
+//
+// A topic event is stored as one delivery per endpoint subscribed to its
+// topic (see package outbox, "Topics and subscriptions"), each with its own
+// state, attempts and schedule, all under the event's ID. GET
+// /v1/events/{id} shows the event whole: its state is pending while any
+// delivery is pending, else dead while any is dead, and "deliveries" lists
+// each: {"endpoint", "state", "attempts", "next_attempt_at"?,
+// "last_status", "last_error", "dead_reason"?, "dead_at"?}. GET /v1/events
+// lists deliveries, one event each with its "endpoint" (so one ID may be
+// listed several times, once per endpoint), and filters them by "topic".
+// state=unrouted lists the topic events no endpoint subscribes to yet,
+// whose state is "unrouted": kept, without an endpoint, until a
+// subscription routes them, or until their "next_attempt_at", when they
+// become dead letters. DELETE /v1/events/{id}, POST /v1/events/{id}/replay and
+// GET /v1/events/{id}/attempts act on every delivery of a topic event, or
+// with ?endpoint=NAME on that endpoint's delivery only; any other query
+// parameter is refused (400), so that a misspelt one never widens a delete
+// or replay to the whole event. Every attempt of a topic event carries its
+// "endpoint"; each delivery numbers its own attempts, and the log lists
+// them all by start time. POST /v1/dead/replay takes a "topic" filter too.
 //
 // The endpoint management routes call Config.Endpoints, an
 // EndpointManager (outboxd's stores the endpoints in the outbox's file);
@@ -73,7 +104,8 @@
 //
 // An attempt as GET /v1/events/{id}/attempts returns it (see
 // outbox.Attempts): {"attempt" (1, 2, ... in order), "delivery" (the
-// delivery number the sink saw), "started_at", "duration_ms", "outcome"
+// delivery number the sink saw), "endpoint"? (a topic event's delivery),
+// "started_at", "duration_ms", "outcome"
 // (success, retry, park, throttle, disable, dead), "status" (0 without a
 // response), "error"?, "response"?: {"headers"?: {name: value},
 // "body"? | "body_base64"?}}. The body's excerpt is "body" when it is valid

@@ -25,6 +25,8 @@ type eventOut struct {
 	ID            string `json:"id"`
 	Key           string `json:"key"`
 	Destination   string `json:"destination"`
+	Topic         string `json:"topic,omitempty"`
+	Endpoint      string `json:"endpoint,omitempty"`
 	State         string `json:"state"`
 	Attempts      int    `json:"attempts"`
 	CreatedAt     string `json:"created_at,omitempty"`
@@ -33,6 +35,8 @@ type eventOut struct {
 	LastStatus    int    `json:"last_status"`
 	LastError     string `json:"last_error"`
 	DeadReason    string `json:"dead_reason,omitempty"`
+	// Deliveries is set for a topic event shown whole (GET /v1/events/{id}).
+	Deliveries []deliveryOut `json:"deliveries,omitempty"`
 }
 
 func formatTime(t time.Time) string {
@@ -47,7 +51,9 @@ func toOut(ev *outbox.Event) eventOut {
 		ID:          ev.ID,
 		Key:         ev.Key,
 		Destination: ev.Destination,
-		State:       ev.State.String(),
+		Topic:       ev.Topic,
+		Endpoint:    ev.Endpoint,
+		State:       stateOf(ev),
 		Attempts:    ev.Attempts,
 		CreatedAt:   formatTime(ev.CreatedAt),
 		DeliverAt:   formatTime(ev.DeliverAt),
@@ -58,6 +64,7 @@ func toOut(ev *outbox.Event) eventOut {
 	if ev.State == outbox.StatePending {
 		out.NextAttemptAt = formatTime(ev.NextAttemptAt)
 	}
+	out.Deliveries = toDeliveriesOut(ev.DeliveryStates)
 	return out
 }
 
@@ -206,13 +213,13 @@ func conflictError(err error, evs []outbox.Event, batch bool) error {
 		}
 	}
 	return errorf(http.StatusConflict, fmt.Sprintf("%s: event %q already exists with other content "+
-		"(key, destination, method, headers or payload); nothing was stored: send the same content again, or use another id",
+		"(key, destination, topic, method, headers or payload); nothing was stored: send the same content again, or use another id",
 		field(first), id))
 }
 
 // sameContent reports whether a and b carry the same caller-owned content.
 func sameContent(a, b *outbox.Event) bool {
-	return a.Key == b.Key && a.Destination == b.Destination && a.Method == b.Method &&
+	return a.Key == b.Key && a.Destination == b.Destination && a.Topic == b.Topic && a.Method == b.Method &&
 		maps.Equal(a.Headers, b.Headers) && bytes.Equal(a.Payload, b.Payload)
 }
 
@@ -221,25 +228,32 @@ func isBatch(body []byte) bool {
 	return len(b) > 0 && b[0] == '['
 }
 
-// list serves GET /v1/events?state=pending|dead&limit=&after=&destination=.
+// list serves GET /v1/events?state=pending|dead|unrouted&limit=&after=&destination=&topic=.
 func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	for name := range q {
 		switch name {
-		case "state", "limit", "after", "destination":
+		case "state", "limit", "after", "destination", "topic":
 		default:
 			h.fail(w, r, errorf(http.StatusBadRequest, "unknown query parameter "+strconv.Quote(name)+
-				" (known: state, limit, after, destination)"), false)
+				" (known: state, limit, after, destination, topic)"), false)
 			return
 		}
 	}
-	opt := outbox.ListOptions{State: outbox.StatePending, After: q.Get("after"), Limit: DefaultListLimit, Destination: q.Get("destination")}
+	opt := outbox.ListOptions{State: outbox.StatePending, After: q.Get("after"), Limit: DefaultListLimit,
+		Destination: q.Get("destination"), Topic: q.Get("topic")}
 	switch s := q.Get("state"); s {
 	case "", "pending":
 	case "dead":
 		opt.State = outbox.StateDead
+	case "unrouted":
+		opt.State, opt.Unrouted = 0, true
 	default:
-		h.fail(w, r, errorf(http.StatusBadRequest, "state: must be pending or dead, got "+strconv.Quote(s)), false)
+		h.fail(w, r, errorf(http.StatusBadRequest, "state: must be pending, dead or unrouted, got "+strconv.Quote(s)), false)
+		return
+	}
+	if err := topicParam(opt.Topic); err != nil {
+		h.fail(w, r, err, false)
 		return
 	}
 	if s := q.Get("limit"); s != "" {
@@ -291,9 +305,19 @@ func notFound(err error, what, name string) error {
 	return err
 }
 
-// delete serves DELETE /v1/events/{id}.
+// delete serves DELETE /v1/events/{id}, and with ?endpoint= the delete of
+// one delivery (deliveries.go).
 func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	endpoint, one, err := endpointParam(r)
+	if err != nil {
+		h.fail(w, r, err, false)
+		return
+	}
+	if one {
+		h.deleteDelivery(w, r, id, endpoint)
+		return
+	}
 	if err := h.o.Delete(r.Context(), id); err != nil {
 		h.fail(w, r, notFound(err, "pending or dead event", id), false)
 		return
@@ -301,9 +325,19 @@ func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// replay serves POST /v1/events/{id}/replay.
+// replay serves POST /v1/events/{id}/replay, and with ?endpoint= the
+// replay of one delivery (deliveries.go).
 func (h *handler) replay(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	endpoint, one, err := endpointParam(r)
+	if err != nil {
+		h.fail(w, r, err, false)
+		return
+	}
+	if one {
+		h.replayDelivery(w, r, id, endpoint)
+		return
+	}
 	if err := h.o.Replay(r.Context(), id); err != nil {
 		if errors.Is(err, outbox.ErrNotDead) {
 			err = errorf(http.StatusConflict, "event "+strconv.Quote(id)+" is not dead: only dead events can be replayed")
@@ -322,6 +356,7 @@ type replayFilterIn struct {
 	Destination string  `json:"destination"`
 	Status      int     `json:"status"`
 	KeyPrefix   string  `json:"key_prefix"`
+	Topic       string  `json:"topic"`
 	From        string  `json:"from"`
 	To          string  `json:"to"`
 	Limit       int     `json:"limit"`
@@ -342,7 +377,12 @@ func (h *handler) replayDead(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err, false)
 		return
 	}
-	f := outbox.ReplayFilter{Destination: in.Destination, Status: in.Status, KeyPrefix: in.KeyPrefix, Limit: in.Limit, Rate: in.Rate}
+	f := outbox.ReplayFilter{Destination: in.Destination, Status: in.Status, KeyPrefix: in.KeyPrefix, Topic: in.Topic,
+		Limit: in.Limit, Rate: in.Rate}
+	if err := topicParam(in.Topic); err != nil {
+		h.fail(w, r, err, false)
+		return
+	}
 	for _, t := range []struct {
 		name string
 		s    string
@@ -453,6 +493,8 @@ func (h *handler) enable(w http.ResponseWriter, r *http.Request) {
 type statsOut struct {
 	Pending                 int     `json:"pending"`
 	Dead                    int     `json:"dead"`
+	Unrouted                int     `json:"unrouted"`
+	UnroutedDroppedTotal    uint64  `json:"unrouted_dropped_total"`
 	InFlight                int     `json:"in_flight"`
 	DeliveredTotal          uint64  `json:"delivered_total"`
 	FailedTotal             uint64  `json:"failed_total"`
@@ -465,6 +507,8 @@ func (h *handler) stats(w http.ResponseWriter, r *http.Request) {
 	out := statsOut{
 		Pending:                 s.Pending,
 		Dead:                    s.Dead,
+		Unrouted:                s.Unrouted,
+		UnroutedDroppedTotal:    s.UnroutedDroppedTotal,
 		InFlight:                s.InFlight,
 		DeliveredTotal:          s.DeliveredTotal,
 		FailedTotal:             s.FailedTotal,

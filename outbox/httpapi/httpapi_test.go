@@ -164,7 +164,7 @@ func TestBadInputIsRefusedAndStoresNothing(t *testing.T) {
 		{"unknown route", "GET", "/v1/nothing", "", ``, 404, "no route for GET /v1/nothing"},
 		{"unknown method", "PUT", "/v1/events", "application/json", ok, 405, "method PUT not allowed on /v1/events"},
 		{"unknown method on event", "PATCH", "/v1/events/x", "application/json", ok, 405, "allowed: GET, HEAD, DELETE"},
-		{"bad state", "GET", "/v1/events?state=gone", "", ``, 400, "state: must be pending or dead"},
+		{"bad state", "GET", "/v1/events?state=gone", "", ``, 400, "state: must be pending, dead or unrouted"},
 		{"bad limit", "GET", "/v1/events?limit=0", "", ``, 400, "limit: 0 is out of range"},
 		{"unknown query", "GET", "/v1/events?sort=id", "", ``, 400, `unknown query parameter "sort"`},
 		{"bad replay filter", "POST", "/v1/dead/replay", "application/json", `{"from":"yesterday"}`, 400, "from: must be an RFC 3339 time"},

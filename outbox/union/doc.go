@@ -19,22 +19,28 @@
 // twice, are left out).
 //
 //   - Enqueue stores in the primary only.
-//   - Get, Delete and Replay answer with the first store that holds the ID:
+//   - Get, Delete, Replay, Attempts, DeleteDelivery and ReplayDelivery
+//     answer with the first store that holds the ID (every delivery of a
+//     topic event is in the store that took the event):
 //     the first whose call succeeds (for Get, a tombstone counts: a
 //     delivered or deleted event's store holds its ID while the tombstone
 //     lasts). When none does, the error is the first that is not
-//     outbox.ErrNotFound (such as outbox.ErrNotDead from Replay, or a
+//     outbox.ErrNotFound (such as outbox.ErrNotDead from a replay, or a
 //     failing disk: that store may hold the ID), else the primary's
 //     outbox.ErrNotFound.
 //   - List merges the pages of every store: each is asked with the same
-//     options (Limit defaulted and capped as Outbox.List does), the events
-//     are merged in ID order, and the first Limit are kept. The next cursor
-//     is the last ID kept when more were found, else the lowest next cursor
-//     of the stores that have more (the merged page keeps only the events up
-//     to it, so that the next page misses none), else "" when no store has
-//     more. Paging with it returns every event of the stores exactly once,
-//     in ID order, as for one store. An ID held by two stores (it should not
-//     be) is listed once, from the first store. Any error but
+//     options (Limit defaulted and capped as Outbox.List does: pending,
+//     dead or unrouted events, with the same filters), the events are
+//     merged in the order of their cursors, and the first Limit are kept.
+//     A cursor is what a store's List pages by: the ID, or for a delivery
+//     of a topic event the ID and the endpoint, so that the deliveries of
+//     one event list one after the other, right after the ID. The next
+//     cursor is the last one kept when more were found, else the lowest
+//     next cursor of the stores that have more (the merged page keeps only
+//     the events up to it, so that the next page misses none), else "" when
+//     no store has more. Paging with it returns every event of the stores exactly once,
+//     in order, as for one store. An event (or delivery) held by two stores
+//     (it should not be) is listed once, from the first store. Any error but
 //     outbox.ErrClosed fails the call.
 //   - ReplayDead replays in every store in turn, each at ReplayFilter.Rate,
 //     so the whole stays within it; Limit bounds the sum. It returns the
@@ -55,7 +61,8 @@
 //     fails with outbox.ErrNotFound when no store knows it, and with the
 //     first other error after asking all of them (the endpoint is enabled in
 //     the others; enabling again is harmless).
-//   - Stats sums every store's Stats field by field. OldestPendingAge is the
+//   - Stats sums every store's Stats field by field (Unrouted and
+//     UnroutedDroppedTotal too). OldestPendingAge is the
 //     oldest; KeyIndex holds when every store keeps its key index; held and
 //     stored endpoints (EndpointsThrottled, EndpointsDisabled,
 //     EndpointsBreakerOpen, Endpoints)

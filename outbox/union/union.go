@@ -137,7 +137,7 @@ func (v *View) List(ctx context.Context, opt outbox.ListOptions) ([]outbox.Event
 	}
 	opt.Limit = min(opt.Limit, outbox.MaxListLimit)
 	var (
-		all     []outbox.Event
+		all     []listed
 		bound   string // the lowest next cursor of a store that has more
 		bounded bool
 		open    bool
@@ -151,7 +151,9 @@ func (v *View) List(ctx context.Context, opt outbox.ListOptions) ([]outbox.Event
 			return nil, "", err
 		}
 		open = true
-		all = append(all, evs...)
+		for i := range evs {
+			all = append(all, listed{cursorOf(&evs[i]), evs[i]})
+		}
 		if next != "" && (!bounded || next < bound) {
 			bound, bounded = next, true
 		}
@@ -159,23 +161,35 @@ func (v *View) List(ctx context.Context, opt outbox.ListOptions) ([]outbox.Event
 	if !open {
 		return nil, "", errAllClosed("list")
 	}
-	// Stable: of events with the same ID, the first store's comes first
-	// and is the one kept.
-	slices.SortStableFunc(all, func(a, b outbox.Event) int { return strings.Compare(a.ID, b.ID) })
-	all = slices.CompactFunc(all, func(a, b outbox.Event) bool { return a.ID == b.ID })
+	// Stable: of events with the same cursor, the first store's comes
+	// first and is the one kept. The cursor orders as a store lists: a
+	// topic event's deliveries sort right after an ID equal to the event's.
+	slices.SortStableFunc(all, func(a, b listed) int { return strings.Compare(a.cursor, b.cursor) })
+	all = slices.CompactFunc(all, func(a, b listed) bool { return a.cursor == b.cursor })
 	if bounded {
 		// A store that has more may hold events just after its cursor:
 		// keep only what is certainly in order.
-		all = all[:sort.Search(len(all), func(i int) bool { return all[i].ID > bound })]
+		all = all[:sort.Search(len(all), func(i int) bool { return all[i].cursor > bound })]
 	}
+	next := ""
 	switch {
 	case len(all) > opt.Limit:
-		all = all[:opt.Limit:opt.Limit]
-		return all, all[len(all)-1].ID, nil
+		all = all[:opt.Limit]
+		next = all[len(all)-1].cursor
 	case bounded:
-		return all, bound, nil
+		next = bound
 	}
-	return all, "", nil
+	out := make([]outbox.Event, len(all))
+	for i := range all {
+		out[i] = all[i].ev
+	}
+	return out, next, nil
+}
+
+// listed is an event of a store's page with its cursor.
+type listed struct {
+	cursor string
+	ev     outbox.Event
 }
 
 // ReplayDead replays the dead events matching f in every store in turn
@@ -337,6 +351,8 @@ func (v *View) Stats() outbox.Stats {
 		}
 		sum.Pending += s.Pending
 		sum.Dead += s.Dead
+		sum.Unrouted += s.Unrouted
+		sum.UnroutedDroppedTotal += s.UnroutedDroppedTotal
 		sum.InFlight += s.InFlight
 		sum.DeliveredTotal += s.DeliveredTotal
 		sum.FailedTotal += s.FailedTotal

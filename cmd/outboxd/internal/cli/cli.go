@@ -30,7 +30,7 @@ const usage = `outboxd: a durable retry-and-delete outbox sidecar
 
 Usage:
   outboxd serve [flags]             run the HTTP API and deliver events (-h for the settings)
-  outboxd inspect --db FILE [--id ID] [--state pending|dead] [--limit N] [--json]
+  outboxd inspect --db FILE [--id ID] [--state pending|dead|unrouted] [--unrouted] [--topic T] [--limit N] [--json]
                                     read-only view of a database file (server stopped)
   outboxd inspect --cluster --kafka-brokers HOSTS --kafka-topic TOPIC [--kafka-group G] [--json]
                                     a Kafka group's partitions: owners, lag, pending, dead

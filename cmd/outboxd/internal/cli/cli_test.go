@@ -80,7 +80,7 @@ func TestMainDispatch(t *testing.T) {
 	}
 	errOut.Reset()
 	env.Args = []string{"inspect", "--state", "gone"}
-	if code := Main(env); code != exitUsage || !strings.Contains(errOut.String(), "--state: want pending or dead") {
+	if code := Main(env); code != exitUsage || !strings.Contains(errOut.String(), "--state: want pending, dead or unrouted") {
 		t.Errorf("inspect --state gone: %d %q", code, errOut.String())
 	}
 	errOut.Reset()

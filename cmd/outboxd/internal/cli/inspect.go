@@ -61,7 +61,9 @@ func inspect(e Env, args []string) int {
 	fs.SetOutput(e.Stderr)
 	db := fs.String("db", "./outboxd.db", "database `file`")
 	id := fs.String("id", "", "show one event and its whole history")
-	state := fs.String("state", "", "list only pending or dead events")
+	state := fs.String("state", "", "list only pending, dead or unrouted events")
+	unrouted := fs.Bool("unrouted", false, "list only the unrouted topic events (as --state unrouted)")
+	topic := fs.String("topic", "", "list only the events (deliveries) of this topic")
 	limit := fs.Int("limit", 20, "events listed per state")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
@@ -74,9 +76,22 @@ func inspect(e Env, args []string) int {
 		fmt.Fprintf(e.Stderr, "outboxd inspect: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
 	}
-	if *state != "" && *state != "pending" && *state != "dead" {
-		fmt.Fprintf(e.Stderr, "outboxd inspect: --state: want pending or dead, got %q\n", *state)
+	if *unrouted {
+		if *state != "" && *state != "unrouted" {
+			fmt.Fprintf(e.Stderr, "outboxd inspect: --unrouted and --state %s: give one of the two\n", *state)
+			return exitUsage
+		}
+		*state = "unrouted"
+	}
+	if *state != "" && *state != "pending" && *state != "dead" && *state != "unrouted" {
+		fmt.Fprintf(e.Stderr, "outboxd inspect: --state: want pending, dead or unrouted, got %q\n", *state)
 		return exitUsage
+	}
+	if *topic != "" {
+		if err := outbox.ValidateTopic(*topic); err != nil {
+			fmt.Fprintf(e.Stderr, "outboxd inspect: --topic %q: %v\n", *topic, err)
+			return exitUsage
+		}
 	}
 	if *limit < 1 {
 		fmt.Fprintf(e.Stderr, "outboxd inspect: --limit: must be positive\n")
@@ -94,7 +109,7 @@ func inspect(e Env, args []string) int {
 	if *id != "" {
 		err = inspectEvent(&out, o, *id, *asJSON)
 	} else {
-		err = inspectSummary(&out, o, *state, *limit, *asJSON)
+		err = inspectSummary(&out, o, listFilter{only: *state, topic: *topic}, *limit, *asJSON)
 	}
 	switch {
 	case errors.Is(err, outbox.ErrDamaged):
@@ -116,6 +131,7 @@ type recordView struct {
 	ID            string            `json:"id"`
 	Key           string            `json:"key,omitempty"`
 	Destination   string            `json:"destination"`
+	Topic         string            `json:"topic,omitempty"`
 	Endpoint      string            `json:"endpoint,omitempty"`
 	Method        string            `json:"method"`
 	Headers       map[string]string `json:"headers,omitempty"`
@@ -130,6 +146,8 @@ type recordView struct {
 	Version       uint64            `json:"version"`
 	DeadAt        string            `json:"dead_at,omitempty"`
 	DeadReason    string            `json:"dead_reason,omitempty"`
+	// DeliveryStates is set for a topic event shown whole (--id).
+	DeliveryStates []deliveryView `json:"delivery_states,omitempty"`
 }
 
 func ts(t time.Time) string {
@@ -152,11 +170,11 @@ func viewRecord(r *outbox.Event) *recordView {
 		return nil
 	}
 	return &recordView{
-		ID: r.ID, Key: r.Key, Destination: r.Destination, Endpoint: r.Endpoint, Method: r.Method,
+		ID: r.ID, Key: r.Key, Destination: r.Destination, Topic: r.Topic, Endpoint: r.Endpoint, Method: r.Method,
 		Headers: r.Headers, PayloadBytes: len(r.Payload), CreatedAt: ts(r.CreatedAt),
 		Attempts: r.Attempts, Deliveries: r.Deliveries, NextAttemptAt: ts(r.NextAttemptAt),
 		DeliverAt: ts(r.DeliverAt), LastStatus: r.LastStatus, LastError: r.LastError, Version: r.Version,
-		DeadAt: ts(r.DeadAt), DeadReason: r.DeadReason,
+		DeadAt: ts(r.DeadAt), DeadReason: r.DeadReason, DeliveryStates: viewDeliveries(r.DeliveryStates),
 	}
 }
 
@@ -164,6 +182,7 @@ func viewRecord(r *outbox.Event) *recordView {
 type statsView struct {
 	Pending          int    `json:"pending"`
 	Dead             int    `json:"dead"`
+	Unrouted         int    `json:"unrouted"`
 	Tombstones       int    `json:"tombstones"`
 	Endpoints        int    `json:"endpoints"`
 	ChangelogEntries int    `json:"changelog_entries"`
@@ -200,18 +219,22 @@ type historyView struct {
 // describeHistory explains each changelog entry of one event in words.
 func describeHistory(entries []outbox.ChangelogEntry) []historyView {
 	out := make([]historyView, 0, len(entries))
-	var prev *outbox.Event
+	prevs := map[string]*outbox.Event{} // by entry ID: a topic event's deliveries each have their own
 	for _, en := range entries {
 		var r *outbox.Event
 		if ev, ok := en.Event(); ok {
 			r = &ev
 		}
+		what := describeEntry(en, r, prevs[en.ID])
+		if d, ok := deliveryOf(en); ok {
+			what = d + ": " + what
+		}
 		out = append(out, historyView{
 			LSN: en.LSN, Time: ts(en.Time), Op: en.Op.String(),
-			What: describeEntry(en, r, prev), Reason: en.Reason, Record: viewRecord(r),
+			What: what, Reason: en.Reason, Record: viewRecord(r),
 		})
 		if r != nil {
-			prev = r
+			prevs[en.ID] = r
 		}
 	}
 	return out
@@ -230,6 +253,9 @@ func scheduleNote(r *outbox.Event) string {
 func describeEntry(en outbox.ChangelogEntry, r, prev *outbox.Event) string {
 	switch en.Op {
 	case outbox.OpEnqueue:
+		if r.Topic != "" && r.Endpoint == "" {
+			return fmt.Sprintf("enqueued, %d-byte payload%s; no endpoint subscribes to %s", len(r.Payload), keyNote(r.Key), r.Topic)
+		}
 		return fmt.Sprintf("enqueued: %s to %s, %d-byte payload%s%s", r.Method, r.Destination, len(r.Payload), keyNote(r.Key), scheduleNote(r))
 	case outbox.OpUpdate:
 		return fmt.Sprintf("updated in place (coalescing upsert): %d-byte payload", len(r.Payload))
@@ -283,7 +309,7 @@ func inspectEvent(w io.Writer, o *outbox.Outbox, id string, asJSON bool) error {
 	if state == outbox.StatePending || state == outbox.StateDead {
 		rec = &ev
 	}
-	hist, err := o.Changelog().History(id)
+	hist, err := eventHistory(o, &ev)
 	if err != nil {
 		return fmt.Errorf("reading the history of %q: %w", id, err)
 	}
@@ -292,6 +318,9 @@ func inspectEvent(w io.Writer, o *outbox.Outbox, id string, asJSON bool) error {
 		return err
 	}
 	stateName := stateString(state)
+	if rec != nil && state == outbox.StatePending && rec.Topic != "" && len(rec.DeliveryStates) == 0 {
+		stateName = "unrouted (no endpoint subscribes to its topic yet)"
+	}
 	if asJSON {
 		return writeJSONTo(w, struct {
 			ID       string        `json:"id"`
@@ -304,7 +333,11 @@ func inspectEvent(w io.Writer, o *outbox.Outbox, id string, asJSON bool) error {
 	fmt.Fprintf(w, "event %s: %s\n", id, stateName)
 	if rec != nil {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintf(tw, "  destination\t%s (endpoint %s)\n", rec.Destination, orDash(rec.Endpoint))
+		if rec.Topic != "" {
+			fmt.Fprintf(tw, "  topic\t%s\n", rec.Topic)
+		} else {
+			fmt.Fprintf(tw, "  destination\t%s (endpoint %s)\n", rec.Destination, orDash(rec.Endpoint))
+		}
 		fmt.Fprintf(tw, "  method\t%s\n", rec.Method)
 		if rec.Key != "" {
 			fmt.Fprintf(tw, "  key\t%s\n", rec.Key)
@@ -314,17 +347,20 @@ func inspectEvent(w io.Writer, o *outbox.Outbox, id string, asJSON bool) error {
 		if !rec.DeliverAt.IsZero() {
 			fmt.Fprintf(tw, "  deliver at\t%s\n", tsText(rec.DeliverAt))
 		}
-		fmt.Fprintf(tw, "  attempts\t%d spent, %d deliveries made\n", rec.Attempts, rec.Deliveries)
-		if state == outbox.StatePending {
-			fmt.Fprintf(tw, "  next attempt\t%s\n", tsText(rec.NextAttemptAt))
-		}
-		if rec.LastStatus != 0 || rec.LastError != "" {
-			fmt.Fprintf(tw, "  last outcome\t%s\n", lastOutcome(rec))
-		}
-		if rec.DeadReason != "" {
-			fmt.Fprintf(tw, "  dead\t%s: %s\n", tsText(rec.DeadAt), rec.DeadReason)
+		if rec.Topic == "" { // a topic event's deliveries have their own
+			fmt.Fprintf(tw, "  attempts\t%d spent, %d deliveries made\n", rec.Attempts, rec.Deliveries)
+			if state == outbox.StatePending {
+				fmt.Fprintf(tw, "  next attempt\t%s\n", tsText(rec.NextAttemptAt))
+			}
+			if rec.LastStatus != 0 || rec.LastError != "" {
+				fmt.Fprintf(tw, "  last outcome\t%s\n", lastOutcome(rec))
+			}
+			if rec.DeadReason != "" {
+				fmt.Fprintf(tw, "  dead\t%s: %s\n", tsText(rec.DeadAt), rec.DeadReason)
+			}
 		}
 		tw.Flush()
+		writeDeliveries(w, rec)
 	}
 	if len(hist) == 0 {
 		fmt.Fprintln(w, "history: no changelog entries kept for this ID (never seen, or trimmed)")
@@ -352,13 +388,14 @@ func stateString(s outbox.State) string {
 	return "not found"
 }
 
-// listUpTo returns the first limit events in state, in ID order, and whether
-// more follow; it pages through List, whose pages are smaller.
-func listUpTo(ctx context.Context, o *outbox.Outbox, state outbox.State, limit int) ([]outbox.Event, bool, error) {
+// listUpTo returns the first limit events opt lists, in ID order, and
+// whether more follow; it pages through List, whose pages are smaller.
+func listUpTo(ctx context.Context, o *outbox.Outbox, opt outbox.ListOptions, limit int) ([]outbox.Event, bool, error) {
 	var evs []outbox.Event
 	after := ""
 	for {
-		page, next, err := o.List(ctx, outbox.ListOptions{State: state, After: after, Limit: min(limit-len(evs), outbox.MaxListLimit)})
+		opt.After, opt.Limit = after, min(limit-len(evs), outbox.MaxListLimit)
+		page, next, err := o.List(ctx, opt)
 		if err != nil {
 			return nil, false, err
 		}
@@ -370,7 +407,13 @@ func listUpTo(ctx context.Context, o *outbox.Outbox, state outbox.State, limit i
 	}
 }
 
-func inspectSummary(w io.Writer, o *outbox.Outbox, only string, limit int, asJSON bool) error {
+// listFilter is what inspect's summary lists: only one state's events
+// ("pending", "dead", "unrouted"; "" for pending and dead), of one topic.
+type listFilter struct {
+	only, topic string
+}
+
+func inspectSummary(w io.Writer, o *outbox.Outbox, f listFilter, limit int, asJSON bool) error {
 	ctx := context.Background()
 	stats := o.Stats()
 	eps, err := o.Endpoints(ctx)
@@ -379,14 +422,12 @@ func inspectSummary(w io.Writer, o *outbox.Outbox, only string, limit int, asJSO
 	}
 	lists := map[string][]outbox.Event{}
 	more := map[string]bool{}
-	for _, s := range []struct {
-		name  string
-		state outbox.State
-	}{{"pending", outbox.StatePending}, {"dead", outbox.StateDead}} {
-		if only != "" && only != s.name {
+	for _, s := range listStates {
+		if f.only != s.name && (f.only != "" || s.name == "unrouted" && stats.Unrouted == 0) {
+			// Unrouted events are listed when there are any, or on demand.
 			continue
 		}
-		evs, m, err := listUpTo(ctx, o, s.state, limit)
+		evs, m, err := listUpTo(ctx, o, outbox.ListOptions{State: s.state, Unrouted: s.name == "unrouted", Topic: f.topic}, limit)
 		if err != nil {
 			return err
 		}
@@ -415,14 +456,14 @@ func inspectSummary(w io.Writer, o *outbox.Outbox, only string, limit int, asJSO
 			Endpoints []endpointView           `json:"endpoints"`
 			Events    map[string][]*recordView `json:"events"`
 		}{o.Path(), statsView{
-			Pending: stats.Pending, Dead: stats.Dead, Tombstones: stats.Tombstones, Endpoints: stats.Endpoints,
+			Pending: stats.Pending, Dead: stats.Dead, Unrouted: stats.Unrouted, Tombstones: stats.Tombstones, Endpoints: stats.Endpoints,
 			ChangelogEntries: stats.ChangelogEntries, FileSize: stats.FileSize, LastLSN: stats.LastLSN, ShippedLSN: stats.ShippedLSN,
 			KeyIndex: stats.KeyIndex,
 		}, epViews, views})
 	}
 	fmt.Fprintf(w, "database %s (%d bytes)\n", o.Path(), stats.FileSize)
-	fmt.Fprintf(w, "  pending %d, dead %d, tombstones %d, changelog entries %d (last LSN %d, shipped %d)\n",
-		stats.Pending, stats.Dead, stats.Tombstones, stats.ChangelogEntries, stats.LastLSN, stats.ShippedLSN)
+	fmt.Fprintf(w, "  pending %d, dead %d, unrouted %d, tombstones %d, changelog entries %d (last LSN %d, shipped %d)\n",
+		stats.Pending, stats.Dead, stats.Unrouted, stats.Tombstones, stats.ChangelogEntries, stats.LastLSN, stats.ShippedLSN)
 	if stats.KeyIndex {
 		fmt.Fprintln(w, "  key index kept (per-key order)")
 	} else {
@@ -451,28 +492,41 @@ func inspectSummary(w io.Writer, o *outbox.Outbox, only string, limit int, asJSO
 		}
 		tw.Flush()
 	}
-	for _, name := range []string{"pending", "dead"} {
+	for _, ls := range listStates {
+		name := ls.name
 		recs, ok := lists[name]
 		if !ok {
 			continue
 		}
-		fmt.Fprintf(w, "%s events (first %d by ID):\n", name, limit)
+		of := ""
+		if f.topic != "" {
+			of = " of topic " + f.topic
+		}
+		fmt.Fprintf(w, "%s events%s (first %d by ID):\n", name, of, limit)
 		if len(recs) == 0 {
 			fmt.Fprintln(w, "  none")
 			continue
 		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		if name == "pending" {
-			fmt.Fprintln(tw, "  ID\tDESTINATION\tATTEMPTS\tNEXT ATTEMPT\tLAST")
-		} else {
-			fmt.Fprintln(tw, "  ID\tDESTINATION\tATTEMPTS\tDEAD AT\tREASON")
+		switch name {
+		case "pending":
+			fmt.Fprintln(tw, "  ID\tDESTINATION\tTOPIC\tENDPOINT\tATTEMPTS\tNEXT ATTEMPT\tLAST")
+		case "dead":
+			fmt.Fprintln(tw, "  ID\tDESTINATION\tTOPIC\tENDPOINT\tATTEMPTS\tDEAD AT\tREASON")
+		case "unrouted":
+			fmt.Fprintln(tw, "  ID\tTOPIC\tKEY\tCREATED\tDEAD-LETTERED AT")
 		}
 		for i := range recs {
 			r := &recs[i]
-			if name == "pending" {
-				fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\n", r.ID, r.Destination, r.Attempts, tsText(r.NextAttemptAt), oneLine(lastOutcome(r)))
-			} else {
-				fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\n", r.ID, r.Destination, r.Attempts, tsText(r.DeadAt), oneLine(r.DeadReason))
+			switch name {
+			case "pending":
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, destinationText(r), orDash(r.Topic), orDash(r.Endpoint),
+					r.Attempts, tsText(r.NextAttemptAt), oneLine(lastOutcome(r)))
+			case "dead":
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, destinationText(r), orDash(r.Topic), orDash(r.Endpoint),
+					r.Attempts, tsText(r.DeadAt), oneLine(r.DeadReason))
+			case "unrouted":
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", r.ID, r.Topic, orDash(r.Key), tsText(r.CreatedAt), tsText(r.NextAttemptAt))
 			}
 		}
 		tw.Flush()
@@ -481,6 +535,21 @@ func inspectSummary(w io.Writer, o *outbox.Outbox, only string, limit int, asJSO
 		}
 	}
 	return nil
+}
+
+// listStates are the lists of inspect's summary, in order.
+var listStates = []struct {
+	name  string
+	state outbox.State
+}{{"pending", outbox.StatePending}, {"dead", outbox.StateDead}, {"unrouted", 0}}
+
+// destinationText is the DESTINATION column of a listed event: "-" for a
+// delivery of a topic event, whose endpoint has its own column.
+func destinationText(r *outbox.Event) string {
+	if r.Topic != "" {
+		return "-"
+	}
+	return r.Destination
 }
 
 // lastOutcome describes an event's last attempt: its status and error.

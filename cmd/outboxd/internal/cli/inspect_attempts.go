@@ -21,6 +21,7 @@ import (
 type attemptView struct {
 	Attempt    uint64            `json:"attempt"`
 	Delivery   int               `json:"delivery"`
+	Endpoint   string            `json:"endpoint,omitempty"`
 	StartedAt  string            `json:"started_at"`
 	DurationMS float64           `json:"duration_ms"`
 	Outcome    string            `json:"outcome"`
@@ -46,7 +47,7 @@ func eventAttempts(o *outbox.Outbox, id string) ([]outbox.Attempt, error) {
 func viewAttempts(as []outbox.Attempt) []attemptView {
 	out := make([]attemptView, 0, len(as))
 	for _, a := range as {
-		v := attemptView{Attempt: a.Seq, Delivery: a.Delivery, StartedAt: ts(a.StartedAt),
+		v := attemptView{Attempt: a.Seq, Delivery: a.Delivery, Endpoint: a.Endpoint, StartedAt: ts(a.StartedAt),
 			DurationMS: float64(a.Duration.Microseconds()) / 1000, Outcome: a.Action.String(),
 			Status: a.Status, Error: a.Error, Headers: a.Header}
 		switch {
@@ -75,8 +76,12 @@ func writeAttempts(w io.Writer, as []outbox.Attempt) {
 		if a.Status != 0 {
 			status = "status " + strconv.Itoa(a.Status)
 		}
-		fmt.Fprintf(w, "  #%-3d %s  %-8s %-11s took %s (delivery %d)\n", a.Seq, tsText(a.StartedAt),
-			a.Action, status, a.Duration.Round(time.Microsecond), a.Delivery)
+		to := ""
+		if a.Endpoint != "" {
+			to = " to " + a.Endpoint
+		}
+		fmt.Fprintf(w, "  #%-3d %s  %-8s %-11s took %s (delivery %d%s)\n", a.Seq, tsText(a.StartedAt),
+			a.Action, status, a.Duration.Round(time.Microsecond), a.Delivery, to)
 		if a.Error != "" {
 			fmt.Fprintf(w, "       error: %s\n", oneLine(a.Error))
 		}
