@@ -330,10 +330,14 @@ func TestClusterScopeSumsStatsAndMergesEndpoints(t *testing.T) {
 	enqueue(t, b, "b-1", "k")
 	enqueue(t, b, "b-2", "k")
 	enqueue(t, c, "c-1", "dead")
+	// No endpoint subscribes to any topic here: a topic event is kept unrouted.
+	if _, err := b.o.Enqueue(context.Background(), outbox.Event{ID: "b-topic", Topic: "order.paid", Payload: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
 	testkit.WaitFor(t, time.Minute, "c-1 dead", func() bool { return c.o.Stats().Dead == 1 })
 
 	r := do(t, a, "GET", "/v1/stats?scope=cluster")
-	if r.status != 200 || r.json["pending"] != 3.0 || r.json["dead"] != 1.0 || r.json["complete"] != true || r.json["scope"] != "cluster" {
+	if r.status != 200 || r.json["pending"] != 3.0 || r.json["dead"] != 1.0 || r.json["unrouted"] != 1.0 || r.json["complete"] != true || r.json["scope"] != "cluster" {
 		t.Fatalf("cluster stats: %d %s", r.status, r.body)
 	}
 	ms, _ := r.json["members"].([]any)

@@ -38,6 +38,8 @@ type memberView struct {
 type counts struct {
 	Pending                 int     `json:"pending"`
 	Dead                    int     `json:"dead"`
+	Unrouted                int     `json:"unrouted"`
+	UnroutedDroppedTotal    uint64  `json:"unrouted_dropped_total"`
 	InFlight                int     `json:"in_flight"`
 	DeliveredTotal          uint64  `json:"delivered_total"`
 	FailedTotal             uint64  `json:"failed_total"`
@@ -162,6 +164,8 @@ func sumStats(answers []*answer) clusterStats {
 			v.Stats = json.RawMessage(bytes.TrimSpace(a.body))
 			out.Pending += c.Pending
 			out.Dead += c.Dead
+			out.Unrouted += c.Unrouted
+			out.UnroutedDroppedTotal += c.UnroutedDroppedTotal
 			out.InFlight += c.InFlight
 			out.DeliveredTotal += c.DeliveredTotal
 			out.FailedTotal += c.FailedTotal
