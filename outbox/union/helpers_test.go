@@ -2,9 +2,13 @@ package union_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -161,4 +165,30 @@ func ids(prefix string, from, to int) []string {
 		out = append(out, fmt.Sprintf("%s-%03d", prefix, i))
 	}
 	return out
+}
+
+// callAPI sends method path with body (JSON when not empty) to the HTTP
+// API served by srv and returns the answer's status and its JSON object
+// (nil for 204 No Content).
+func callAPI(t *testing.T, srv *httptest.Server, method, path, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	if resp.StatusCode != http.StatusNoContent {
+		if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+			t.Fatalf("%s %s: %d, body not JSON: %v", method, path, resp.StatusCode, err)
+		}
+	}
+	return resp.StatusCode, m
 }

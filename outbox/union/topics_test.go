@@ -2,7 +2,6 @@ package union_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -239,22 +238,7 @@ func TestHTTPAPIServesTopicEventsOfEveryStore(t *testing.T) {
 	defer srv.Close()
 	do := func(method, path string) (int, map[string]any) {
 		t.Helper()
-		req, err := http.NewRequest(method, srv.URL+path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := srv.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var m map[string]any
-		if resp.StatusCode != http.StatusNoContent {
-			if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
-				t.Fatalf("%s %s: %d, body not JSON: %v", method, path, resp.StatusCode, err)
-			}
-		}
-		return resp.StatusCode, m
+		return callAPI(t, srv, method, path, "")
 	}
 	code, m := do("GET", "/v1/events/pay-1")
 	if ds, _ := m["deliveries"].([]any); code != http.StatusOK || m["topic"] != "order.paid" || len(ds) != len(topicEndpoints) {
