@@ -134,10 +134,18 @@ func put(t *testing.T, o *outbox.Outbox, dead bool, ids ...string) {
 // they came, checking every page's size and order.
 func listAll(t *testing.T, v *union.View, opt outbox.ListOptions) []string {
 	t.Helper()
+	return listPages(t, v, opt, func(ev outbox.Event) string { return ev.ID })
+}
+
+// listPages pages through v.List with opt's limit and returns what name
+// gives for every event listed, in the order they came, checking every
+// page's size and that the cursor moves forward.
+func listPages(t *testing.T, v *union.View, opt outbox.ListOptions, name func(outbox.Event) string) []string {
+	t.Helper()
 	var got []string
 	for pages := 0; ; pages++ {
 		if pages > 10_000 {
-			t.Fatalf("List with limit %d does not end: %d IDs so far", opt.Limit, len(got))
+			t.Fatalf("List with limit %d does not end: %d listed so far", opt.Limit, len(got))
 		}
 		evs, next, err := v.List(context.Background(), opt)
 		if err != nil {
@@ -147,7 +155,7 @@ func listAll(t *testing.T, v *union.View, opt outbox.ListOptions) []string {
 			t.Fatalf("List with limit %d returned %d events", opt.Limit, len(evs))
 		}
 		for _, ev := range evs {
-			got = append(got, ev.ID)
+			got = append(got, name(ev))
 		}
 		if next == "" {
 			return got

@@ -54,29 +54,7 @@ func newTopicView(t *testing.T, n int, s *sink) (*union.View, []*outbox.Outbox) 
 // event listed, in order.
 func listDeliveries(t *testing.T, v *union.View, opt outbox.ListOptions) []string {
 	t.Helper()
-	var got []string
-	for pages := 0; ; pages++ {
-		if pages > 1000 {
-			t.Fatalf("List with limit %d does not end: %v so far", opt.Limit, got)
-		}
-		evs, next, err := v.List(context.Background(), opt)
-		if err != nil {
-			t.Fatalf("List after %q: %v", opt.After, err)
-		}
-		if len(evs) > opt.Limit {
-			t.Fatalf("List with limit %d returned %d events", opt.Limit, len(evs))
-		}
-		for _, ev := range evs {
-			got = append(got, ev.ID+">"+ev.Endpoint)
-		}
-		if next == "" {
-			return got
-		}
-		if next <= opt.After {
-			t.Fatalf("List after %q: next cursor %q does not move forward", opt.After, next)
-		}
-		opt.After = next
-	}
+	return listPages(t, v, opt, func(ev outbox.Event) string { return ev.ID + ">" + ev.Endpoint })
 }
 
 // The deliveries of topic events, which share their event's ID, are listed
