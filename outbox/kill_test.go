@@ -155,6 +155,24 @@ func (c *childRuns) run(t *testing.T, gen, from, count int, drain bool, killAfte
 	}
 }
 
+// killThenRestart runs gens generations of per events each, each killed
+// at a random moment (after a random number of durable enqueues, while
+// earlier events are being delivered), then one that drains what is left;
+// then it checks that deletes stay deleted across a clean stop and start:
+// the requests delivered (counted by delivered) do not grow.
+func (c *childRuns) killThenRestart(t *testing.T, gens, per int, delivered func() int) {
+	t.Helper()
+	for g := range gens {
+		c.run(t, g, g*per, per, false, 1+rand.IntN(per-1))
+	}
+	c.run(t, gens, 0, 0, true, 0)
+	total := delivered()
+	c.run(t, gens+1, 0, 0, true, 0)
+	if after := delivered(); after != total {
+		t.Fatalf("a clean restart delivered %d more requests", after-total)
+	}
+}
+
 func TestKillRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts child processes")
@@ -173,34 +191,19 @@ func TestKillRestart(t *testing.T) {
 	acked := map[string]bool{}
 
 	runs := childRuns{db: db, url: rc.URL, acked: acked}
-
 	const gens, per = 6, 300
-	for g := range gens {
-		// Kill at a random moment: after a random number of durable
-		// enqueues, while earlier events are being delivered.
-		runs.run(t, g, g*per, per, false, 1+rand.IntN(per-1))
-	}
-	runs.run(t, gens, 0, 0, true, 0)
-	// Deletes stay deleted across a clean stop/start: nothing is delivered
-	// again.
-	mu.Lock()
-	before := len(got)
-	total := 0
-	for _, ds := range got {
-		total += len(ds)
-	}
-	mu.Unlock()
-	runs.run(t, gens+1, 0, 0, true, 0)
+	runs.killThenRestart(t, gens, per, func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, ds := range got {
+			n += len(ds)
+		}
+		return n
+	})
 
 	mu.Lock()
 	defer mu.Unlock()
-	after := 0
-	for _, ds := range got {
-		after += len(ds)
-	}
-	if after != total || len(got) != before {
-		t.Fatalf("a clean restart delivered %d more requests", after-total)
-	}
 	for id := range acked {
 		if len(got[id]) == 0 {
 			t.Errorf("event %s was acknowledged as durable but never delivered", id)
