@@ -39,23 +39,10 @@ func parkParkRetryDeliver(r *http.Request, _ string, n int) testkit.Reply {
 // Authorization header.
 func openWithHTTPSink(t *testing.T, url string, edit func(*outbox.Config)) *outbox.Outbox {
 	t.Helper()
-	sink, err := httpsink.New(httpsink.Config{Endpoints: []httpsink.Endpoint{{
+	return startWithHTTPSink(t, []httpsink.Endpoint{{
 		Name: "orders", URL: url, AllowPrivate: true,
 		Secrets: []string{testSecret}, Headers: map[string]string{"Authorization": testToken},
-	}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sink.Close() })
-	cfg := testConfig(sink)
-	if edit != nil {
-		edit(&cfg)
-	}
-	o, _ := open(t, cfg)
-	if err := o.Start(); err != nil {
-		t.Fatal(err)
-	}
-	return o
+	}}, edit)
 }
 
 func waitState(t *testing.T, o *outbox.Outbox, id string, want outbox.State) {

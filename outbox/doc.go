@@ -243,7 +243,9 @@
 // (package kafka sends it to a compacted topic): entries from an LSN, the
 // last and the shipped LSN, and MarkShipped, after which the changelog is
 // never trimmed past what was shipped; and for inspection, the History of
-// one event. Outbox.Restore rebuilds a fresh outbox from shipped entries,
+// one event. A topic event's deliveries each have their own entries:
+// EventHistory merges them in LSN order, and ChangelogEntry.Delivery names
+// the endpoint an entry is about. Outbox.Restore rebuilds a fresh outbox from shipped entries,
 // or keeps one that is never started up to date with them; such an outbox
 // trims its changelog and tombstones when Outbox.Maintain runs, as a
 // started one does every MaintenanceInterval.

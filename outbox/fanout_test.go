@@ -25,21 +25,12 @@ func fanOut(t *testing.T, receivers map[string]*testkit.Receiver, subs []outbox.
 	for name, rc := range receivers {
 		eps = append(eps, httpsink.Endpoint{Name: name, URL: rc.URL + "/" + name, AllowPrivate: true})
 	}
-	sink, err := httpsink.New(httpsink.Config{Endpoints: eps})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sink.Close() })
-	cfg := testConfig(sink)
-	cfg.Subscriptions = subs
-	if edit != nil {
-		edit(&cfg)
-	}
-	o, _ := open(t, cfg)
-	if err := o.Start(); err != nil {
-		t.Fatal(err)
-	}
-	return o
+	return startWithHTTPSink(t, eps, func(cfg *outbox.Config) {
+		cfg.Subscriptions = subs
+		if edit != nil {
+			edit(cfg)
+		}
+	})
 }
 
 // answerSeq answers the nth request of an ID with statuses[n], and the

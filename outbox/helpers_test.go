@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxd/outbox/httpsink"
 	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/outbox"
 )
@@ -141,6 +142,27 @@ func openStarted(t testing.TB) *outbox.Outbox {
 	sink := newWebSink()
 	t.Cleanup(sink.close)
 	o, _ := open(t, testConfig(sink))
+	if err := o.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// startWithHTTPSink opens and starts an outbox delivering through an
+// httpsink with endpoints eps (closed at the test's end); edit (nil: none)
+// may change the configuration first.
+func startWithHTTPSink(t *testing.T, eps []httpsink.Endpoint, edit func(*outbox.Config)) *outbox.Outbox {
+	t.Helper()
+	sink, err := httpsink.New(httpsink.Config{Endpoints: eps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sink.Close() })
+	cfg := testConfig(sink)
+	if edit != nil {
+		edit(&cfg)
+	}
+	o, _ := open(t, cfg)
 	if err := o.Start(); err != nil {
 		t.Fatal(err)
 	}

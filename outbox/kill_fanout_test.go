@@ -2,7 +2,6 @@ package outbox_test
 
 import (
 	"context"
-	"math/rand/v2"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -11,7 +10,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/outbox"
 )
 
@@ -56,58 +54,20 @@ func TestKillRestartFanOut(t *testing.T) {
 	})
 	db := filepath.Join(t.TempDir(), "outbox.db")
 	acked := map[string]bool{}
-	run := func(gen, from, count int, drain bool, killAfter int) {
-		t.Helper()
-		cmd := testkit.TestBinary(
-			childEnv+"=1", childDBEnv+"="+db, childURLEnv+"="+rc.URL, childTopicEnv+"=order.paid",
-			childFromEnv+"="+strconv.Itoa(from), childCountEnv+"="+strconv.Itoa(count),
-			childGenEnv+"="+strconv.Itoa(gen))
-		if drain {
-			cmd.Env = append(cmd.Env, childDrainEnv+"=1")
-		}
-		p, lines := testkit.StartLines(t, cmd)
-		n, killed := 0, false
-		for line := range lines {
-			if id, ok := strings.CutPrefix(line, "ok "); ok {
-				acked[id] = true
-				n++
-			}
-			if !drain && n >= killAfter && !killed {
-				if err := p.Kill(); err != nil {
-					t.Fatal(err)
-				}
-				killed = true
-			}
-		}
-		if err := p.Err(); drain && err != nil {
-			t.Fatalf("drain child: %v\n%s", err, p.Output())
-		}
-		if !drain && !killed {
-			t.Fatalf("child %d exited before it was killed: %v\n%s", gen, p.Err(), p.Output())
-		}
-	}
+	runs := childRuns{db: db, url: rc.URL, env: []string{childTopicEnv + "=order.paid"}, acked: acked}
 	const gens, per = 6, 200
-	for g := range gens {
-		run(g, g*per, per, false, 1+rand.IntN(per-1))
-	}
-	run(gens, 0, 0, true, 0)
-	mu.Lock()
-	total := 0
-	for _, gs := range got {
-		total += len(gs)
-	}
-	mu.Unlock()
-	run(gens+1, 0, 0, true, 0)
+	runs.killThenRestart(t, gens, per, func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, gs := range got {
+			n += len(gs)
+		}
+		return n
+	})
 
 	mu.Lock()
 	defer mu.Unlock()
-	after := 0
-	for _, gs := range got {
-		after += len(gs)
-	}
-	if after != total {
-		t.Fatalf("a clean restart delivered %d more requests", after-total)
-	}
 	for id := range acked {
 		for _, ep := range childTopicEndpoints {
 			if len(got[ep+" "+id]) == 0 {

@@ -113,6 +113,66 @@ type sinkWithResolver struct {
 
 func (s sinkWithResolver) ResolveEndpoint(d string) (string, error) { return s.r.ResolveEndpoint(d) }
 
+// childRuns runs the generations of a kill test's child, one after the
+// other, on one file.
+type childRuns struct {
+	db, url string
+	env     []string        // more settings of every generation
+	acked   map[string]bool // the IDs any generation acknowledged as durable
+}
+
+// run runs generation gen, enqueueing count events from ID number from. A
+// drain generation delivers what is left and stops cleanly; any other is
+// killed (SIGKILL) after acknowledging killAfter events as durable.
+func (c *childRuns) run(t *testing.T, gen, from, count int, drain bool, killAfter int) {
+	t.Helper()
+	cmd := testkit.TestBinary(append([]string{
+		childEnv + "=1", childDBEnv + "=" + c.db, childURLEnv + "=" + c.url,
+		childFromEnv + "=" + strconv.Itoa(from), childCountEnv + "=" + strconv.Itoa(count),
+		childGenEnv + "=" + strconv.Itoa(gen)}, c.env...)...)
+	if drain {
+		cmd.Env = append(cmd.Env, childDrainEnv+"=1")
+	}
+	p, lines := testkit.StartLines(t, cmd)
+	n, killed := 0, false
+	for line := range lines {
+		if id, ok := strings.CutPrefix(line, "ok "); ok {
+			c.acked[id] = true
+			n++
+		}
+		if !drain && n >= killAfter && !killed {
+			if err := p.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			killed = true
+		}
+	}
+	if err := p.Err(); drain && err != nil {
+		t.Fatalf("drain child: %v\n%s", err, p.Output())
+	}
+	if !drain && !killed {
+		t.Fatalf("child %d exited before it was killed: %v\n%s", gen, p.Err(), p.Output())
+	}
+}
+
+// killThenRestart runs gens generations of per events each, each killed
+// at a random moment (after a random number of durable enqueues, while
+// earlier events are being delivered), then one that drains what is left;
+// then it checks that deletes stay deleted across a clean stop and start:
+// the requests delivered (counted by delivered) do not grow.
+func (c *childRuns) killThenRestart(t *testing.T, gens, per int, delivered func() int) {
+	t.Helper()
+	for g := range gens {
+		c.run(t, g, g*per, per, false, 1+rand.IntN(per-1))
+	}
+	c.run(t, gens, 0, 0, true, 0)
+	total := delivered()
+	c.run(t, gens+1, 0, 0, true, 0)
+	if after := delivered(); after != total {
+		t.Fatalf("a clean restart delivered %d more requests", after-total)
+	}
+}
+
 func TestKillRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts child processes")
@@ -130,66 +190,20 @@ func TestKillRestart(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "outbox.db")
 	acked := map[string]bool{}
 
-	run := func(gen, from, count int, drain bool, killAfter int) {
-		t.Helper()
-		cmd := testkit.TestBinary(
-			childEnv+"=1", childDBEnv+"="+db, childURLEnv+"="+rc.URL,
-			childFromEnv+"="+strconv.Itoa(from), childCountEnv+"="+strconv.Itoa(count),
-			childGenEnv+"="+strconv.Itoa(gen))
-		if drain {
-			cmd.Env = append(cmd.Env, childDrainEnv+"=1")
-		}
-		p, lines := testkit.StartLines(t, cmd)
-		n := 0
-		killed := false
-		for line := range lines {
-			if id, ok := strings.CutPrefix(line, "ok "); ok {
-				acked[id] = true
-				n++
-			}
-			if !drain && n >= killAfter && !killed {
-				if err := p.Kill(); err != nil {
-					t.Fatal(err)
-				}
-				killed = true
-			}
-		}
-		err := p.Err()
-		if drain && err != nil {
-			t.Fatalf("drain child: %v", err)
-		}
-		if !drain && !killed {
-			t.Fatalf("child %d exited before it was killed: %v", gen, err)
-		}
-	}
-
+	runs := childRuns{db: db, url: rc.URL, acked: acked}
 	const gens, per = 6, 300
-	for g := range gens {
-		// Kill at a random moment: after a random number of durable
-		// enqueues, while earlier events are being delivered.
-		run(g, g*per, per, false, 1+rand.IntN(per-1))
-	}
-	run(gens, 0, 0, true, 0)
-	// Deletes stay deleted across a clean stop/start: nothing is delivered
-	// again.
-	mu.Lock()
-	before := len(got)
-	total := 0
-	for _, ds := range got {
-		total += len(ds)
-	}
-	mu.Unlock()
-	run(gens+1, 0, 0, true, 0)
+	runs.killThenRestart(t, gens, per, func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, ds := range got {
+			n += len(ds)
+		}
+		return n
+	})
 
 	mu.Lock()
 	defer mu.Unlock()
-	after := 0
-	for _, ds := range got {
-		after += len(ds)
-	}
-	if after != total || len(got) != before {
-		t.Fatalf("a clean restart delivered %d more requests", after-total)
-	}
 	for id := range acked {
 		if len(got[id]) == 0 {
 			t.Errorf("event %s was acknowledged as durable but never delivered", id)

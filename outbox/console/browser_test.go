@@ -17,6 +17,46 @@ import (
 // hostile is text that runs script wherever it is not escaped.
 const hostile = `<script>window.pwned=1;document.title="pwned"</script>"><img src=x onerror="window.pwned=2">'><svg onload=window.pwned=3>`
 
+// enqueueDead enqueues ev into e's outbox and waits for it to be dead.
+func enqueueDead(t *testing.T, e *env, ev outbox.Event) {
+	t.Helper()
+	if _, err := e.o.Enqueue(t.Context(), ev); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 10*time.Second, "event "+ev.ID+" to be dead", func() bool {
+		got, err := e.o.Get(t.Context(), ev.ID)
+		return err == nil && got.State == outbox.StateDead
+	})
+}
+
+// step is one thing a user does in the browser.
+type step struct {
+	what string
+	act  chromedp.Action
+}
+
+// browseInert takes steps in a real browser, then fails the test if a
+// script of the hostile text ran or its markup became elements.
+func browseInert(t *testing.T, steps []step) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(testkit.Browser(t, 1366, 768), time.Minute)
+	defer cancel()
+	var title string
+	var pwned bool
+	steps = append(steps, step{"check nothing ran", chromedp.Tasks{
+		chromedp.Title(&title),
+		chromedp.Evaluate(`window.pwned !== undefined || document.querySelector("main img, main svg[onload], main script") !== null`, &pwned),
+	}})
+	for _, s := range steps {
+		if err := chromedp.Run(ctx, s.act); err != nil {
+			t.Fatalf("%s: %v", s.what, err)
+		}
+	}
+	if pwned || strings.Contains(title, "pwned") {
+		t.Fatalf("a script from the event ran, or its markup became elements (title %q)", title)
+	}
+}
+
 // An event whose ID, key, payload, headers and receiver's answer hold
 // markup and invalid UTF-8 is shown as inert text, in a real browser.
 func TestHostileEventIsInertInBrowser(t *testing.T) {
@@ -25,25 +65,12 @@ func TestHostileEventIsInertInBrowser(t *testing.T) {
 	})
 	payload := []byte(hostile + "\xff\xfe\xc3")
 	id := "evil-<b>\"'" // IDs are caller-given
-	_, err := e.o.Enqueue(t.Context(), outbox.Event{
+	enqueueDead(t, e, outbox.Event{
 		ID: id, Key: "k" + hostile, Destination: "hooks", Payload: payload,
 		Headers: map[string]string{"X-Evil": hostile + "\xff"},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	testkit.WaitFor(t, 10*time.Second, "the event to be dead", func() bool {
-		ev, err := e.o.Get(t.Context(), id)
-		return err == nil && ev.State == outbox.StateDead
-	})
-	ctx, cancel := context.WithTimeout(testkit.Browser(t, 1366, 768), time.Minute)
-	defer cancel()
-	var title, idText, payloadText, headersText, timelineText string
-	var pwned bool
-	steps := []struct {
-		what string
-		act  chromedp.Action
-	}{
+	var idText, payloadText, headersText, timelineText string
+	browseInert(t, []step{
 		{"open the console", chromedp.Navigate(e.base + "/")},
 		{"see the login form", chromedp.WaitVisible(`#token`, chromedp.ByID)},
 		{"type the token", chromedp.SendKeys(`#token`, token, chromedp.ByID)},
@@ -58,18 +85,8 @@ func TestHostileEventIsInertInBrowser(t *testing.T) {
 			chromedp.Text(`pre.payload`, &payloadText, chromedp.ByQuery),
 			chromedp.Text(`#headers`, &headersText, chromedp.ByID),
 			chromedp.Text(`#timeline`, &timelineText, chromedp.ByID),
-			chromedp.Title(&title),
-			chromedp.Evaluate(`window.pwned !== undefined || document.querySelector("main img, main svg[onload], main script") !== null`, &pwned),
 		}},
-	}
-	for _, s := range steps {
-		if err := chromedp.Run(ctx, s.act); err != nil {
-			t.Fatalf("%s: %v", s.what, err)
-		}
-	}
-	if pwned || strings.Contains(title, "pwned") {
-		t.Fatalf("a script from the event ran, or its markup became elements (title %q)", title)
-	}
+	})
 	if idText != strings.ToValidUTF8(id, "\uFFFD") {
 		t.Errorf("ID shown as %q, want %q", idText, id)
 	}
@@ -91,25 +108,12 @@ func TestHostileTopicEventIsInertInBrowser(t *testing.T) {
 		return testkit.Reply{Status: 500, Header: http.Header{"Content-Type": {"text/html"}}, Body: hostile}
 	}, []outbox.Subscription{{Endpoint: "hooks", Topics: []string{"order.*"}}})
 	id := "topic-<i>\"'"
-	_, err := e.o.Enqueue(t.Context(), outbox.Event{
+	enqueueDead(t, e, outbox.Event{
 		ID: id, Key: "k" + hostile, Topic: "order.paid", Payload: []byte(hostile),
 		Headers: map[string]string{"X-Evil": hostile},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	testkit.WaitFor(t, 10*time.Second, "the delivery to be dead", func() bool {
-		ev, err := e.o.Get(t.Context(), id)
-		return err == nil && ev.State == outbox.StateDead
-	})
-	ctx, cancel := context.WithTimeout(testkit.Browser(t, 1366, 768), time.Minute)
-	defer cancel()
-	var title, listText, topicText, deliveriesText, mainText string
-	var pwned bool
-	steps := []struct {
-		what string
-		act  chromedp.Action
-	}{
+	var listText, topicText, deliveriesText, mainText string
+	browseInert(t, []step{
 		{"open the dead letters of the topic", chromedp.Navigate(e.base + "/dead?topic=order.paid")},
 		{"see the delivery listed", chromedp.WaitVisible(`a.id`, chromedp.ByQuery)},
 		{"read the list", chromedp.Text(`tbody`, &listText, chromedp.ByQuery)},
@@ -119,18 +123,8 @@ func TestHostileTopicEventIsInertInBrowser(t *testing.T) {
 			chromedp.Text(`#event-topic`, &topicText, chromedp.ByID),
 			chromedp.Text(`#deliveries`, &deliveriesText, chromedp.ByID),
 			chromedp.Text(`main`, &mainText, chromedp.ByQuery),
-			chromedp.Title(&title),
-			chromedp.Evaluate(`window.pwned !== undefined || document.querySelector("main img, main svg[onload], main script") !== null`, &pwned),
 		}},
-	}
-	for _, s := range steps {
-		if err := chromedp.Run(ctx, s.act); err != nil {
-			t.Fatalf("%s: %v", s.what, err)
-		}
-	}
-	if pwned || strings.Contains(title, "pwned") {
-		t.Fatalf("a script from the event ran, or its markup became elements (title %q)", title)
-	}
+	})
 	if !strings.Contains(listText, "order.paid") || !strings.Contains(listText, "hooks") || !strings.Contains(listText, id) {
 		t.Errorf("the dead-letter list does not show the delivery's ID, topic and endpoint:\n%s", listText)
 	}

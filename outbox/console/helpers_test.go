@@ -141,3 +141,18 @@ func login(t *testing.T, e *env, c *http.Client, token string) string {
 	_, page := do(t, c, http.MethodGet, e.base+"/endpoints", nil)
 	return csrfOf(t, page)
 }
+
+// confirmAction posts the action f to e's console and then confirms it:
+// the first step must answer the confirmation page holding want, the
+// confirmed one a redirect to the result.
+func confirmAction(t *testing.T, e *env, c *http.Client, f url.Values, want string) {
+	t.Helper()
+	resp, body := do(t, c, http.MethodPost, e.base+"/action", f)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, want) {
+		t.Fatalf("%s, first step: %d, want the confirmation holding %q:\n%s", f.Get("do"), resp.StatusCode, want, body)
+	}
+	f.Set("confirm", "yes")
+	if resp, body = do(t, c, http.MethodPost, e.base+"/action", f); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("%s confirmed: %d:\n%s", f.Get("do"), resp.StatusCode, body)
+	}
+}

@@ -78,14 +78,7 @@ func TestReplayDeadByFilter(t *testing.T) {
 	c := client(t)
 	_, page := do(t, c, http.MethodGet, e.base+"/dead", nil)
 	f := url.Values{"csrf": {csrfOf(t, page)}, "do": {"replay-dead"}, "key": {"replay"}, "rate": {"1000"}}
-	resp, body := do(t, c, http.MethodPost, e.base+"/action", f)
-	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "key starting with replay") {
-		t.Fatalf("first step: %d, want the confirmation naming the filter:\n%s", resp.StatusCode, body)
-	}
-	f.Set("confirm", "yes")
-	if resp, body = do(t, c, http.MethodPost, e.base+"/action", f); resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("confirmed: %d:\n%s", resp.StatusCode, body)
-	}
+	confirmAction(t, e, c, f, "key starting with replay")
 	testkit.WaitFor(t, 30*time.Second, "the 4 replayed events to be delivered", func() bool {
 		return len(e.rcv.Missing([]string{"d-0", "d-1", "d-2", "d-3"})) == 0
 	})

@@ -98,19 +98,12 @@ func TestTopicEventDeliveries(t *testing.T) {
 		t.Errorf("delete of the whole topic event, first step: %d, want the confirmation saying so:\n%s", resp.StatusCode, body)
 	}
 	f := url.Values{"csrf": {csrfOf(t, page)}, "do": {"replay"}, "id": {"pay-1"}, "endpoint": {"audit"}}
-	resp, body := do(t, c, http.MethodPost, e.base+"/action", f)
-	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "Replay the dead delivery of event &#34;pay-1&#34; to endpoint &#34;audit&#34;") {
-		t.Fatalf("replay of a delivery, first step: %d, want the confirmation naming the delivery:\n%s", resp.StatusCode, body)
-	}
-	f.Set("confirm", "yes")
-	if resp, body = do(t, c, http.MethodPost, e.base+"/action", f); resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("replay confirmed: %d:\n%s", resp.StatusCode, body)
-	}
+	confirmAction(t, e, c, f, "Replay the dead delivery of event &#34;pay-1&#34; to endpoint &#34;audit&#34;")
 	if st := deliveryState(t, e.o, "pay-1", "audit"); st != outbox.StatePending {
 		t.Errorf("audit's delivery after its replay: %v, want pending", st)
 	}
 	f = url.Values{"csrf": {csrfOf(t, page)}, "do": {"delete"}, "id": {"pay-1"}, "endpoint": {"hooks"}, "confirm": {"yes"}}
-	if resp, body = do(t, c, http.MethodPost, e.base+"/action", f); resp.StatusCode != http.StatusSeeOther ||
+	if resp, body := do(t, c, http.MethodPost, e.base+"/action", f); resp.StatusCode != http.StatusSeeOther ||
 		!strings.Contains(resp.Header.Get("Location"), "done=deleted-delivery") {
 		t.Fatalf("delete of a delivery: %d %q:\n%s", resp.StatusCode, resp.Header.Get("Location"), body)
 	}

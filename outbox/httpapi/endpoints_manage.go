@@ -225,15 +225,25 @@ func (h *handler) readSpec(w http.ResponseWriter, r *http.Request) (EndpointSpec
 	return spec, nil
 }
 
-// createEndpoint serves POST /v1/endpoints/{name}.
-func (h *handler) createEndpoint(w http.ResponseWriter, r *http.Request) {
+// managerAndSpec returns the EndpointManager and the decoded body of POST
+// and PUT /v1/endpoints/{name}; ok is false when it answered an error.
+func (h *handler) managerAndSpec(w http.ResponseWriter, r *http.Request) (EndpointManager, EndpointSpec, bool) {
 	m := h.manager(w, r)
 	if m == nil {
-		return
+		return nil, EndpointSpec{}, false
 	}
 	spec, err := h.readSpec(w, r)
 	if err != nil {
 		h.fail(w, r, err, false)
+		return nil, EndpointSpec{}, false
+	}
+	return m, spec, true
+}
+
+// createEndpoint serves POST /v1/endpoints/{name}.
+func (h *handler) createEndpoint(w http.ResponseWriter, r *http.Request) {
+	m, spec, ok := h.managerAndSpec(w, r)
+	if !ok {
 		return
 	}
 	name := r.PathValue("name")
@@ -247,13 +257,8 @@ func (h *handler) createEndpoint(w http.ResponseWriter, r *http.Request) {
 
 // replaceEndpoint serves PUT /v1/endpoints/{name}.
 func (h *handler) replaceEndpoint(w http.ResponseWriter, r *http.Request) {
-	m := h.manager(w, r)
-	if m == nil {
-		return
-	}
-	spec, err := h.readSpec(w, r)
-	if err != nil {
-		h.fail(w, r, err, false)
+	m, spec, ok := h.managerAndSpec(w, r)
+	if !ok {
 		return
 	}
 	name := r.PathValue("name")

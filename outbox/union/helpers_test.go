@@ -2,9 +2,13 @@ package union_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -130,10 +134,18 @@ func put(t *testing.T, o *outbox.Outbox, dead bool, ids ...string) {
 // they came, checking every page's size and order.
 func listAll(t *testing.T, v *union.View, opt outbox.ListOptions) []string {
 	t.Helper()
+	return listPages(t, v, opt, func(ev outbox.Event) string { return ev.ID })
+}
+
+// listPages pages through v.List with opt's limit and returns what name
+// gives for every event listed, in the order they came, checking every
+// page's size and that the cursor moves forward.
+func listPages(t *testing.T, v *union.View, opt outbox.ListOptions, name func(outbox.Event) string) []string {
+	t.Helper()
 	var got []string
 	for pages := 0; ; pages++ {
 		if pages > 10_000 {
-			t.Fatalf("List with limit %d does not end: %d IDs so far", opt.Limit, len(got))
+			t.Fatalf("List with limit %d does not end: %d listed so far", opt.Limit, len(got))
 		}
 		evs, next, err := v.List(context.Background(), opt)
 		if err != nil {
@@ -143,7 +155,7 @@ func listAll(t *testing.T, v *union.View, opt outbox.ListOptions) []string {
 			t.Fatalf("List with limit %d returned %d events", opt.Limit, len(evs))
 		}
 		for _, ev := range evs {
-			got = append(got, ev.ID)
+			got = append(got, name(ev))
 		}
 		if next == "" {
 			return got
@@ -161,4 +173,30 @@ func ids(prefix string, from, to int) []string {
 		out = append(out, fmt.Sprintf("%s-%03d", prefix, i))
 	}
 	return out
+}
+
+// callAPI sends method path with body (JSON when not empty) to the HTTP
+// API served by srv and returns the answer's status and its JSON object
+// (nil for 204 No Content).
+func callAPI(t *testing.T, srv *httptest.Server, method, path, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	if resp.StatusCode != http.StatusNoContent {
+		if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+			t.Fatalf("%s %s: %d, body not JSON: %v", method, path, resp.StatusCode, err)
+		}
+	}
+	return resp.StatusCode, m
 }

@@ -2,11 +2,9 @@ package union_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 
 	"github.com/outboxd/outbox/outbox"
@@ -24,25 +22,7 @@ func TestHTTPAPIServesEveryStore(t *testing.T) {
 	defer srv.Close()
 	do := func(method, path, body string) (int, map[string]any) {
 		t.Helper()
-		req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if body != "" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		resp, err := srv.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var m map[string]any
-		if resp.StatusCode != http.StatusNoContent {
-			if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
-				t.Fatalf("%s %s: %d, body not JSON: %v", method, path, resp.StatusCode, err)
-			}
-		}
-		return resp.StatusCode, m
+		return callAPI(t, srv, method, path, body)
 	}
 
 	code, m := do("GET", "/v1/events/in-partition", "")

@@ -2,7 +2,6 @@ package union_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -55,29 +54,7 @@ func newTopicView(t *testing.T, n int, s *sink) (*union.View, []*outbox.Outbox) 
 // event listed, in order.
 func listDeliveries(t *testing.T, v *union.View, opt outbox.ListOptions) []string {
 	t.Helper()
-	var got []string
-	for pages := 0; ; pages++ {
-		if pages > 1000 {
-			t.Fatalf("List with limit %d does not end: %v so far", opt.Limit, got)
-		}
-		evs, next, err := v.List(context.Background(), opt)
-		if err != nil {
-			t.Fatalf("List after %q: %v", opt.After, err)
-		}
-		if len(evs) > opt.Limit {
-			t.Fatalf("List with limit %d returned %d events", opt.Limit, len(evs))
-		}
-		for _, ev := range evs {
-			got = append(got, ev.ID+">"+ev.Endpoint)
-		}
-		if next == "" {
-			return got
-		}
-		if next <= opt.After {
-			t.Fatalf("List after %q: next cursor %q does not move forward", opt.After, next)
-		}
-		opt.After = next
-	}
+	return listPages(t, v, opt, func(ev outbox.Event) string { return ev.ID + ">" + ev.Endpoint })
 }
 
 // The deliveries of topic events, which share their event's ID, are listed
@@ -239,22 +216,7 @@ func TestHTTPAPIServesTopicEventsOfEveryStore(t *testing.T) {
 	defer srv.Close()
 	do := func(method, path string) (int, map[string]any) {
 		t.Helper()
-		req, err := http.NewRequest(method, srv.URL+path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := srv.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var m map[string]any
-		if resp.StatusCode != http.StatusNoContent {
-			if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
-				t.Fatalf("%s %s: %d, body not JSON: %v", method, path, resp.StatusCode, err)
-			}
-		}
-		return resp.StatusCode, m
+		return callAPI(t, srv, method, path, "")
 	}
 	code, m := do("GET", "/v1/events/pay-1")
 	if ds, _ := m["deliveries"].([]any); code != http.StatusOK || m["topic"] != "order.paid" || len(ds) != len(topicEndpoints) {

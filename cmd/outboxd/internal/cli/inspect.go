@@ -309,7 +309,7 @@ func inspectEvent(w io.Writer, o *outbox.Outbox, id string, asJSON bool) error {
 	if state == outbox.StatePending || state == outbox.StateDead {
 		rec = &ev
 	}
-	hist, err := eventHistory(o, &ev)
+	hist, err := outbox.EventHistory(&ev, o.Changelog().History)
 	if err != nil {
 		return fmt.Errorf("reading the history of %q: %w", id, err)
 	}

@@ -62,6 +62,13 @@ func inspectFile(t *testing.T, recs []*store.Record, change func(ctx context.Con
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
+	return openReadOnly(t, path)
+}
+
+// openReadOnly opens the file at path read-only, as inspect does; the
+// outbox is stopped at the test's end.
+func openReadOnly(t *testing.T, path string) *outbox.Outbox {
+	t.Helper()
 	ro, err := outbox.Open(path, outbox.Config{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)

@@ -1,11 +1,8 @@
 package cli
 
 import (
-	"cmp"
 	"fmt"
 	"io"
-	"slices"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/outboxd/outbox/outbox"
@@ -72,39 +69,11 @@ func writeDeliveries(w io.Writer, ev *outbox.Event) {
 	tw.Flush()
 }
 
-// deliverySep separates a topic event's ID from the endpoint in the ID
-// its deliveries' changelog entries carry (the store ID of the delivery;
-// nothing after it for the event while it was kept unrouted).
-const deliverySep = "\x1f"
-
-// eventHistory returns the changelog entries of ev (as Get returned it, or
-// not found): for a topic event, those of each of its deliveries and of the
-// event while it was kept unrouted, merged in LSN order.
-func eventHistory(o *outbox.Outbox, ev *outbox.Event) ([]outbox.ChangelogEntry, error) {
-	if ev.Topic == "" {
-		return o.Changelog().History(ev.ID)
-	}
-	ids := []string{ev.ID + deliverySep}
-	for _, d := range ev.DeliveryStates {
-		ids = append(ids, ev.ID+deliverySep+d.Endpoint)
-	}
-	var all []outbox.ChangelogEntry
-	for _, id := range ids {
-		es, err := o.Changelog().History(id)
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, es...)
-	}
-	slices.SortFunc(all, func(a, b outbox.ChangelogEntry) int { return cmp.Compare(a.LSN, b.LSN) })
-	return all, nil
-}
-
 // deliveryOf names the delivery a changelog entry of a topic event is
 // about: "to ENDPOINT", or "unrouted" for the event while no endpoint
 // subscribed; ok is false for an entry of an event with a destination.
 func deliveryOf(en outbox.ChangelogEntry) (string, bool) {
-	_, ep, ok := strings.Cut(en.ID, deliverySep)
+	ep, ok := en.Delivery()
 	switch {
 	case !ok:
 		return "", false

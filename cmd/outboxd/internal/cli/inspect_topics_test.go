@@ -60,12 +60,7 @@ func topicFile(t *testing.T) *outbox.Outbox {
 	if err := o.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ro, err := outbox.Open(path, outbox.Config{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ro.Stop(context.Background()) })
-	return ro
+	return openReadOnly(t, path)
 }
 
 // spaces matches runs of the blanks tabwriter aligns columns with.
