@@ -204,32 +204,18 @@ func (s *standby) tail(gctx context.Context) error {
 // crash leaves none that vouches for it.
 func (s *standby) open(pr partRange) (o *outbox.Outbox, mode string, from, epoch int64, err error) {
 	g := s.g
-	path, cpPath := g.storePath(s.p), g.checkpointPath(s.p)
+	path := g.storePath(s.p)
 	cfg := g.partitionConfig(s.p)
 	mode, from = RestoreRebuild, pr.first
-	if cp, why := usableCheckpoint(g, s.p, cpPath, pr); cp != nil {
-		o, err = outbox.Open(path, cfg)
-		switch {
-		case err != nil:
-			why = "the local store does not open: " + err.Error()
-		case o.Changelog().LastLSN() != cp.LastLSN:
-			why = fmt.Sprintf("the local store changed after its checkpoint (LSN %d, checkpoint %d)", o.Changelog().LastLSN(), cp.LastLSN)
-			_ = o.Stop(context.Background())
-			o = nil
-		default:
-			mode, from, epoch = RestoreCheckpoint, cp.Offset, cp.Epoch
-		}
-		if o == nil {
-			s.log.Info("kafka: building the standby store anew", "reason", why)
-		}
-	} else if why != "" {
+	o, cp, why, err := keptStore(g, s.p, pr)
+	if why != "" {
 		s.log.Info("kafka: building the standby store anew", "reason", why)
 	}
-	if err := removeDurably(cpPath); err != nil {
-		if o != nil {
-			_ = o.Stop(context.Background())
-		}
-		return nil, "", 0, 0, fmt.Errorf("removing checkpoint %s: %w", cpPath, err)
+	if err != nil {
+		return nil, "", 0, 0, err
+	}
+	if cp != nil {
+		mode, from, epoch = RestoreCheckpoint, cp.Offset, cp.Epoch
 	}
 	if o == nil {
 		if err := removeDurably(path, path+".restoring"); err != nil {
