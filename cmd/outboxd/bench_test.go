@@ -533,40 +533,17 @@ func failoverOnce(b *testing.B, n int) failoverTimes {
 	if err := os.WriteFile(tuning, []byte(failoverTuning), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	dirs := make([]string, instances)
-	procs := make([]*proc, instances)
-	for i := range procs {
-		dirs[i] = filepath.Join(base, fmt.Sprintf("instance-%d", i))
-		if err := os.Mkdir(dirs[i], 0o700); err != nil {
-			b.Fatal(err)
-		}
-		// A 503 spends an attempt and waits an hour: the events not yet
-		// attempted stay due.
-		procs[i] = start(b, dirs[i], "--config", tuning, "--endpoint", "orders="+fr.srv.URL+"/hook,allow-private",
-			"--kafka-brokers", strings.Join(brokers, ","), "--kafka-topic", "events", "--kafka-group", "failover",
-			"--kafka-destination", "orders", "--backoff-initial", "1h", "--backoff-max", "1h")
-	}
+	// A 503 spends an attempt and waits an hour: the events not yet
+	// attempted stay due.
+	dirs, procs := startInstances(b, base, instances, "--config", tuning, "--endpoint", "orders="+fr.srv.URL+"/hook,allow-private",
+		"--kafka-brokers", strings.Join(brokers, ","), "--kafka-topic", "events", "--kafka-group", "failover",
+		"--kafka-destination", "orders", "--backoff-initial", "1h", "--backoff-max", "1h")
 
 	tr := &kafkago.Transport{DialTimeout: time.Second}
 	defer tr.CloseIdleConnections()
-	w := &kafkago.Writer{Addr: kafkago.TCP(brokers...), Topic: "events", Transport: tr, Balancer: &kafkago.RoundRobin{},
-		BatchSize: 1000, BatchTimeout: time.Millisecond, RequiredAcks: kafkago.RequireAll}
-	payload := []byte(`{"order":1,"status":"paid","total":"129.90","currency":"EUR"}`)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	msgs := make([]kafkago.Message, 0, 1000)
-	for i := range n {
-		msgs = append(msgs, kafkago.Message{Key: []byte("customer-" + strconv.Itoa(i%1000)), Value: payload})
-		if len(msgs) == cap(msgs) || i == n-1 {
-			if err := w.WriteMessages(ctx, msgs...); err != nil {
-				b.Fatal(err)
-			}
-			msgs = msgs[:0]
-		}
-	}
-	if err := w.Close(); err != nil {
-		b.Fatal(err)
-	}
+	writeOrders(ctx, b, brokers, tr, &kafkago.RoundRobin{}, n)
 
 	// Every record ingested and its entry shipped (the group commits an
 	// offset only then), in a settled generation that shares the six
@@ -577,15 +554,7 @@ func failoverOnce(b *testing.B, n int) failoverTimes {
 		ids[i] = i
 	}
 	testkit.WaitFor(b, 5*time.Minute, "every record ingested and shipped, in a settled generation", func() bool {
-		resp, err := cl.OffsetFetch(ctx, &kafkago.OffsetFetchRequest{GroupID: "failover", Topics: map[string][]int{"events": ids}})
-		if err != nil {
-			return false
-		}
-		var committed int64
-		for _, p := range resp.Topics["events"] {
-			committed += max(p.CommittedOffset, 0)
-		}
-		if committed < int64(n) {
+		if committed, ok := committedOffsets(ctx, cl, "failover", ids); !ok || committed < int64(n) {
 			return false
 		}
 		first, owned := int32(0), 0
@@ -620,35 +589,13 @@ func failoverOnce(b *testing.B, n int) failoverTimes {
 	total = time.Unix(0, fr.first.Load()).Sub(kill)
 
 	// The split, from the survivors' logs of the next generations.
-	var assigned time.Time
-	restoredParts := map[int]logRecord{}
-	split := func() bool {
-		for i, p := range procs {
-			if i == victim {
-				continue
-			}
-			for _, rec := range kafkaLog(p) {
-				if rec.Generation <= gen {
-					continue
-				}
-				switch rec.Msg {
-				case "kafka: partitions assigned":
-					if assigned.IsZero() || rec.Time.Before(assigned) {
-						assigned = rec.Time
-					}
-				case "kafka: partition restored":
-					if _, ok := restoredParts[rec.Partition]; killed[strconv.Itoa(rec.Partition)] && !ok {
-						restoredParts[rec.Partition] = rec
-					}
-				}
-			}
-		}
-		return !assigned.IsZero() && len(restoredParts) == len(lost)
-	}
-	testkit.WaitFor(b, time.Minute, "the survivors' logs of the next generation's assignment and restores", split)
+	var tk takeOver
+	testkit.WaitFor(b, time.Minute, "the survivors' logs of the next generation's assignment and restores", func() bool {
+		return tk.seen(procs, victim, gen, lost)
+	})
 	// The first of them restored is the first to deliver.
 	var firstDone time.Time
-	for p, rec := range restoredParts {
+	for p, rec := range tk.restored {
 		if firstDone.IsZero() || rec.Time.Before(firstDone) {
 			firstDone, restore = rec.Time, rec.Took
 		}
@@ -656,7 +603,7 @@ func failoverOnce(b *testing.B, n int) failoverTimes {
 		records += rec.Records
 		b.Logf("partition %d restored (%s): %d records in %s", p, rec.Mode, rec.Records, rec.Took)
 	}
-	rebalance = assigned.Sub(kill)
+	rebalance = tk.assigned.Sub(kill)
 	b.Logf("killed instance %d (partitions %v, generation %d); first redelivery after %s: rebalance %s, restore %s "+
 		"(of the first partition restored; all in %s), the rest %s",
 		victim, lost, gen, total.Round(time.Millisecond), rebalance.Round(time.Millisecond), restore.Round(time.Millisecond),
