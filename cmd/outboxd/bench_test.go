@@ -22,7 +22,6 @@ import (
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/store"
@@ -518,21 +517,14 @@ func failoverOnce(b *testing.B, n int) failoverTimes {
 	var total, rebalance, restore, restoreAll time.Duration
 	var records int64
 	const parts, instances = 6, 3
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, "events"),
-		kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err != nil {
-		b.Fatal(err)
-	}
+	cluster := newEventsCluster(b, parts)
 	defer cluster.Close()
 	brokers := cluster.ListenAddrs()
 	fr := newFailoverReceiver(200 * time.Millisecond)
 	defer fr.srv.Close()
 
 	base := b.TempDir()
-	tuning := filepath.Join(base, "kafka.yaml")
-	if err := os.WriteFile(tuning, []byte(failoverTuning), 0o600); err != nil {
-		b.Fatal(err)
-	}
+	tuning := writeTuning(b, base, failoverTuning)
 	// A 503 spends an attempt and waits an hour: the events not yet
 	// attempted stay due.
 	dirs, procs := startInstances(b, base, instances, "--config", tuning, "--endpoint", "orders="+fr.srv.URL+"/hook,allow-private",

@@ -56,11 +56,7 @@ func BenchmarkKafkaModeIngest(b *testing.B) {
 	// kfake keeps its log in a file (not fsynced, as Kafka by default):
 	// its in-memory log copies itself whole each time it doubles, which
 	// would make every run slower than the one before.
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, "events"),
-		kfake.GroupMinSessionTimeout(100*time.Millisecond), kfake.DataDir(b.TempDir()))
-	if err != nil {
-		b.Fatal(err)
-	}
+	cluster := newEventsCluster(b, parts, kfake.DataDir(b.TempDir()))
 	defer cluster.Close()
 	brokers := strings.Join(cluster.ListenAddrs(), ",")
 
@@ -84,10 +80,7 @@ func BenchmarkKafkaModeIngest(b *testing.B) {
 	endpoint := "sink=http://" + ln.Addr().String() + "/,allow-private,timeout=1h"
 
 	dir := b.TempDir()
-	tuning := filepath.Join(dir, "kafka.yaml")
-	if err := os.WriteFile(tuning, []byte(failoverTuning), 0o600); err != nil {
-		b.Fatal(err)
-	}
+	tuning := writeTuning(b, dir, failoverTuning)
 	kdir := filepath.Join(dir, "kafka")
 	ldir := filepath.Join(dir, "local")
 	for _, d := range []string{kdir, ldir} {

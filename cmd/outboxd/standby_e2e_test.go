@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -19,7 +18,6 @@ import (
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/outboxd/outbox/internal/openapitest"
 	"github.com/outboxd/outbox/internal/testkit"
@@ -118,21 +116,14 @@ func standbyFailover(t *testing.T, n, standbys int) standbyResult {
 	t.Helper()
 	const parts, instances, victim = 6, 3, 1
 	res := standbyResult{standbys: standbys, events: n}
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, "events"),
-		kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cluster := newEventsCluster(t, parts)
 	defer cluster.Close()
 	brokers := cluster.ListenAddrs()
 	fr := newFailoverReceiver(time.Second)
 	defer fr.srv.Close()
 
 	base := t.TempDir()
-	tuning := filepath.Join(base, "kafka.yaml")
-	if err := os.WriteFile(tuning, []byte(fleetTuning), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tuning := writeTuning(t, base, fleetTuning)
 	dirs, procs := startInstances(t, base, instances, "--config", tuning, "--endpoint", "orders="+fr.srv.URL+"/hook,allow-private",
 		"--kafka-brokers", strings.Join(brokers, ","), "--kafka-topic", "events", "--kafka-group", "standby",
 		"--kafka-destination", "orders", "--backoff-initial", "1h", "--backoff-max", "1h",

@@ -11,7 +11,32 @@ import (
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
 )
+
+// newEventsCluster starts a one-broker kfake cluster holding the topic
+// "events" with parts partitions, whose groups may use session timeouts
+// down to 100ms, with opts besides; the caller closes it.
+func newEventsCluster(tb testing.TB, parts int, opts ...kfake.Opt) *kfake.Cluster {
+	tb.Helper()
+	cluster, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(int32(parts), "events"),
+		kfake.GroupMinSessionTimeout(100 * time.Millisecond)}, opts...)...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return cluster
+}
+
+// writeTuning writes the settings text to kafka.yaml in dir and returns
+// its path, for --config.
+func writeTuning(tb testing.TB, dir, text string) string {
+	tb.Helper()
+	tuning := filepath.Join(dir, "kafka.yaml")
+	if err := os.WriteFile(tuning, []byte(text), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return tuning
+}
 
 // startInstances starts n outboxd instances with args, each on its own
 // state directory under base, and returns the directories and processes.
