@@ -110,20 +110,7 @@ func activeParts(in *instance) []int {
 func waitShared(t *testing.T, ins ...*instance) {
 	t.Helper()
 	testkit.WaitFor(t, waitLong, "the partitions shared by the members", func() bool {
-		seen := map[int]bool{}
-		for _, in := range ins {
-			parts := activeParts(in)
-			if len(parts) == 0 {
-				return false
-			}
-			for _, p := range parts {
-				if seen[p] {
-					return false
-				}
-				seen[p] = true
-			}
-		}
-		return len(seen) == fleetPartitions
+		return sharedOnce(activeParts, ins...)
 	})
 }
 

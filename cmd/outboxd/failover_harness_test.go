@@ -474,9 +474,16 @@ func pending(ins ...*instance) (int, bool) {
 // ins and each of ins delivers at least one (or, with more instances than
 // partitions, whatever the group gave it).
 func balanced(ins ...*instance) bool {
+	return sharedOnce((*instance).owned, ins...)
+}
+
+// sharedOnce reports whether the partitions of ins, as partsOf gives them,
+// are every partition exactly once and each of ins has at least one (or,
+// with more instances than partitions, whatever the group gave it).
+func sharedOnce(partsOf func(*instance) []int, ins ...*instance) bool {
 	seen := map[int]bool{}
 	for _, in := range ins {
-		parts := in.owned()
+		parts := partsOf(in)
 		if len(parts) == 0 && len(ins) <= fleetPartitions {
 			return false
 		}
