@@ -294,17 +294,9 @@ func BenchmarkIngest(b *testing.B) {
 			}
 			w.WriteHeader(http.StatusNoContent)
 		})}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			b.Fatal(err)
-		}
-		served := make(chan struct{})
-		go func() {
-			defer close(served)
-			_ = rc.Serve(ln)
-		}()
+		addr, stop := serveLoopback(b, &rc)
 		dir := b.TempDir()
-		p := start(b, dir, "--endpoint", "sink=http://"+ln.Addr().String()+"/,allow-private,timeout=1h",
+		p := start(b, dir, "--endpoint", "sink=http://"+addr+"/,allow-private,timeout=1h",
 			"--max-body-bytes", "5MiB")
 		url := p.url("/v1/events")
 		metrics := p.url("/metrics")
@@ -317,7 +309,26 @@ func BenchmarkIngest(b *testing.B) {
 		})
 		_ = p.cmd.Process.Kill()
 		<-p.done
-		_ = rc.Close()
+		stop()
+	}
+}
+
+// serveLoopback serves srv on a loopback port and returns its address and
+// a stop that closes srv (ending the requests it holds) and waits until
+// its Serve has returned.
+func serveLoopback(tb testing.TB, srv *http.Server) (addr string, stop func()) {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(ln)
+	}()
+	return ln.Addr().String(), func() {
+		_ = srv.Close()
 		<-served
 	}
 }

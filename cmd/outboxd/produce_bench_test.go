@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -64,20 +63,9 @@ func BenchmarkKafkaModeIngest(b *testing.B) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		<-r.Context().Done() // deliveries hang: only ingest writes to the stores
 	})}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = hang.Serve(ln)
-	}()
-	defer func() {
-		_ = hang.Close()
-		<-served
-	}()
-	endpoint := "sink=http://" + ln.Addr().String() + "/,allow-private,timeout=1h"
+	addr, stop := serveLoopback(b, &hang)
+	defer stop()
+	endpoint := "sink=http://" + addr + "/,allow-private,timeout=1h"
 
 	dir := b.TempDir()
 	tuning := writeTuning(b, dir, failoverTuning)
