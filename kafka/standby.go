@@ -300,23 +300,17 @@ func (s *standby) follow(gctx context.Context, o *outbox.Outbox, from, epoch int
 		batch = batch[:0]
 		pos, size, fenced := applied, 0, int64(0)
 		for {
-			e, fence, err := recordEpoch(m.Headers)
+			en, ok, e, skipped, err := fencedEntry(&m, topic, s.p, maxEpoch)
+			maxEpoch = e
 			if err != nil {
-				return applied, maxEpoch, &TopicError{Topic: topic, Partition: s.p, Reason: fmt.Sprintf("record at offset %d: %v", m.Offset, err), Err: err}, nil
+				return applied, maxEpoch, err, nil
 			}
-			if e < maxEpoch {
+			if skipped {
 				fenced++
-			} else {
-				maxEpoch = e
-				if !fence {
-					en, err := decodeChangelogRecord(m.Key, m.Value, m.Headers, m.Time)
-					if err != nil {
-						return applied, maxEpoch, &TopicError{Topic: topic, Partition: s.p, Reason: fmt.Sprintf("record at offset %d: %v", m.Offset, err), Err: err}, nil
-					}
-					en.LSN = uint64(m.Offset) + 1
-					batch = append(batch, en)
-					size += len(m.Key) + len(m.Value)
-				}
+			}
+			if ok {
+				batch = append(batch, en)
+				size += len(m.Key) + len(m.Value)
 			}
 			pos = m.Offset + 1
 			if len(batch) == cap(batch) || size >= taskApplyBytes {

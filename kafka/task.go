@@ -531,27 +531,21 @@ func (t *task) apply(ctx context.Context, o *outbox.Outbox, pr partRange, maxEpo
 				"records_per_second", int64(float64(read)/time.Since(begin).Seconds()),
 				"remaining", max(pr.last-m.Offset, 0), "fenced", fenced)
 		}
-		e, fence, err := recordEpoch(m.Headers)
+		en, ok, e, skipped, err := fencedEntry(m, topic, t.p, maxEpoch)
+		maxEpoch = e
 		if err != nil {
-			return &TopicError{Topic: topic, Partition: t.p, Reason: fmt.Sprintf("record at offset %d: %v", m.Offset, err), Err: err}
+			return err
 		}
-		if e < maxEpoch {
+		if skipped {
 			fenced++
-		} else {
-			maxEpoch = e
-			if !fence {
-				en, err := decodeChangelogRecord(m.Key, m.Value, m.Headers, m.Time)
-				if err != nil {
-					return &TopicError{Topic: topic, Partition: t.p, Reason: fmt.Sprintf("record at offset %d: %v", m.Offset, err), Err: err}
-				}
-				en.LSN = uint64(m.Offset) + 1
-				batch = append(batch, en)
-				read++
-				size += len(m.Key) + len(m.Value)
-				if len(batch) == cap(batch) || size >= taskApplyBytes {
-					if err := send(); err != nil {
-						return err
-					}
+		}
+		if ok {
+			batch = append(batch, en)
+			read++
+			size += len(m.Key) + len(m.Value)
+			if len(batch) == cap(batch) || size >= taskApplyBytes {
+				if err := send(); err != nil {
+					return err
 				}
 			}
 		}
