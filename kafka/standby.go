@@ -109,18 +109,7 @@ func (g *Group) startStandbys(gen *kafkago.Generation, owned map[int]*task) {
 // during a rebalance, the last) generation, sorted by partition: empty
 // without Config.StandbyReplicas.
 func (g *Group) Standbys() []StandbyStatus {
-	g.mu.Lock()
-	sbs := make([]*standby, 0, len(g.standbys))
-	for _, s := range g.standbys {
-		sbs = append(sbs, s)
-	}
-	g.mu.Unlock()
-	out := make([]StandbyStatus, 0, len(sbs))
-	for _, s := range sbs {
-		out = append(out, s.status())
-	}
-	slices.SortFunc(out, func(a, b StandbyStatus) int { return a.Partition - b.Partition })
-	return out
+	return sortedStatuses(&g.mu, &g.standbys, (*standby).status, func(s StandbyStatus) int { return s.Partition })
 }
 
 func (s *standby) status() StandbyStatus {
