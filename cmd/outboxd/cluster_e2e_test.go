@@ -96,13 +96,7 @@ func activeParts(in *instance) []int {
 	if !ok {
 		return nil
 	}
-	var out []int
-	for _, p := range s.Kafka.Partitions {
-		if p.State == kafka.PartitionActive {
-			out = append(out, p.Partition)
-		}
-	}
-	return out
+	return s.active()
 }
 
 // waitShared waits until every partition is active on exactly one of ins,

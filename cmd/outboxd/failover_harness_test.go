@@ -306,7 +306,16 @@ func requireNothingPending(t *testing.T, what string, in *instance) {
 // as active.
 func (in *instance) owned() []int {
 	s, ok := in.stats()
-	if !ok || s.Kafka == nil {
+	if !ok {
+		return nil
+	}
+	return s.active()
+}
+
+// active returns the partitions the stats list as active (none without
+// the kafka object).
+func (s instanceStats) active() []int {
+	if s.Kafka == nil {
 		return nil
 	}
 	var out []int
