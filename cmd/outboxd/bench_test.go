@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -201,45 +202,54 @@ func load(b *testing.B, url string, body []byte, perRequest, pid int) {
 	tr := &http.Transport{MaxIdleConnsPerHost: clients, MaxConnsPerHost: clients}
 	defer tr.CloseIdleConnections()
 	c := &http.Client{Transport: tr, Timeout: time.Minute}
-	var next atomic.Int64
-	var failed atomic.Int64
-	var firstErr atomic.Value
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	start := time.Now()
-	for range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= int64(b.N) {
-				req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-				req.Header.Set("Content-Type", "application/json")
-				resp, err := c.Do(req)
-				if err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err.Error())
-					continue
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusAccepted {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, resp.Status)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	if n := failed.Load(); n > 0 {
-		b.Fatalf("%d of %d requests failed, first: %v", n, b.N, firstErr.Load())
-	}
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
-	b.ReportMetric(float64(b.N*perRequest)/elapsed.Seconds(), "events/s")
+	concurrently(b, clients, perRequest, "requests", func() error {
+		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			return errors.New(resp.Status)
+		}
+		return nil
+	})
 	if cpu1, ok := processCPU(pid); ok && cpuOK {
 		b.ReportMetric(float64((cpu1-cpu0).Microseconds())/float64(b.N), "server-cpu-µs/req")
 	}
+}
+
+// concurrently makes b.N calls of call from clients goroutines, timed,
+// fails the benchmark when any failed (what names them, with the first
+// error), and reports calls (req/s) and, at perCall events a call, events
+// per second.
+func concurrently(b *testing.B, clients, perCall int, what string, call func() error) {
+	b.Helper()
+	var next, failed atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	began := time.Now()
+	for range clients {
+		wg.Go(func() {
+			for next.Add(1) <= int64(b.N) {
+				if err := call(); err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(began)
+	b.StopTimer()
+	if n := failed.Load(); n > 0 {
+		b.Fatalf("%d of %d %s failed, first: %v", n, b.N, what, firstErr.Load())
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
+	b.ReportMetric(float64(b.N*perCall)/elapsed.Seconds(), "events/s")
 }
 
 // BenchmarkIngest measures HTTP ingest with 64 concurrent clients, single

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -196,28 +195,6 @@ func writerLoad(b *testing.B, w *kafkago.Writer, perCall int) {
 		}
 		return msgs
 	}
-	var next, failed atomic.Int64
-	var firstErr atomic.Value
-	var wg sync.WaitGroup
 	ctx := context.Background()
-	b.ResetTimer()
-	began := time.Now()
-	for range callers {
-		wg.Go(func() {
-			for next.Add(1) <= int64(b.N) {
-				if err := w.WriteMessages(ctx, batchOf()...); err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err.Error())
-				}
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(began)
-	b.StopTimer()
-	if n := failed.Load(); n > 0 {
-		b.Fatalf("%d of %d writes failed, first: %v", n, b.N, firstErr.Load())
-	}
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
-	b.ReportMetric(float64(b.N*perCall)/elapsed.Seconds(), "events/s")
+	concurrently(b, callers, perCall, "writes", func() error { return w.WriteMessages(ctx, batchOf()...) })
 }
