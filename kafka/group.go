@@ -338,18 +338,7 @@ func (g *Group) Health() GroupHealth {
 // Partitions returns the status of the partitions of the current
 // generation, sorted by partition.
 func (g *Group) Partitions() []PartitionStatus {
-	g.mu.Lock()
-	tasks := make([]*task, 0, len(g.tasks))
-	for _, t := range g.tasks {
-		tasks = append(tasks, t)
-	}
-	g.mu.Unlock()
-	out := make([]PartitionStatus, 0, len(tasks))
-	for _, t := range tasks {
-		out = append(out, t.status())
-	}
-	slices.SortFunc(out, func(a, b PartitionStatus) int { return a.Partition - b.Partition })
-	return out
+	return sortedStatuses(&g.mu, &g.tasks, (*task).status, func(s PartitionStatus) int { return s.Partition })
 }
 
 // Stores returns the stores of the partitions that are active now

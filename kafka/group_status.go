@@ -1,6 +1,29 @@
 package kafka
 
-import "time"
+import (
+	"slices"
+	"sync"
+	"time"
+)
+
+// sortedStatuses returns the status of each of the values of the map *m,
+// sorted by the partition it names. The map is read under mu, which guards
+// it, and its values are asked for their status outside it (each guards
+// its own).
+func sortedStatuses[T any, S any](mu *sync.Mutex, m *map[int]T, status func(T) S, partition func(S) int) []S {
+	mu.Lock()
+	vs := make([]T, 0, len(*m))
+	for _, v := range *m {
+		vs = append(vs, v)
+	}
+	mu.Unlock()
+	out := make([]S, 0, len(vs))
+	for _, v := range vs {
+		out = append(out, status(v))
+	}
+	slices.SortFunc(out, func(a, b S) int { return partition(a) - partition(b) })
+	return out
+}
 
 // Partition task states, as PartitionStatus.State reports them.
 const (

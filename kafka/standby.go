@@ -109,18 +109,7 @@ func (g *Group) startStandbys(gen *kafkago.Generation, owned map[int]*task) {
 // during a rebalance, the last) generation, sorted by partition: empty
 // without Config.StandbyReplicas.
 func (g *Group) Standbys() []StandbyStatus {
-	g.mu.Lock()
-	sbs := make([]*standby, 0, len(g.standbys))
-	for _, s := range g.standbys {
-		sbs = append(sbs, s)
-	}
-	g.mu.Unlock()
-	out := make([]StandbyStatus, 0, len(sbs))
-	for _, s := range sbs {
-		out = append(out, s.status())
-	}
-	slices.SortFunc(out, func(a, b StandbyStatus) int { return a.Partition - b.Partition })
-	return out
+	return sortedStatuses(&g.mu, &g.standbys, (*standby).status, func(s StandbyStatus) int { return s.Partition })
 }
 
 func (s *standby) status() StandbyStatus {
@@ -204,32 +193,18 @@ func (s *standby) tail(gctx context.Context) error {
 // crash leaves none that vouches for it.
 func (s *standby) open(pr partRange) (o *outbox.Outbox, mode string, from, epoch int64, err error) {
 	g := s.g
-	path, cpPath := g.storePath(s.p), g.checkpointPath(s.p)
+	path := g.storePath(s.p)
 	cfg := g.partitionConfig(s.p)
 	mode, from = RestoreRebuild, pr.first
-	if cp, why := usableCheckpoint(g, s.p, cpPath, pr); cp != nil {
-		o, err = outbox.Open(path, cfg)
-		switch {
-		case err != nil:
-			why = "the local store does not open: " + err.Error()
-		case o.Changelog().LastLSN() != cp.LastLSN:
-			why = fmt.Sprintf("the local store changed after its checkpoint (LSN %d, checkpoint %d)", o.Changelog().LastLSN(), cp.LastLSN)
-			_ = o.Stop(context.Background())
-			o = nil
-		default:
-			mode, from, epoch = RestoreCheckpoint, cp.Offset, cp.Epoch
-		}
-		if o == nil {
-			s.log.Info("kafka: building the standby store anew", "reason", why)
-		}
-	} else if why != "" {
+	o, cp, why, err := keptStore(g, s.p, pr)
+	if why != "" {
 		s.log.Info("kafka: building the standby store anew", "reason", why)
 	}
-	if err := removeDurably(cpPath); err != nil {
-		if o != nil {
-			_ = o.Stop(context.Background())
-		}
-		return nil, "", 0, 0, fmt.Errorf("removing checkpoint %s: %w", cpPath, err)
+	if err != nil {
+		return nil, "", 0, 0, err
+	}
+	if cp != nil {
+		mode, from, epoch = RestoreCheckpoint, cp.Offset, cp.Epoch
 	}
 	if o == nil {
 		if err := removeDurably(path, path+".restoring"); err != nil {
@@ -314,23 +289,17 @@ func (s *standby) follow(gctx context.Context, o *outbox.Outbox, from, epoch int
 		batch = batch[:0]
 		pos, size, fenced := applied, 0, int64(0)
 		for {
-			e, fence, err := recordEpoch(m.Headers)
+			en, ok, e, skipped, err := fencedEntry(&m, topic, s.p, maxEpoch)
+			maxEpoch = e
 			if err != nil {
-				return applied, maxEpoch, &TopicError{Topic: topic, Partition: s.p, Reason: fmt.Sprintf("record at offset %d: %v", m.Offset, err), Err: err}, nil
+				return applied, maxEpoch, err, nil
 			}
-			if e < maxEpoch {
+			if skipped {
 				fenced++
-			} else {
-				maxEpoch = e
-				if !fence {
-					en, err := decodeChangelogRecord(m.Key, m.Value, m.Headers, m.Time)
-					if err != nil {
-						return applied, maxEpoch, &TopicError{Topic: topic, Partition: s.p, Reason: fmt.Sprintf("record at offset %d: %v", m.Offset, err), Err: err}, nil
-					}
-					en.LSN = uint64(m.Offset) + 1
-					batch = append(batch, en)
-					size += len(m.Key) + len(m.Value)
-				}
+			}
+			if ok {
+				batch = append(batch, en)
+				size += len(m.Key) + len(m.Value)
 			}
 			pos = m.Offset + 1
 			if len(batch) == cap(batch) || size >= taskApplyBytes {

@@ -338,7 +338,7 @@ func (t *task) restoreLoop(gctx context.Context) (*outbox.Outbox, int64) {
 // left that a later attempt would trust.
 func (t *task) restore(gctx context.Context) (*outbox.Outbox, int64, error) {
 	g := t.g
-	path, cpPath, tmp := g.storePath(t.p), g.checkpointPath(t.p), g.storePath(t.p)+".restoring"
+	path, tmp := g.storePath(t.p), g.storePath(t.p)+".restoring"
 	ctx, cancel := context.WithTimeout(gctx, g.cfg.DialTimeout)
 	pr, err := g.changelogRange(ctx, t.p)
 	cancel()
@@ -347,32 +347,15 @@ func (t *task) restore(gctx context.Context) (*outbox.Outbox, int64, error) {
 	}
 
 	mode, from, maxEpoch := RestoreRebuild, pr.first, int64(0)
-	var o *outbox.Outbox
-	if cp, why := t.usableCheckpoint(cpPath, pr); cp != nil {
-		o, err = outbox.Open(path, t.storeConfig())
-		switch {
-		case err != nil:
-			why = "the local store does not open: " + err.Error()
-		case o.Changelog().LastLSN() != cp.LastLSN:
-			why = fmt.Sprintf("the local store changed after its checkpoint (LSN %d, checkpoint %d)", o.Changelog().LastLSN(), cp.LastLSN)
-			_ = o.Stop(context.Background())
-			o = nil
-		default:
-			mode, from, maxEpoch = RestoreCheckpoint, cp.Offset, cp.Epoch
-		}
-		if o == nil {
-			t.log.Info("kafka: rebuilding the partition store", "reason", why)
-		}
-	} else if why != "" {
+	o, cp, why, err := keptStore(g, t.p, pr)
+	if why != "" {
 		t.log.Info("kafka: rebuilding the partition store", "reason", why)
 	}
-	// From here on the store changes: a crash must not leave a checkpoint
-	// that vouches for it.
-	if err := removeDurably(cpPath); err != nil {
-		if o != nil {
-			_ = o.Stop(context.Background())
-		}
-		return nil, 0, fmt.Errorf("removing checkpoint %s: %w", cpPath, err)
+	if err != nil {
+		return nil, 0, err
+	}
+	if cp != nil {
+		mode, from, maxEpoch = RestoreCheckpoint, cp.Offset, cp.Epoch
 	}
 	if o == nil {
 		if err := removeDurably(tmp); err != nil {
@@ -439,10 +422,36 @@ func (t *task) restore(gctx context.Context) (*outbox.Outbox, int64, error) {
 	return o, pr.last, nil
 }
 
-// usableCheckpoint reads the partition's checkpoint and says why it cannot
-// be used ("" when there is none at all).
-func (t *task) usableCheckpoint(path string, pr partRange) (*checkpoint, string) {
-	return usableCheckpoint(t.g, t.p, path, pr)
+// keptStore opens the kept local store of g's partition p when its
+// checkpoint is usable for the changelog range pr and the store still
+// matches it, and returns the store with that checkpoint; otherwise no
+// store, and why not ("" when there is neither checkpoint nor store). Either
+// way it then removes the checkpoint durably: from here on the store
+// changes, and a crash must not leave a checkpoint that vouches for it.
+// When that fails it stops the store and returns the error.
+func keptStore(g *Group, p int, pr partRange) (o *outbox.Outbox, cp *checkpoint, why string, err error) {
+	path, cpPath := g.storePath(p), g.checkpointPath(p)
+	if cp, why = usableCheckpoint(g, p, cpPath, pr); cp != nil {
+		o, err = outbox.Open(path, g.partitionConfig(p))
+		switch {
+		case err != nil:
+			why = "the local store does not open: " + err.Error()
+		case o.Changelog().LastLSN() != cp.LastLSN:
+			why = fmt.Sprintf("the local store changed after its checkpoint (LSN %d, checkpoint %d)", o.Changelog().LastLSN(), cp.LastLSN)
+			_ = o.Stop(context.Background())
+			o = nil
+		}
+		if o == nil {
+			cp = nil
+		}
+	}
+	if err := removeDurably(cpPath); err != nil {
+		if o != nil {
+			_ = o.Stop(context.Background())
+		}
+		return nil, nil, why, fmt.Errorf("removing checkpoint %s: %w", cpPath, err)
+	}
+	return o, cp, why, nil
 }
 
 // usableCheckpoint reads the checkpoint of g's partition p at path and says
@@ -522,27 +531,21 @@ func (t *task) apply(ctx context.Context, o *outbox.Outbox, pr partRange, maxEpo
 				"records_per_second", int64(float64(read)/time.Since(begin).Seconds()),
 				"remaining", max(pr.last-m.Offset, 0), "fenced", fenced)
 		}
-		e, fence, err := recordEpoch(m.Headers)
+		en, ok, e, skipped, err := fencedEntry(m, topic, t.p, maxEpoch)
+		maxEpoch = e
 		if err != nil {
-			return &TopicError{Topic: topic, Partition: t.p, Reason: fmt.Sprintf("record at offset %d: %v", m.Offset, err), Err: err}
+			return err
 		}
-		if e < maxEpoch {
+		if skipped {
 			fenced++
-		} else {
-			maxEpoch = e
-			if !fence {
-				en, err := decodeChangelogRecord(m.Key, m.Value, m.Headers, m.Time)
-				if err != nil {
-					return &TopicError{Topic: topic, Partition: t.p, Reason: fmt.Sprintf("record at offset %d: %v", m.Offset, err), Err: err}
-				}
-				en.LSN = uint64(m.Offset) + 1
-				batch = append(batch, en)
-				read++
-				size += len(m.Key) + len(m.Value)
-				if len(batch) == cap(batch) || size >= taskApplyBytes {
-					if err := send(); err != nil {
-						return err
-					}
+		}
+		if ok {
+			batch = append(batch, en)
+			read++
+			size += len(m.Key) + len(m.Value)
+			if len(batch) == cap(batch) || size >= taskApplyBytes {
+				if err := send(); err != nil {
+					return err
 				}
 			}
 		}

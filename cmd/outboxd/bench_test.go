@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -22,7 +23,6 @@ import (
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/store"
@@ -202,45 +202,54 @@ func load(b *testing.B, url string, body []byte, perRequest, pid int) {
 	tr := &http.Transport{MaxIdleConnsPerHost: clients, MaxConnsPerHost: clients}
 	defer tr.CloseIdleConnections()
 	c := &http.Client{Transport: tr, Timeout: time.Minute}
-	var next atomic.Int64
-	var failed atomic.Int64
-	var firstErr atomic.Value
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	start := time.Now()
-	for range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= int64(b.N) {
-				req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-				req.Header.Set("Content-Type", "application/json")
-				resp, err := c.Do(req)
-				if err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err.Error())
-					continue
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusAccepted {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, resp.Status)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	if n := failed.Load(); n > 0 {
-		b.Fatalf("%d of %d requests failed, first: %v", n, b.N, firstErr.Load())
-	}
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
-	b.ReportMetric(float64(b.N*perRequest)/elapsed.Seconds(), "events/s")
+	concurrently(b, clients, perRequest, "requests", func() error {
+		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			return errors.New(resp.Status)
+		}
+		return nil
+	})
 	if cpu1, ok := processCPU(pid); ok && cpuOK {
 		b.ReportMetric(float64((cpu1-cpu0).Microseconds())/float64(b.N), "server-cpu-µs/req")
 	}
+}
+
+// concurrently makes b.N calls of call from clients goroutines, timed,
+// fails the benchmark when any failed (what names them, with the first
+// error), and reports calls (req/s) and, at perCall events a call, events
+// per second.
+func concurrently(b *testing.B, clients, perCall int, what string, call func() error) {
+	b.Helper()
+	var next, failed atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	began := time.Now()
+	for range clients {
+		wg.Go(func() {
+			for next.Add(1) <= int64(b.N) {
+				if err := call(); err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(began)
+	b.StopTimer()
+	if n := failed.Load(); n > 0 {
+		b.Fatalf("%d of %d %s failed, first: %v", n, b.N, what, firstErr.Load())
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
+	b.ReportMetric(float64(b.N*perCall)/elapsed.Seconds(), "events/s")
 }
 
 // BenchmarkIngest measures HTTP ingest with 64 concurrent clients, single
@@ -295,17 +304,9 @@ func BenchmarkIngest(b *testing.B) {
 			}
 			w.WriteHeader(http.StatusNoContent)
 		})}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			b.Fatal(err)
-		}
-		served := make(chan struct{})
-		go func() {
-			defer close(served)
-			_ = rc.Serve(ln)
-		}()
+		addr, stop := serveLoopback(b, &rc)
 		dir := b.TempDir()
-		p := start(b, dir, "--endpoint", "sink=http://"+ln.Addr().String()+"/,allow-private,timeout=1h",
+		p := start(b, dir, "--endpoint", "sink=http://"+addr+"/,allow-private,timeout=1h",
 			"--max-body-bytes", "5MiB")
 		url := p.url("/v1/events")
 		metrics := p.url("/metrics")
@@ -318,7 +319,26 @@ func BenchmarkIngest(b *testing.B) {
 		})
 		_ = p.cmd.Process.Kill()
 		<-p.done
-		_ = rc.Close()
+		stop()
+	}
+}
+
+// serveLoopback serves srv on a loopback port and returns its address and
+// a stop that closes srv (ending the requests it holds) and waits until
+// its Serve has returned.
+func serveLoopback(tb testing.TB, srv *http.Server) (addr string, stop func()) {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(ln)
+	}()
+	return ln.Addr().String(), func() {
+		_ = srv.Close()
 		<-served
 	}
 }
@@ -518,55 +538,25 @@ func failoverOnce(b *testing.B, n int) failoverTimes {
 	var total, rebalance, restore, restoreAll time.Duration
 	var records int64
 	const parts, instances = 6, 3
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, "events"),
-		kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err != nil {
-		b.Fatal(err)
-	}
+	cluster := newEventsCluster(b, parts)
 	defer cluster.Close()
 	brokers := cluster.ListenAddrs()
 	fr := newFailoverReceiver(200 * time.Millisecond)
 	defer fr.srv.Close()
 
 	base := b.TempDir()
-	tuning := filepath.Join(base, "kafka.yaml")
-	if err := os.WriteFile(tuning, []byte(failoverTuning), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	dirs := make([]string, instances)
-	procs := make([]*proc, instances)
-	for i := range procs {
-		dirs[i] = filepath.Join(base, fmt.Sprintf("instance-%d", i))
-		if err := os.Mkdir(dirs[i], 0o700); err != nil {
-			b.Fatal(err)
-		}
-		// A 503 spends an attempt and waits an hour: the events not yet
-		// attempted stay due.
-		procs[i] = start(b, dirs[i], "--config", tuning, "--endpoint", "orders="+fr.srv.URL+"/hook,allow-private",
-			"--kafka-brokers", strings.Join(brokers, ","), "--kafka-topic", "events", "--kafka-group", "failover",
-			"--kafka-destination", "orders", "--backoff-initial", "1h", "--backoff-max", "1h")
-	}
+	tuning := writeTuning(b, base, failoverTuning)
+	// A 503 spends an attempt and waits an hour: the events not yet
+	// attempted stay due.
+	dirs, procs := startInstances(b, base, instances, "--config", tuning, "--endpoint", "orders="+fr.srv.URL+"/hook,allow-private",
+		"--kafka-brokers", strings.Join(brokers, ","), "--kafka-topic", "events", "--kafka-group", "failover",
+		"--kafka-destination", "orders", "--backoff-initial", "1h", "--backoff-max", "1h")
 
 	tr := &kafkago.Transport{DialTimeout: time.Second}
 	defer tr.CloseIdleConnections()
-	w := &kafkago.Writer{Addr: kafkago.TCP(brokers...), Topic: "events", Transport: tr, Balancer: &kafkago.RoundRobin{},
-		BatchSize: 1000, BatchTimeout: time.Millisecond, RequiredAcks: kafkago.RequireAll}
-	payload := []byte(`{"order":1,"status":"paid","total":"129.90","currency":"EUR"}`)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	msgs := make([]kafkago.Message, 0, 1000)
-	for i := range n {
-		msgs = append(msgs, kafkago.Message{Key: []byte("customer-" + strconv.Itoa(i%1000)), Value: payload})
-		if len(msgs) == cap(msgs) || i == n-1 {
-			if err := w.WriteMessages(ctx, msgs...); err != nil {
-				b.Fatal(err)
-			}
-			msgs = msgs[:0]
-		}
-	}
-	if err := w.Close(); err != nil {
-		b.Fatal(err)
-	}
+	writeOrders(ctx, b, brokers, tr, &kafkago.RoundRobin{}, n)
 
 	// Every record ingested and its entry shipped (the group commits an
 	// offset only then), in a settled generation that shares the six
@@ -577,15 +567,7 @@ func failoverOnce(b *testing.B, n int) failoverTimes {
 		ids[i] = i
 	}
 	testkit.WaitFor(b, 5*time.Minute, "every record ingested and shipped, in a settled generation", func() bool {
-		resp, err := cl.OffsetFetch(ctx, &kafkago.OffsetFetchRequest{GroupID: "failover", Topics: map[string][]int{"events": ids}})
-		if err != nil {
-			return false
-		}
-		var committed int64
-		for _, p := range resp.Topics["events"] {
-			committed += max(p.CommittedOffset, 0)
-		}
-		if committed < int64(n) {
+		if committed, ok := committedOffsets(ctx, cl, "failover", ids); !ok || committed < int64(n) {
 			return false
 		}
 		first, owned := int32(0), 0
@@ -620,35 +602,13 @@ func failoverOnce(b *testing.B, n int) failoverTimes {
 	total = time.Unix(0, fr.first.Load()).Sub(kill)
 
 	// The split, from the survivors' logs of the next generations.
-	var assigned time.Time
-	restoredParts := map[int]logRecord{}
-	split := func() bool {
-		for i, p := range procs {
-			if i == victim {
-				continue
-			}
-			for _, rec := range kafkaLog(p) {
-				if rec.Generation <= gen {
-					continue
-				}
-				switch rec.Msg {
-				case "kafka: partitions assigned":
-					if assigned.IsZero() || rec.Time.Before(assigned) {
-						assigned = rec.Time
-					}
-				case "kafka: partition restored":
-					if _, ok := restoredParts[rec.Partition]; killed[strconv.Itoa(rec.Partition)] && !ok {
-						restoredParts[rec.Partition] = rec
-					}
-				}
-			}
-		}
-		return !assigned.IsZero() && len(restoredParts) == len(lost)
-	}
-	testkit.WaitFor(b, time.Minute, "the survivors' logs of the next generation's assignment and restores", split)
+	var tk takeOver
+	testkit.WaitFor(b, time.Minute, "the survivors' logs of the next generation's assignment and restores", func() bool {
+		return tk.seen(procs, victim, gen, lost)
+	})
 	// The first of them restored is the first to deliver.
 	var firstDone time.Time
-	for p, rec := range restoredParts {
+	for p, rec := range tk.restored {
 		if firstDone.IsZero() || rec.Time.Before(firstDone) {
 			firstDone, restore = rec.Time, rec.Took
 		}
@@ -656,7 +616,7 @@ func failoverOnce(b *testing.B, n int) failoverTimes {
 		records += rec.Records
 		b.Logf("partition %d restored (%s): %d records in %s", p, rec.Mode, rec.Records, rec.Took)
 	}
-	rebalance = assigned.Sub(kill)
+	rebalance = tk.assigned.Sub(kill)
 	b.Logf("killed instance %d (partitions %v, generation %d); first redelivery after %s: rebalance %s, restore %s "+
 		"(of the first partition restored; all in %s), the rest %s",
 		victim, lost, gen, total.Round(time.Millisecond), rebalance.Round(time.Millisecond), restore.Round(time.Millisecond),

@@ -96,13 +96,7 @@ func activeParts(in *instance) []int {
 	if !ok {
 		return nil
 	}
-	var out []int
-	for _, p := range s.Kafka.Partitions {
-		if p.State == kafka.PartitionActive {
-			out = append(out, p.Partition)
-		}
-	}
-	return out
+	return s.active()
 }
 
 // waitShared waits until every partition is active on exactly one of ins,
@@ -110,20 +104,7 @@ func activeParts(in *instance) []int {
 func waitShared(t *testing.T, ins ...*instance) {
 	t.Helper()
 	testkit.WaitFor(t, waitLong, "the partitions shared by the members", func() bool {
-		seen := map[int]bool{}
-		for _, in := range ins {
-			parts := activeParts(in)
-			if len(parts) == 0 {
-				return false
-			}
-			for _, p := range parts {
-				if seen[p] {
-					return false
-				}
-				seen[p] = true
-			}
-		}
-		return len(seen) == fleetPartitions
+		return sharedOnce(activeParts, ins...)
 	})
 }
 

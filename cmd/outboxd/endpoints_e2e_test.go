@@ -3,14 +3,10 @@ package main
 import (
 	"encoding/json"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/outboxd/outbox/httpsink"
 	"github.com/outboxd/outbox/internal/testkit"
@@ -245,17 +241,10 @@ func TestManagedEndpointBadInputChangesNothing(t *testing.T) {
 // every instance: the API shows them with their topics and refuses every
 // change with a 409 saying so, storing nothing.
 func TestManagedEndpointsRefusedInKafkaMode(t *testing.T) {
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "events"),
-		kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cluster := newEventsCluster(t, 1)
 	defer cluster.Close()
 	dir := t.TempDir()
-	tuning := filepath.Join(dir, "kafka.yaml")
-	if err := os.WriteFile(tuning, []byte(kafkaTuning), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tuning := writeTuning(t, dir, kafkaTuning)
 	rc := newReceiver(t, nil)
 	p := start(t, dir, "--config", tuning, "--endpoint", rc.endpoint("orders")+",topic=order.*",
 		"--kafka-brokers", strings.Join(cluster.ListenAddrs(), ","), "--kafka-topic", "events", "--kafka-group", "e2e",

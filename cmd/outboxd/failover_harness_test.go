@@ -306,7 +306,16 @@ func requireNothingPending(t *testing.T, what string, in *instance) {
 // as active.
 func (in *instance) owned() []int {
 	s, ok := in.stats()
-	if !ok || s.Kafka == nil {
+	if !ok {
+		return nil
+	}
+	return s.active()
+}
+
+// active returns the partitions the stats list as active (none without
+// the kafka object).
+func (s instanceStats) active() []int {
+	if s.Kafka == nil {
 		return nil
 	}
 	var out []int
@@ -474,9 +483,16 @@ func pending(ins ...*instance) (int, bool) {
 // ins and each of ins delivers at least one (or, with more instances than
 // partitions, whatever the group gave it).
 func balanced(ins ...*instance) bool {
+	return sharedOnce((*instance).owned, ins...)
+}
+
+// sharedOnce reports whether the partitions of ins, as partsOf gives them,
+// are every partition exactly once and each of ins has at least one (or,
+// with more instances than partitions, whatever the group gave it).
+func sharedOnce(partsOf func(*instance) []int, ins ...*instance) bool {
 	seen := map[int]bool{}
 	for _, in := range ins {
-		parts := in.owned()
+		parts := partsOf(in)
 		if len(parts) == 0 && len(ins) <= fleetPartitions {
 			return false
 		}

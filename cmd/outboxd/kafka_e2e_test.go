@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,7 +13,6 @@ import (
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/outboxd/outbox/internal/testkit"
 )
@@ -38,19 +35,12 @@ const kafkaTuning = `kafka:
 // outboxd restore --from-kafka: the pending events come back, the delivered
 // ones do not.
 func TestKafkaIngestShippingAndRestore(t *testing.T) {
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "events"),
-		kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cluster := newEventsCluster(t, 1)
 	defer cluster.Close()
 	brokers := strings.Join(cluster.ListenAddrs(), ",")
 
 	dir := t.TempDir()
-	tuning := filepath.Join(dir, "kafka.yaml")
-	if err := os.WriteFile(tuning, []byte(kafkaTuning), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tuning := writeTuning(t, dir, kafkaTuning)
 	rc := newReceiver(t, func(r *http.Request, id string) int {
 		if strings.HasPrefix(id, "keep-") {
 			return http.StatusServiceUnavailable

@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -56,11 +54,7 @@ func BenchmarkKafkaModeIngest(b *testing.B) {
 	// kfake keeps its log in a file (not fsynced, as Kafka by default):
 	// its in-memory log copies itself whole each time it doubles, which
 	// would make every run slower than the one before.
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, "events"),
-		kfake.GroupMinSessionTimeout(100*time.Millisecond), kfake.DataDir(b.TempDir()))
-	if err != nil {
-		b.Fatal(err)
-	}
+	cluster := newEventsCluster(b, parts, kfake.DataDir(b.TempDir()))
 	defer cluster.Close()
 	brokers := strings.Join(cluster.ListenAddrs(), ",")
 
@@ -68,26 +62,12 @@ func BenchmarkKafkaModeIngest(b *testing.B) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		<-r.Context().Done() // deliveries hang: only ingest writes to the stores
 	})}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = hang.Serve(ln)
-	}()
-	defer func() {
-		_ = hang.Close()
-		<-served
-	}()
-	endpoint := "sink=http://" + ln.Addr().String() + "/,allow-private,timeout=1h"
+	addr, stop := serveLoopback(b, &hang)
+	defer stop()
+	endpoint := "sink=http://" + addr + "/,allow-private,timeout=1h"
 
 	dir := b.TempDir()
-	tuning := filepath.Join(dir, "kafka.yaml")
-	if err := os.WriteFile(tuning, []byte(failoverTuning), 0o600); err != nil {
-		b.Fatal(err)
-	}
+	tuning := writeTuning(b, dir, failoverTuning)
 	kdir := filepath.Join(dir, "kafka")
 	ldir := filepath.Join(dir, "local")
 	for _, d := range []string{kdir, ldir} {
@@ -215,28 +195,6 @@ func writerLoad(b *testing.B, w *kafkago.Writer, perCall int) {
 		}
 		return msgs
 	}
-	var next, failed atomic.Int64
-	var firstErr atomic.Value
-	var wg sync.WaitGroup
 	ctx := context.Background()
-	b.ResetTimer()
-	began := time.Now()
-	for range callers {
-		wg.Go(func() {
-			for next.Add(1) <= int64(b.N) {
-				if err := w.WriteMessages(ctx, batchOf()...); err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err.Error())
-				}
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(began)
-	b.StopTimer()
-	if n := failed.Load(); n > 0 {
-		b.Fatalf("%d of %d writes failed, first: %v", n, b.N, firstErr.Load())
-	}
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
-	b.ReportMetric(float64(b.N*perCall)/elapsed.Seconds(), "events/s")
+	concurrently(b, callers, perCall, "writes", func() error { return w.WriteMessages(ctx, batchOf()...) })
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -19,7 +18,6 @@ import (
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/outboxd/outbox/internal/openapitest"
 	"github.com/outboxd/outbox/internal/testkit"
@@ -117,34 +115,19 @@ func (r standbyResult) String() string {
 func standbyFailover(t *testing.T, n, standbys int) standbyResult {
 	t.Helper()
 	const parts, instances, victim = 6, 3, 1
-	res := standbyResult{standbys: standbys, events: n, restores: map[int]logRecord{}}
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, "events"),
-		kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := standbyResult{standbys: standbys, events: n}
+	cluster := newEventsCluster(t, parts)
 	defer cluster.Close()
 	brokers := cluster.ListenAddrs()
 	fr := newFailoverReceiver(time.Second)
 	defer fr.srv.Close()
 
 	base := t.TempDir()
-	tuning := filepath.Join(base, "kafka.yaml")
-	if err := os.WriteFile(tuning, []byte(fleetTuning), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	dirs := make([]string, instances)
-	procs := make([]*proc, instances)
-	for i := range procs {
-		dirs[i] = filepath.Join(base, fmt.Sprintf("instance-%d", i))
-		if err := os.Mkdir(dirs[i], 0o700); err != nil {
-			t.Fatal(err)
-		}
-		procs[i] = start(t, dirs[i], "--config", tuning, "--endpoint", "orders="+fr.srv.URL+"/hook,allow-private",
-			"--kafka-brokers", strings.Join(brokers, ","), "--kafka-topic", "events", "--kafka-group", "standby",
-			"--kafka-destination", "orders", "--backoff-initial", "1h", "--backoff-max", "1h",
-			"--standby-replicas", strconv.Itoa(standbys))
-	}
+	tuning := writeTuning(t, base, fleetTuning)
+	dirs, procs := startInstances(t, base, instances, "--config", tuning, "--endpoint", "orders="+fr.srv.URL+"/hook,allow-private",
+		"--kafka-brokers", strings.Join(brokers, ","), "--kafka-topic", "events", "--kafka-group", "standby",
+		"--kafka-destination", "orders", "--backoff-initial", "1h", "--backoff-max", "1h",
+		"--standby-replicas", strconv.Itoa(standbys))
 	defer func() {
 		for i, p := range procs {
 			if i != victim {
@@ -194,41 +177,18 @@ func standbyFailover(t *testing.T, n, standbys int) standbyResult {
 	tr := &kafkago.Transport{DialTimeout: time.Second}
 	defer tr.CloseIdleConnections()
 	var next atomic.Int64
-	w := &kafkago.Writer{Addr: kafkago.TCP(brokers...), Topic: "events", Transport: tr,
-		Balancer: kafkago.BalancerFunc(func(kafkago.Message, ...int) int {
-			return lost[int(next.Add(1))%len(lost)]
-		}),
-		BatchSize: 1000, BatchTimeout: time.Millisecond, RequiredAcks: kafkago.RequireAll}
-	payload := []byte(`{"order":1,"status":"paid","total":"129.90","currency":"EUR"}`)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	msgs := make([]kafkago.Message, 0, 1000)
-	for i := range n {
-		msgs = append(msgs, kafkago.Message{Key: []byte("customer-" + strconv.Itoa(i%1000)), Value: payload})
-		if len(msgs) == cap(msgs) || i == n-1 {
-			if err := w.WriteMessages(ctx, msgs...); err != nil {
-				t.Fatal(err)
-			}
-			msgs = msgs[:0]
-		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	writeOrders(ctx, t, brokers, tr, kafkago.BalancerFunc(func(kafkago.Message, ...int) int {
+		return lost[int(next.Add(1))%len(lost)]
+	}), n)
 
 	// Every record ingested and its entry shipped: the group commits an
 	// offset only then.
 	cl := &kafkago.Client{Addr: kafkago.TCP(brokers...), Transport: tr, Timeout: 5 * time.Second}
 	testkit.WaitFor(t, 10*time.Minute, "every record ingested and shipped", func() bool {
-		resp, err := cl.OffsetFetch(ctx, &kafkago.OffsetFetchRequest{GroupID: "standby", Topics: map[string][]int{"events": lost}})
-		if err != nil {
-			return false
-		}
-		var committed int64
-		for _, p := range resp.Topics["events"] {
-			committed += max(p.CommittedOffset, 0)
-		}
-		return committed >= int64(n)
+		committed, ok := committedOffsets(ctx, cl, "standby", lost)
+		return ok && committed >= int64(n)
 	})
 	if standbys > 0 {
 		// The standbys have applied the changelog as it was once
@@ -268,31 +228,12 @@ func standbyFailover(t *testing.T, n, standbys int) standbyResult {
 	testkit.WaitFor(t, 10*time.Minute, "the first redelivery of the killed instance's events", func() bool { return fr.first.Load() != 0 })
 	res.total = time.Unix(0, fr.first.Load()).Sub(kill)
 
-	var assigned time.Time
+	var tk takeOver
 	testkit.WaitFor(t, time.Minute, "the survivors' logs of the next assignment and the restores", func() bool {
-		for i, p := range procs {
-			if i == victim {
-				continue
-			}
-			for _, rec := range kafkaLog(p) {
-				if rec.Generation <= gen {
-					continue
-				}
-				switch rec.Msg {
-				case "kafka: partitions assigned":
-					if assigned.IsZero() || rec.Time.Before(assigned) {
-						assigned = rec.Time
-					}
-				case "kafka: partition restored":
-					if _, ok := res.restores[rec.Partition]; killedParts[strconv.Itoa(rec.Partition)] && !ok {
-						res.restores[rec.Partition] = rec
-					}
-				}
-			}
-		}
-		return !assigned.IsZero() && len(res.restores) == len(lost)
+		return tk.seen(procs, victim, gen, lost)
 	})
-	res.rebalance = assigned.Sub(kill)
+	res.restores = tk.restored
+	res.rebalance = tk.assigned.Sub(kill)
 	for _, rec := range res.restores {
 		res.restored = max(res.restored, rec.Time.Sub(kill))
 	}

@@ -5,15 +5,12 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/outboxd/outbox/internal/testkit"
 )
@@ -23,17 +20,10 @@ import (
 // subscribes to are listed, counted and shown as unrouted, and a record
 // naming a destination beside them is not.
 func TestKafkaTopicEventsAreServedOverEveryPartition(t *testing.T) {
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "events"),
-		kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cluster := newEventsCluster(t, 3)
 	defer cluster.Close()
 	dir := t.TempDir()
-	tuning := filepath.Join(dir, "kafka.yaml")
-	if err := os.WriteFile(tuning, []byte(kafkaTuning), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tuning := writeTuning(t, dir, kafkaTuning)
 	rc := newReceiver(t, func(*http.Request, string) int { return http.StatusServiceUnavailable })
 	p := start(t, dir, "--config", tuning, "--endpoint", rc.endpoint("orders"),
 		"--kafka-brokers", strings.Join(cluster.ListenAddrs(), ","), "--kafka-topic", "events", "--kafka-group", "e2e-topics",

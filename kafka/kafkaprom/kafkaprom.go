@@ -198,17 +198,7 @@ func (c *Collector) collectPartitions(ch chan<- prometheus.Metric, m kafka.Metri
 		}
 		seen[p.Partition] = true
 		part := strconv.Itoa(p.Partition)
-		known := false
-		for _, st := range partitionStates {
-			v := 0.0
-			if p.State == st {
-				v, known = 1, true
-			}
-			gauge(c.partState, v, part, st)
-		}
-		if !known && p.State != "" {
-			gauge(c.partState, 1, part, p.State)
-		}
+		sendState(ch, c.partState, part, partitionStates, p.State)
 		gauge(c.restoreRecords, float64(p.Restore.Records), part)
 		gauge(c.restoreRemaining, float64(p.Restore.Remaining), part)
 		gauge(c.restoreRate, p.Restore.Rate, part)
@@ -225,6 +215,23 @@ func (c *Collector) collectPartitions(ch chan<- prometheus.Metric, m kafka.Metri
 	c.collectStandbys(ch, m)
 }
 
+// sendState sends the state series d of partition part: 1 for state, 0 for
+// each other of the known states, and a 1 for state when it is none of them
+// (a state this collector does not know yet is still shown).
+func sendState(ch chan<- prometheus.Metric, d *prometheus.Desc, part string, states []string, state string) {
+	known := false
+	for _, st := range states {
+		v := 0.0
+		if state == st {
+			v, known = 1, true
+		}
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, part, st)
+	}
+	if !known && state != "" {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, 1, part, state)
+	}
+}
+
 // collectStandbys sends the figures of m's standby copies.
 func (c *Collector) collectStandbys(ch chan<- prometheus.Metric, m kafka.Metrics) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
@@ -237,17 +244,7 @@ func (c *Collector) collectStandbys(ch chan<- prometheus.Metric, m kafka.Metrics
 		}
 		seen[s.Partition] = true
 		part := strconv.Itoa(s.Partition)
-		known := false
-		for _, st := range standbyStates {
-			v := 0.0
-			if s.State == st {
-				v, known = 1, true
-			}
-			gauge(c.standbyState, v, part, st)
-		}
-		if !known && s.State != "" {
-			gauge(c.standbyState, 1, part, s.State)
-		}
+		sendState(ch, c.standbyState, part, standbyStates, s.State)
 		gauge(c.standbyApplied, float64(s.Applied), part)
 		gauge(c.standbyLag, float64(s.Lag), part)
 	}

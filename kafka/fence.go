@@ -1,0 +1,34 @@
+package kafka
+
+import (
+	"fmt"
+
+	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/outboxd/outbox/outbox"
+)
+
+// fencedEntry reads the changelog record m of partition p of topic, given
+// maxEpoch, the highest owner epoch seen before it. A record of a lower
+// epoch was written by an owner that had lost the partition: it is fenced
+// and skipped. A fence record carries no entry. fencedEntry returns the
+// entry to apply (ok false when there is none), the highest epoch seen
+// with m, whether m was fenced, and a *TopicError when m is damaged.
+func fencedEntry(m *kafkago.Message, topic string, p int, maxEpoch int64) (en outbox.ChangelogEntry, ok bool, epoch int64, fenced bool, err error) {
+	e, fence, err := recordEpoch(m.Headers)
+	if err != nil {
+		return en, false, maxEpoch, false, &TopicError{Topic: topic, Partition: p, Reason: fmt.Sprintf("record at offset %d: %v", m.Offset, err), Err: err}
+	}
+	if e < maxEpoch {
+		return en, false, maxEpoch, true, nil
+	}
+	if fence {
+		return en, false, e, false, nil
+	}
+	en, err = decodeChangelogRecord(m.Key, m.Value, m.Headers, m.Time)
+	if err != nil {
+		return en, false, e, false, &TopicError{Topic: topic, Partition: p, Reason: fmt.Sprintf("record at offset %d: %v", m.Offset, err), Err: err}
+	}
+	en.LSN = uint64(m.Offset) + 1
+	return en, true, e, false, nil
+}
