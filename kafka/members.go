@@ -80,7 +80,8 @@ const membersTTL = 2 * time.Second
 // addresses and the partitions of the ingest topic assigned to them,
 // sorted by ID; the member that is this instance has Self set. It asks
 // the group's coordinator (DescribeGroups), at most every few seconds
-// within one generation; ctx bounds the request.
+// within one generation of a stable group (a rebalancing group is asked
+// again at every call); ctx bounds the request.
 func (g *Group) Members(ctx context.Context) ([]Member, error) {
 	g.mu.Lock()
 	gen, self := g.generation, g.memberID
@@ -99,7 +100,11 @@ func (g *Group) Members(ctx context.Context) ([]Member, error) {
 	if err != nil {
 		return nil, err
 	}
-	g.members, g.membersGen, g.membersAt = st.Members, gen, time.Now()
+	// A group that is rebalancing may describe its members without their
+	// metadata or assignments: such an answer serves this call only.
+	if st.State == "Stable" {
+		g.members, g.membersGen, g.membersAt = st.Members, gen, time.Now()
+	}
 	return markSelf(st.Members, self), nil
 }
 

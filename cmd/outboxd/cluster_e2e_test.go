@@ -100,12 +100,42 @@ func activeParts(in *instance) []int {
 }
 
 // waitShared waits until every partition is active on exactly one of ins,
-// and each has at least one.
+// and each has at least one, and until each instance sees every member
+// with its address (its scope=cluster stats are complete): the group has
+// settled, and a member's metadata has reached the others.
 func waitShared(t *testing.T, ins ...*instance) {
 	t.Helper()
 	testkit.WaitFor(t, waitLong, "the partitions shared by the members", func() bool {
 		return sharedOnce(activeParts, ins...)
 	})
+	testkit.WaitFor(t, waitLong, "every member seen by each with its address", func() bool {
+		for _, in := range ins {
+			if !clusterComplete(in, len(ins)) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// clusterComplete reports whether in's scope=cluster stats list that many
+// members and every one answered.
+func clusterComplete(in *instance, members int) bool {
+	req, _ := http.NewRequest(http.MethodGet, in.p.url("/v1/stats?scope=cluster"), nil)
+	req.Header.Set("Authorization", "Bearer "+clusterToken)
+	resp, err := statsClient.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var s struct {
+		Complete bool              `json:"complete"`
+		Members  []json.RawMessage `json:"members"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&s) != nil {
+		return false
+	}
+	return s.Complete && len(s.Members) == members
 }
 
 // produceScheduled produces one record per key, to be delivered at at,
