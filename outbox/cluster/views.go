@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/outboxd/outbox/outbox/httpapi"
 )
 
 // Scopes of GET /v1/stats and GET /v1/endpoints.
@@ -32,18 +34,6 @@ type memberView struct {
 	Error    string `json:"error,omitempty"`
 	// Stats is the member's own GET /v1/stats answer (stats only).
 	Stats json.RawMessage `json:"stats,omitempty"`
-}
-
-// counts are the summed fields of GET /v1/stats.
-type counts struct {
-	Pending                 int     `json:"pending"`
-	Dead                    int     `json:"dead"`
-	Unrouted                int     `json:"unrouted"`
-	UnroutedDroppedTotal    uint64  `json:"unrouted_dropped_total"`
-	InFlight                int     `json:"in_flight"`
-	DeliveredTotal          uint64  `json:"delivered_total"`
-	FailedTotal             uint64  `json:"failed_total"`
-	OldestPendingAgeSeconds float64 `json:"oldest_pending_age_seconds"`
 }
 
 // scope reads the scope parameter; ok is false (and the 400 answered) when
@@ -137,7 +127,7 @@ func (h *Handler) countView(complete bool) {
 
 // clusterStats is the answer of GET /v1/stats?scope=cluster.
 type clusterStats struct {
-	counts
+	httpapi.StatsBody
 	Scope    string       `json:"scope"`
 	Complete bool         `json:"complete"`
 	Members  []memberView `json:"members"`
@@ -153,7 +143,7 @@ func isObject(b []byte) bool {
 func sumStats(answers []*answer) clusterStats {
 	out := clusterStats{Scope: ScopeCluster, Complete: true}
 	for _, a := range answers {
-		var c counts
+		var c httpapi.StatsBody
 		ok := !a.failed() && a.status == http.StatusOK && isObject(a.body) && json.Unmarshal(a.body, &c) == nil
 		reason := a.reason()
 		if !a.failed() && !ok {
@@ -162,14 +152,7 @@ func sumStats(answers []*answer) clusterStats {
 		v := view(a, ok, reason)
 		if ok {
 			v.Stats = json.RawMessage(bytes.TrimSpace(a.body))
-			out.Pending += c.Pending
-			out.Dead += c.Dead
-			out.Unrouted += c.Unrouted
-			out.UnroutedDroppedTotal += c.UnroutedDroppedTotal
-			out.InFlight += c.InFlight
-			out.DeliveredTotal += c.DeliveredTotal
-			out.FailedTotal += c.FailedTotal
-			out.OldestPendingAgeSeconds = max(out.OldestPendingAgeSeconds, c.OldestPendingAgeSeconds)
+			out.Add(c)
 		} else {
 			out.Complete = false
 		}

@@ -489,8 +489,11 @@ func (h *handler) enable(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// statsOut is the body of GET /v1/stats.
-type statsOut struct {
+// StatsBody is the body of GET /v1/stats, without the fields
+// Config.ExtraStats adds. A view that answers for several servers (package
+// outbox/cluster) decodes each one's answer into a StatsBody and sums them
+// with Add, so that every count the API serves is summed.
+type StatsBody struct {
 	Pending                 int     `json:"pending"`
 	Dead                    int     `json:"dead"`
 	Unrouted                int     `json:"unrouted"`
@@ -501,10 +504,23 @@ type statsOut struct {
 	OldestPendingAgeSeconds float64 `json:"oldest_pending_age_seconds"`
 }
 
+// Add sums o into s: the counts add up, the oldest pending age is the
+// older of the two.
+func (s *StatsBody) Add(o StatsBody) {
+	s.Pending += o.Pending
+	s.Dead += o.Dead
+	s.Unrouted += o.Unrouted
+	s.UnroutedDroppedTotal += o.UnroutedDroppedTotal
+	s.InFlight += o.InFlight
+	s.DeliveredTotal += o.DeliveredTotal
+	s.FailedTotal += o.FailedTotal
+	s.OldestPendingAgeSeconds = max(s.OldestPendingAgeSeconds, o.OldestPendingAgeSeconds)
+}
+
 // stats serves GET /v1/stats.
 func (h *handler) stats(w http.ResponseWriter, r *http.Request) {
 	s := h.o.Stats()
-	out := statsOut{
+	out := StatsBody{
 		Pending:                 s.Pending,
 		Dead:                    s.Dead,
 		Unrouted:                s.Unrouted,
@@ -521,10 +537,10 @@ func (h *handler) stats(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, h.withExtraStats(r, out, h.cfg.ExtraStats()))
 }
 
-// statsFields are the JSON names of statsOut's fields, which Config.ExtraStats
+// statsFields are the JSON names of StatsBody's fields, which Config.ExtraStats
 // cannot replace.
 var statsFields = func() map[string]bool {
-	t := reflect.TypeFor[statsOut]()
+	t := reflect.TypeFor[StatsBody]()
 	names := make(map[string]bool, t.NumField())
 	for f := range t.Fields() {
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
@@ -536,7 +552,7 @@ var statsFields = func() map[string]bool {
 // withExtraStats returns the JSON object of out with the entries of extra
 // added after its fields, in key order, leaving out those whose key is a
 // field of out and those whose value does not encode (logged).
-func (h *handler) withExtraStats(r *http.Request, out statsOut, extra map[string]any) any {
+func (h *handler) withExtraStats(r *http.Request, out StatsBody, extra map[string]any) any {
 	b, err := json.Marshal(out)
 	if err != nil || len(extra) == 0 {
 		return out // (a struct of finite numbers always encodes)

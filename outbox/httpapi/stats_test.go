@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -103,5 +104,50 @@ func TestStatsWithoutExtraFields(t *testing.T) {
 	want := `{"pending":0,"dead":0,"unrouted":0,"unrouted_dropped_total":0,"in_flight":0,"delivered_total":0,"failed_total":0,"oldest_pending_age_seconds":0}` + "\n"
 	if code != http.StatusOK || string(raw) != want {
 		t.Errorf("stats with an empty ExtraStats: %d %s, want 200 %s", code, raw, want)
+	}
+}
+
+// Add sums every count the stats body carries, so a view over several
+// servers never leaves one out: each field of two bodies that all hold 1
+// adds up to 2, except the oldest pending age, which is the older one.
+func TestStatsBodyAddSumsEveryCount(t *testing.T) {
+	one := func() httpapi.StatsBody {
+		var b httpapi.StatsBody
+		v := reflect.ValueOf(&b).Elem()
+		for i := range v.NumField() {
+			switch f := v.Field(i); f.Kind() {
+			case reflect.Int:
+				f.SetInt(1)
+			case reflect.Uint64:
+				f.SetUint(1)
+			case reflect.Float64:
+				f.SetFloat(1)
+			default:
+				t.Fatalf("field %s of kind %s: teach this test (and Add) how it sums", v.Type().Field(i).Name, f.Kind())
+			}
+		}
+		return b
+	}
+	sum := one()
+	sum.Add(one())
+	v := reflect.ValueOf(sum)
+	for i := range v.NumField() {
+		name, f := v.Type().Field(i).Name, v.Field(i)
+		want := 2.0
+		if name == "OldestPendingAgeSeconds" {
+			want = 1
+		}
+		var got float64
+		switch f.Kind() {
+		case reflect.Int:
+			got = float64(f.Int())
+		case reflect.Uint64:
+			got = float64(f.Uint())
+		case reflect.Float64:
+			got = f.Float()
+		}
+		if got != want {
+			t.Errorf("after Add, %s = %v, want %v", name, got, want)
+		}
 	}
 }
