@@ -124,6 +124,18 @@ type Config struct {
 	// Deliver call after a transport failure or a 502, 503 or 504 (when the
 	// policy retries or throttles those), before the outcome goes back to
 	// the outbox. Never for other statuses. Default 2; negative: none.
+	//
+	// Only an endpoint that has not been failing is retried inline: the
+	// sink keeps, per endpoint (a configured endpoint's name, a raw URL's
+	// scheme://host:port), the number of deliveries in a row that ended in
+	// a transport failure or a retry- or throttle-class answer, set back to
+	// zero by any other answer. A delivery retries inline only if that
+	// streak was zero when it started and no other delivery to the endpoint
+	// has failed since, checked before each retry: of many deliveries that
+	// meet a dead endpoint at once, the first to fail retries, the others
+	// make one request each. Every delivery that ends in a failure returns
+	// its own Retry (or Throttle) result, so the outbox's circuit breaker
+	// counts each of them.
 	InlineRetries int
 	// InlineRetryBudget is the time after the first request within which an
 	// inline retry may still start (its wait included); a Retry-After longer

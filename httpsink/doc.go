@@ -55,6 +55,16 @@
 // least of all. The context and the endpoint's timeout bound the whole
 // delivery. Redirects are not followed unless Config.FollowRedirects is set.
 //
+// Inline retries go only to an endpoint that has not been failing. The sink
+// keeps each endpoint's failure streak (deliveries in a row that ended in a
+// transport failure or a retry- or throttle-class answer; any other answer
+// sets it back to zero), and a delivery retries inline only while the
+// streak was zero when it started and no other delivery to the endpoint has
+// failed since. A dead endpoint thus costs one connection per delivery,
+// even when many meet it at once, and each failure comes back to the outbox
+// as a result of its own, which its circuit breaker counts. Raw-URL origins
+// keep their streaks in a table of fixed size.
+//
 // Response bodies are read through a limit: the first Config.MaxBodyExcerpt
 // bytes of a failed response are kept for the dead letters, up to
 // Config.MaxDrain bytes are drained so the connection goes back to the

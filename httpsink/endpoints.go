@@ -15,7 +15,9 @@ import (
 // after it use e. A replaced endpoint gets a keep-alive pool of its own,
 // and the old pool's idle connections are closed once its last delivery
 // ends. The cap of Endpoint.MaxInFlight counts each definition's deliveries
-// apart, so for a moment after a replacement both may be under way.
+// apart, so for a moment after a replacement both may be under way. The
+// endpoint's failure streak (see Config.InlineRetries) carries over while
+// the URL stays the same, and starts at zero with a new URL.
 //
 // Events enqueued for the name are accepted from the moment PutEndpoint
 // returns (ResolveEndpoint, EndpointNames).
@@ -33,10 +35,15 @@ func (s *Sink) PutEndpoint(e Endpoint) error {
 		return ErrClosed
 	}
 	old := s.endpoints()
+	prev := old[e.Name]
+	if prev != nil && prev.url == ep.url {
+		// The same receiver: its failure streak goes on.
+		ep.streak = prev.streak
+	}
 	next := maps.Clone(old)
 	next[e.Name] = ep
 	s.named.Store(&next)
-	if prev := old[e.Name]; prev != nil {
+	if prev != nil {
 		s.retire(prev)
 	}
 	return nil

@@ -61,4 +61,19 @@ func BenchmarkOverhead(b *testing.B) {
 			}
 		}
 	})
+	b.Run("client=sink-raw", func(b *testing.B) {
+		b.ReportAllocs()
+		s, err := New(Config{AllowRawURLs: true, AllowPrivateNetworks: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		s.raw.Transport = stubTransport{}
+		d := &outbox.Delivery{ID: "evt", Destination: "http://127.0.0.1:1/hook", Method: "POST", Headers: map[string]string{"X-Trace": "abc"}, Payload: payload}
+		for b.Loop() {
+			if r := s.Deliver(context.Background(), d); r.Action != outbox.ActionSuccess {
+				b.Fatal(r)
+			}
+		}
+	})
 }

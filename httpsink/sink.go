@@ -37,7 +37,8 @@ type Sink struct {
 	retired   []retiredPool // see retire
 	raw       *http.Client  // shared by raw-URL destinations
 	rawPool   *http.Transport
-	userAgent []string // header value, shared by all requests
+	rawStreak *streakTable // raw-URL origins' failure streaks; nil without AllowRawURLs
+	userAgent []string     // header value, shared by all requests
 	closed    atomic.Bool
 	// excerptBufs hold *[]byte buffers the attempt log's excerpts are read
 	// into (see logResponse).
@@ -62,6 +63,9 @@ type endpoint struct {
 	client      *http.Client
 	pool        *http.Transport // client's; nil for a raw URL's
 	secrets     []string        // kept out of the attempt log (secretsOf)
+	// streak is the endpoint's recent failure streak, shared by the
+	// definitions of one name while its URL stays the same (PutEndpoint).
+	streak streak
 	// inFlight counts the Deliver calls using this definition; once it
 	// is replaced or removed (retired), the last of them closes its idle
 	// connections.
@@ -82,6 +86,9 @@ func New(cfg Config) (*Sink, error) {
 		rawGuard = &guard{allowed: cfg.AllowedNetworks}
 	}
 	s.raw, s.rawPool = s.newClient(rawGuard, cfg.PoolSize, max(1024, 4*cfg.PoolSize))
+	if cfg.AllowRawURLs {
+		s.rawStreak = newStreakTable()
+	}
 	named := make(map[string]*endpoint, len(cfg.Endpoints))
 	for _, e := range cfg.Endpoints {
 		named[e.Name] = s.newEndpoint(e)
@@ -100,6 +107,7 @@ func (s *Sink) newEndpoint(e Endpoint) *endpoint {
 		timeout:     e.Timeout,
 		headers:     make(http.Header, len(e.Headers)),
 		secrets:     secretsOf(e),
+		streak:      newStreak(),
 	}
 	if ep.timeout == 0 {
 		ep.timeout = cfg.Timeout
@@ -244,8 +252,9 @@ func (s *Sink) resolveRaw(dest string) (key string, u *url.URL, err error) {
 }
 
 // Deliver implements outbox.Sink: it sends one attempt of d (with inline
-// retries for transport failures and 502/503/504, see Config.InlineRetries)
-// and classifies the outcome with the status policy table.
+// retries for transport failures and 502/503/504 while the endpoint is not
+// failing, see Config.InlineRetries) and classifies the outcome with the
+// status policy table.
 //
 // Beyond the table: a destination that cannot be resolved, or an event that
 // cannot form a valid request (bad method or header), is dead; an address
@@ -268,7 +277,7 @@ func (s *Sink) Deliver(ctx context.Context, d *outbox.Delivery) outbox.Result {
 			return outbox.Result{Action: outbox.ActionDead, Err: err}
 		}
 		// Only a raw URL's delivery pays for this definition.
-		ep = &endpoint{name: key, url: d.Destination, redactedURL: redactURL(u), timeout: s.cfg.Timeout, client: s.raw}
+		ep = &endpoint{name: key, url: d.Destination, redactedURL: redactURL(u), timeout: s.cfg.Timeout, client: s.raw, streak: s.rawStreak.get(key)}
 	}
 	c := &call{s: s, ep: ep, d: d, method: d.Method}
 	if c.method == "" {
@@ -302,6 +311,12 @@ type call struct {
 	attempts int
 	wait     time.Duration
 	ts       int64 // webhook-timestamp of the request as last signed
+	// inline: the endpoint's failure streak was zero when the call
+	// started. counted: a failure of this call is in the streak, which
+	// was mine just after it was counted.
+	inline  bool
+	counted bool
+	mine    uint32
 }
 
 // checkRequest validates what comes from the event.
@@ -343,6 +358,7 @@ func (c *call) do(parent context.Context) outbox.Result {
 	}
 	c.setHeaders(req.Header)
 	injectTraceContext(parent, req.Header)
+	c.inline = ep.streak.load() == 0
 	c.start = time.Now()
 	rc := &c.rc
 	rc.HTTPClient = ep.client
@@ -356,9 +372,48 @@ func (c *call) do(parent context.Context) outbox.Result {
 		if resp != nil {
 			resp.Body.Close()
 		}
-		return c.transportFailure(parent, ctx, err)
+		r := c.transportFailure(parent, ctx, err)
+		if parent.Err() == nil && retryOrThrottle(r.Action) {
+			c.countFailure()
+		}
+		return r
 	}
-	return c.classify(resp)
+	r := c.classify(resp)
+	if retryOrThrottle(r.Action) {
+		c.countFailure()
+	} else {
+		ep.streak.reset()
+	}
+	return r
+}
+
+// countFailure counts this call's failure in the endpoint's streak, once.
+func (c *call) countFailure() {
+	if !c.counted {
+		c.mine = c.ep.streak.fail()
+		c.counted = true
+	}
+}
+
+// mayRetryInline counts the failed attempt just seen in the endpoint's
+// streak (once per call, as soon as it is seen, so that concurrent calls
+// see it) and reports whether the endpoint has not been failing: its streak
+// was zero when this call started and no other call has failed since. Of
+// many calls that meet a dead endpoint at once, only the first to fail
+// retries inline.
+func (c *call) mayRetryInline() bool {
+	if !c.inline {
+		c.countFailure()
+		return false
+	}
+	if !c.counted || c.ep.streak.load() == 0 {
+		// First failure of this call, or a success since its last one
+		// set the streak back to zero.
+		c.counted = false
+		c.countFailure()
+		return c.mine == 1
+	}
+	return c.mine == 1 && c.ep.streak.load() == 1
 }
 
 // setHeaders fills h: the event's headers, then the endpoint's (which win),
@@ -415,7 +470,8 @@ func (c *call) prepareRetry(req *http.Request) error {
 
 // checkRetry is the retryablehttp.CheckRetry of this call: transport failures
 // and 502/503/504 only, while the policy would retry or throttle them, the
-// retries and the budget last, and a Retry-After fits in the budget.
+// endpoint has not been failing (mayRetryInline), the retries and the budget
+// last, and a Retry-After fits in the budget.
 func (c *call) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
 	c.attempts++
 	if ctx.Err() != nil || c.attempts > c.s.cfg.InlineRetries {
@@ -424,7 +480,7 @@ func (c *call) checkRetry(ctx context.Context, resp *http.Response, err error) (
 	var wait time.Duration
 	var status int
 	if err != nil {
-		if !retryableTransport(err) || !retryOrThrottle(c.s.cfg.Policy.ErrorAction()) {
+		if !retryableTransport(err) || !retryOrThrottle(c.s.cfg.Policy.ErrorAction()) || !c.mayRetryInline() {
 			return false, nil
 		}
 		wait = c.jitter()
@@ -435,7 +491,7 @@ func (c *call) checkRetry(ctx context.Context, resp *http.Response, err error) (
 		default:
 			return false, nil
 		}
-		if !retryOrThrottle(c.s.cfg.Policy.Action(status)) {
+		if !retryOrThrottle(c.s.cfg.Policy.Action(status)) || !c.mayRetryInline() {
 			return false, nil
 		}
 		wait = c.jitter()
