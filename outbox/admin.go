@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outboxd/outbox/outbox/internal/engine"
 	"github.com/outboxd/outbox/store"
 )
 
@@ -347,7 +348,7 @@ func (o *Outbox) Endpoints(ctx context.Context) ([]EndpointState, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	eps, err := o.eng.holds.list()
+	eps, err := o.eng.Endpoints()
 	if err != nil {
 		return nil, mapErr("endpoints", "", err)
 	}
@@ -364,7 +365,7 @@ func (o *Outbox) Endpoints(ctx context.Context) ([]EndpointState, error) {
 			ThrottledUntil:  ep.NotBefore,
 			FailureStreak:   ep.FailureStreak,
 			LastStatus:      ep.LastStatus,
-			Breaker:         breakerAt(ep, now),
+			Breaker:         BreakerState(engine.BreakerAt(ep, now)),
 			BreakerOpenedAt: ep.BreakerOpenedAt,
 			BreakerUntil:    ep.BreakerUntil,
 			BreakerOpens:    ep.BreakerOpens,
@@ -380,7 +381,7 @@ func (o *Outbox) Endpoints(ctx context.Context) ([]EndpointState, error) {
 	}
 	for i := range out {
 		out[i].RateLimit, _ = o.cfg.RateLimits.Limit(out[i].Name)
-		out[i].Rate = o.eng.rate(out[i].Name)
+		out[i].Rate = o.eng.Rate(out[i].Name)
 	}
 	return out, nil
 }
@@ -394,18 +395,51 @@ func (o *Outbox) EnableEndpoint(ctx context.Context, name string) error {
 	}
 	defer o.ops.Done()
 	now := o.clock.Now().UTC()
-	err := o.eng.holds.enable(ctx, name, now, func() error { return o.bringForward(ctx, name, now) })
-	if err != nil {
-		return err
+	if err := o.eng.Enable(ctx, name, now); err != nil {
+		return mapErr("enable endpoint", name, err)
 	}
 	o.wake()
 	return nil
 }
 
-// bringForward makes the pending events of an endpoint due now (those pushed
-// back while it was held), skipping events in flight; a scheduled event is
-// not brought before its DeliverAt.
-func (o *Outbox) bringForward(ctx context.Context, endpoint string, now time.Time) error {
-	_, err := o.pull(ctx, "enable endpoint", endpoint, now, 0)
-	return err
+// RetryEndpoint is what an operator calls once an endpoint's receiver is
+// fixed: it closes the endpoint's circuit breaker, lifts its throttle, and
+// makes its pending events due now, paced at rate events per second (0:
+// DefaultReplayRate) so that the receiver is not flooded: the n-th event
+// (from 0) becomes due n/rate seconds from now, or stays due earlier when it
+// was; an event scheduled later (Event.DeliverAt) keeps its time. The
+// endpoint's rate limit, if it has one, applies on top. It returns how many
+// pending events it made due (those due already included); events in
+// flight are left alone.
+// ErrNotFound when the endpoint has no state and the Sink does not list it;
+// ErrEndpointDisabled when it is disabled (EnableEndpoint is the call then).
+func (o *Outbox) RetryEndpoint(ctx context.Context, name string, rate float64) (int, error) {
+	if err := o.enter(); err != nil {
+		return 0, err
+	}
+	defer o.ops.Done()
+	if rate < 0 {
+		return 0, fmt.Errorf("outbox: retry endpoint: %w: rate must not be negative", ErrInvalid)
+	}
+	if rate == 0 {
+		rate = DefaultReplayRate
+	}
+	now := o.clock.Now().UTC()
+	n, err := o.eng.Retry(ctx, name, now, o.listsEndpoint(name), time.Duration(float64(time.Second)/rate))
+	if de := (*engine.DisabledError)(nil); errors.As(err, &de) {
+		return 0, fmt.Errorf("outbox: retry endpoint %q: %w since %s (%s); enable it instead", name, ErrEndpointDisabled,
+			de.Since.Format(time.RFC3339), de.Reason)
+	}
+	if err != nil {
+		return 0, mapErr("retry endpoint", name, err)
+	}
+	o.wake()
+	return n, nil
+}
+
+// listsEndpoint reports whether the Sink lists a configured endpoint of
+// that name (see EndpointLister).
+func (o *Outbox) listsEndpoint(name string) bool {
+	l, ok := o.sink.(EndpointLister)
+	return ok && slices.Contains(l.EndpointNames(), name)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	tracectx "github.com/outboxd/outbox/outbox/internal/traceparent"
 	"github.com/outboxd/outbox/store"
 )
 
@@ -125,7 +126,7 @@ func (o *Outbox) newRecords(events []Event, traceparent, tracestate string) (*ba
 	dropped := 0
 	for i := range events {
 		ev := events[i]
-		if ev.TraceParent == "" || !validTraceParent(ev.TraceParent) {
+		if ev.TraceParent == "" || !tracectx.Valid(ev.TraceParent) {
 			ev.TraceParent, ev.TraceState = traceparent, tracestate
 		}
 		r, err := o.newRecord(i, ev, now)
@@ -174,7 +175,7 @@ func (o *Outbox) insertErr(ids []string, err error) error {
 		}
 		return &DeletedError{Index: i, ID: de.ID, DeletedAt: de.DeletedAt.UTC()}
 	}
-	o.noteStoreErr(err)
+	o.eng.NoteStoreErr(err)
 	return mapErr("enqueue", "", err)
 }
 
@@ -266,7 +267,7 @@ func (o *Outbox) buildRecord(ev Event, endpoint string, now time.Time) (*store.R
 	if !ev.DeliverAt.IsZero() {
 		deliverAt = ev.DeliverAt.UTC()
 	}
-	traceparent, tracestate := traceContext(ev.TraceParent, ev.TraceState)
+	traceparent, tracestate := tracectx.Normalize(ev.TraceParent, ev.TraceState)
 	return &store.Record{
 		ID:            ev.ID,
 		Key:           ev.Key,

@@ -415,16 +415,6 @@ func (o *Outbox) attemptsOfGroup(id string) ([]Attempt, bool, error) {
 	return out, true, nil
 }
 
-// orderKey is the unit of per-key order of r in flight: its Key, scoped
-// by its endpoint for a delivery of a topic event (as the store's key
-// index scopes it).
-func orderKey(r *store.Record) string {
-	if r.Topic == "" {
-		return r.Key
-	}
-	return r.Endpoint + sep + r.Key
-}
-
 // hasUnrouted reports whether events are kept unrouted (List then leaves
 // them out of the pending events).
 func (o *Outbox) hasUnrouted() bool {

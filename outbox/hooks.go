@@ -1,6 +1,10 @@
 package outbox
 
-import "time"
+import (
+	"time"
+
+	"github.com/outboxd/outbox/outbox/internal/engine"
+)
 
 // Hooks are optional callbacks for metrics and tracing. Each is called
 // synchronously from the outbox's own goroutines, so it must be fast and
@@ -123,4 +127,23 @@ func (o *Outbox) hookRateLimited(endpoint string, n int) {
 			h.OnRateLimited(endpoint, n)
 		}
 	}
+}
+
+// delivered counts a committed attempt and reports it to the hooks.
+func (o *Outbox) delivered(info engine.DeliveryInfo) {
+	if info.Action == engine.ActionSuccess {
+		o.deliveredTotal.Add(1)
+	} else {
+		o.failedTotal.Add(1)
+	}
+	if info.Dead {
+		o.deadTotal.Add(1)
+	}
+	o.hookDelivery(DeliveryInfo{ID: info.ID, Endpoint: info.Endpoint, Action: Action(info.Action), Dead: info.Dead,
+		Status: info.Status, Attempt: info.Attempt, Duration: info.Duration, SinceEnqueue: info.SinceEnqueue})
+}
+
+// breakerChanged reports a transition of an endpoint's breaker to the hooks.
+func (o *Outbox) breakerChanged(c engine.BreakerChange) {
+	o.hookBreaker(BreakerChange{Endpoint: c.Endpoint, State: BreakerState(c.State), Until: c.Until})
 }

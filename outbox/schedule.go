@@ -2,8 +2,6 @@ package outbox
 
 import (
 	"time"
-
-	"github.com/outboxd/outbox/store"
 )
 
 // DefaultMaxSchedule is Config.MaxSchedule's default: 30 days.
@@ -31,11 +29,4 @@ func notBefore(now, deliverAt time.Time) time.Time {
 		return deliverAt
 	}
 	return now
-}
-
-// ageStart is when an event's age (Config.MaxAge) starts: its creation, or
-// its not-before time when that is later, so that a scheduled event has its
-// whole MaxAge after it first becomes due.
-func ageStart(r *store.Record) time.Time {
-	return notBefore(r.CreatedAt, r.DeliverAt)
 }

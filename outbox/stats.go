@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/outboxd/outbox/outbox/internal/engine"
 	"github.com/outboxd/outbox/store"
 )
 
@@ -102,7 +103,7 @@ func (o *Outbox) CommitStats() CommitStats {
 func (o *Outbox) Stats() Stats {
 	now := o.clock.Now()
 	s := Stats{
-		InFlight:        o.eng.inFlight(),
+		InFlight:        o.eng.InFlight(),
 		DeliveredTotal:  o.deliveredTotal.Load(),
 		FailedTotal:     o.failedTotal.Load(),
 		DeadTotal:       o.deadTotal.Load(),
@@ -112,7 +113,7 @@ func (o *Outbox) Stats() Stats {
 
 		UnroutedDroppedTotal: o.unroutedDropped.Load(),
 	}
-	s.EndpointsThrottled, s.EndpointsDisabled, s.EndpointsBreakerOpen = o.eng.holds.count(now)
+	s.EndpointsThrottled, s.EndpointsDisabled, s.EndpointsBreakerOpen = o.eng.HoldCounts(now)
 	if o.enter() != nil {
 		return s
 	}
@@ -144,7 +145,7 @@ func (o *Outbox) oldestPending(now time.Time) (time.Time, bool) {
 			if r.Unrouted() {
 				continue // waiting for a subscriber, not for a delivery
 			}
-			if start := ageStart(r); oldest.IsZero() || start.Before(oldest) {
+			if start := engine.AgeStart(r); oldest.IsZero() || start.Before(oldest) {
 				oldest = start
 			}
 		}
