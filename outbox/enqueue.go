@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/outboxd/outbox/outbox/internal/route"
 	tracectx "github.com/outboxd/outbox/outbox/internal/traceparent"
 	"github.com/outboxd/outbox/store"
 )
@@ -89,7 +90,7 @@ type batch struct {
 	owner []int
 	// rt is the router the topic events were routed with, and unrouted
 	// tells whether one of them was kept unrouted.
-	rt       *router
+	rt       *route.Router
 	unrouted bool
 	topics   bool // a topic event is among the events: owner is not the identity
 }
@@ -144,14 +145,14 @@ func (o *Outbox) newRecords(events []Event, traceparent, tracestate string) (*ba
 			b.topics = true
 		}
 		n := len(b.recs)
-		b.recs = o.fanOut(b.recs, r, b.rt)
+		b.recs = b.rt.FanOut(b.recs, r)
 		switch {
 		case len(b.recs) > n:
 		case o.cfg.Unrouted == UnroutedDrop:
 			dropped++
 			continue
 		default:
-			b.recs = append(b.recs, o.keepUnrouted(r))
+			b.recs = append(b.recs, route.KeepUnrouted(r, o.cfg.UnroutedRetention))
 			b.unrouted = true
 		}
 		for range len(b.recs) - n {
@@ -250,7 +251,7 @@ func (o *Outbox) newRecordLax(ev Event, now time.Time) (*store.Record, error) {
 	}
 	r, err := o.buildRecord(ev, endpoint, now)
 	if err == nil && r.Topic != "" {
-		r.ID = deliveryID(r.ID, "") // a topic event dead before it was routed
+		r.ID = route.DeliveryID(r.ID, "") // a topic event dead before it was routed
 	}
 	return r, err
 }

@@ -4,6 +4,9 @@ import (
 	"cmp"
 	"slices"
 	"strings"
+
+	"github.com/outboxd/outbox/outbox/internal/route"
+	"github.com/outboxd/outbox/store"
 )
 
 // EventHistory returns the changelog entries of ev (as Get returned it, or
@@ -16,9 +19,9 @@ func EventHistory(ev *Event, history func(id string) ([]ChangelogEntry, error)) 
 	if ev.Topic == "" {
 		return history(ev.ID)
 	}
-	ids := []string{deliveryID(ev.ID, "")}
+	ids := []string{route.DeliveryID(ev.ID, "")}
 	for _, d := range ev.DeliveryStates {
-		ids = append(ids, deliveryID(ev.ID, d.Endpoint))
+		ids = append(ids, route.DeliveryID(ev.ID, d.Endpoint))
 	}
 	var all []ChangelogEntry
 	for _, id := range ids {
@@ -36,6 +39,6 @@ func EventHistory(ev *Event, history func(id string) ([]ChangelogEntry, error)) 
 // is about ("" for the event while no endpoint subscribed, so it was kept
 // unrouted); ok is false for an entry of an event with a destination.
 func (e ChangelogEntry) Delivery() (endpoint string, ok bool) {
-	_, endpoint, ok = strings.Cut(e.ID, sep)
+	_, endpoint, ok = strings.Cut(e.ID, store.GroupSep)
 	return endpoint, ok
 }

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/outboxd/outbox/outbox/internal/engine"
+	"github.com/outboxd/outbox/outbox/internal/route"
 	"github.com/outboxd/outbox/scheduler"
 	"github.com/outboxd/outbox/store"
 )
@@ -35,7 +36,8 @@ type Outbox struct {
 	hooksMu sync.Mutex
 	hooks   atomic.Pointer[[]Hooks]
 
-	router atomic.Pointer[router] // the subscriptions in use
+	router atomic.Pointer[route.Router] // the subscriptions in use
+	routes *route.Mover                 // routes and dead-letters stored records
 
 	mu       sync.Mutex
 	started  bool
@@ -93,6 +95,7 @@ func Open(path string, cfg Config) (*Outbox, error) {
 		return nil, errors.Join(&ConfigError{Field: "Subscriptions[" + itoa(ve.Index) + "]." + ve.Field, Reason: ve.Reason}, st.Close())
 	}
 	o.router.Store(r)
+	o.routes = &route.Mover{St: st, Log: o.log, MapErr: mapErr, LogStoreErr: o.logStoreErr, Wake: o.wake, PageSize: MaxListLimit}
 	o.eng, err = o.newEngine()
 	if err != nil {
 		return nil, errors.Join(wrapStoreErr("open", err), st.Close())
@@ -219,7 +222,9 @@ func (o *Outbox) newEngine() (*engine.Engine, error) {
 		Tracer:            o.tracer,
 		Deliver:           o.deliver,
 		Wake:              o.wake,
-		ExpireUnrouted:    o.expireUnrouted,
+		ExpireUnrouted: func(ctx context.Context, recs []*store.Record) {
+			o.routes.Expire(ctx, recs, o.router.Load())
+		},
 		Hooks: engine.Hooks{
 			OnDelivery:    o.delivered,
 			OnPunctuation: o.hookPunctuation,

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outbox/outbox/internal/engine"
+	"github.com/outboxd/outbox/outbox/internal/route"
 	"github.com/outboxd/outbox/store"
 )
 
@@ -112,7 +113,8 @@ const (
 // metrics: success, retry, park, throttle, disable or dead.
 func (a Action) String() string { return engine.Action(a).String() }
 
-// The actions are the engine's, value for value, so that converting is a
+// The actions and breaker states are the engine's, value for value, so
+// that converting is a
 // cast (a constant index out of range fails the build).
 var _ = [...]struct{}{
 	[1]struct{}{}[int(ActionSuccess)-int(engine.ActionSuccess)],
@@ -125,6 +127,7 @@ var _ = [...]struct{}{
 	[1]struct{}{}[int(BreakerOpen)-int(engine.BreakerOpen)],
 	[1]struct{}{}[int(BreakerHalfOpen)-int(engine.BreakerHalfOpen)],
 	[1]struct{}{}[len(SpanDeliver)-len(engine.SpanDeliver)],
+	[1]struct{}{}[MaxTopicBytes-route.MaxTopicBytes],
 }
 
 // ParseAction parses an action name as returned by Action.String.

@@ -3,10 +3,8 @@ package outbox
 import (
 	"context"
 	"fmt"
-	"maps"
-	"net/textproto"
-	"slices"
 
+	"github.com/outboxd/outbox/outbox/internal/route"
 	"github.com/outboxd/outbox/store"
 )
 
@@ -80,29 +78,37 @@ func (o *Outbox) SetSubscriptions(ctx context.Context, subs []Subscription) erro
 		return err
 	}
 	o.router.Store(r)
-	return o.routeUnrouted(ctx, r)
+	return o.routes.RouteUnrouted(ctx, r)
 }
 
 // Subscriptions returns a copy of the subscriptions in use.
 func (o *Outbox) Subscriptions() []Subscription {
-	return cloneSubs(o.router.Load().subs)
-}
-
-// router matches topics to endpoints; it is immutable once built.
-type router struct {
-	subs []Subscription
+	rules := o.router.Load().Rules()
+	if rules == nil {
+		return nil
+	}
+	subs := make([]Subscription, len(rules))
+	for i, r := range rules {
+		subs[i] = Subscription(r)
+	}
+	return subs
 }
 
 // newRouter validates subs and builds their router; the error is a
 // *ValidationError naming the subscription and its field.
-func (o *Outbox) newRouter(subs []Subscription) (*router, error) {
+func (o *Outbox) newRouter(subs []Subscription) (*route.Router, error) {
+	var rules []route.Rule
+	if subs != nil {
+		rules = make([]route.Rule, len(subs))
+	}
 	for i, s := range subs {
 		if err := o.validateSubscription(s); err != nil {
 			err.Index = i
 			return nil, err
 		}
+		rules[i] = route.Rule(s)
 	}
-	return &router{subs: cloneSubs(subs)}, nil
+	return route.New(rules), nil
 }
 
 // validateSubscription checks one subscription.
@@ -118,7 +124,7 @@ func (o *Outbox) validateSubscription(s Subscription) *ValidationError {
 	}
 	// A delivery is stored under the event's ID, a separator and the
 	// endpoint's name.
-	if n := store.MaxIDLen - o.cfg.MaxIDBytes - len(sep); len(s.Endpoint) > n {
+	if n := store.MaxIDLen - o.cfg.MaxIDBytes - len(store.GroupSep); len(s.Endpoint) > n {
 		return bad("endpoint", "longer than "+itoa(n)+" bytes (the store's ID limit less Config.MaxIDBytes and a separator)")
 	}
 	if o.resolver != nil {
@@ -150,55 +156,4 @@ func (o *Outbox) validateSubscription(s Subscription) *ValidationError {
 		return bad("headers", "headers "+quote(a)+" and "+quote(b)+" are the same header (names are case-insensitive)")
 	}
 	return nil
-}
-
-// endpoints returns the endpoints subscribed to an event with topic and
-// headers, sorted and without repeats.
-func (r *router) endpoints(topic string, headers map[string]string) []string {
-	var out []string
-	for _, s := range r.subs {
-		if slices.Contains(out, s.Endpoint) || !headersMatch(s.Headers, headers) {
-			continue
-		}
-		for _, p := range s.Topics {
-			if topicMatches(p, topic) {
-				out = append(out, s.Endpoint)
-				break
-			}
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// headersMatch reports whether have carries every header of want with the
-// same value (names compared case-insensitively).
-func headersMatch(want, have map[string]string) bool {
-	if len(want) == 0 {
-		return true
-	}
-	if len(have) < len(want) {
-		return false
-	}
-	canon := make(map[string]string, len(have))
-	for k, v := range have {
-		canon[textproto.CanonicalMIMEHeaderKey(k)] = v
-	}
-	for k, v := range want {
-		if got, ok := canon[textproto.CanonicalMIMEHeaderKey(k)]; !ok || got != v {
-			return false
-		}
-	}
-	return true
-}
-
-func cloneSubs(subs []Subscription) []Subscription {
-	if subs == nil {
-		return nil
-	}
-	out := make([]Subscription, len(subs))
-	for i, s := range subs {
-		out[i] = Subscription{Endpoint: s.Endpoint, Topics: slices.Clone(s.Topics), Headers: maps.Clone(s.Headers)}
-	}
-	return out
 }
