@@ -126,7 +126,6 @@ var _ = [...]struct{}{
 	[1]struct{}{}[int(BreakerClosed)-int(engine.BreakerClosed)],
 	[1]struct{}{}[int(BreakerOpen)-int(engine.BreakerOpen)],
 	[1]struct{}{}[int(BreakerHalfOpen)-int(engine.BreakerHalfOpen)],
-	[1]struct{}{}[len(SpanDeliver)-len(engine.SpanDeliver)],
 	[1]struct{}{}[MaxTopicBytes-route.MaxTopicBytes],
 }
 

@@ -8,8 +8,8 @@ import (
 	"github.com/outboxd/outbox/store"
 )
 
-// DisabledError is RetryEndpoint's answer for a disabled endpoint: enabling
-// it is the call then.
+// DisabledError is Retry's answer for a disabled endpoint: enabling it is
+// the call then.
 type DisabledError struct {
 	// Since is when the endpoint was disabled, Reason why.
 	Since  time.Time
