@@ -116,7 +116,7 @@ func (e *Engine) forgetLocked(r *store.Record) {
 	delete(e.inflight, r.ID)
 	decr(e.queued, r.Endpoint)
 	if e.cfg.Ordered && r.Key != "" {
-		decr(e.perKey, OrderKey(r))
+		decr(e.perKey, orderKey(r))
 	}
 }
 
@@ -307,7 +307,7 @@ func (sc *scan) skip(r *store.Record) bool {
 // busy (Ordered).
 func (sc *scan) take(r *store.Record) bool {
 	if sc.e.cfg.Ordered && r.Key != "" {
-		k := OrderKey(r)
+		k := orderKey(r)
 		if sc.perKey[k] > 0 {
 			return true
 		}
@@ -365,7 +365,7 @@ func (e *Engine) take(recs []*store.Record) int {
 		e.inflight[r.ID] = struct{}{}
 		e.queued[r.Endpoint]++
 		if e.cfg.Ordered && r.Key != "" {
-			e.perKey[OrderKey(r)]++
+			e.perKey[orderKey(r)]++
 		}
 		e.ready = append(e.ready, r)
 	}
@@ -414,7 +414,7 @@ func (e *Engine) release(batch []*job) {
 		}
 		e.uncommitted--
 		if e.cfg.Ordered && r.Key != "" {
-			decr(e.perKey, OrderKey(r))
+			decr(e.perKey, orderKey(r))
 		}
 		if j.probe {
 			delete(e.probing, r.Endpoint)
@@ -455,10 +455,10 @@ func (e *Engine) isInFlight(id string) bool {
 	return ok
 }
 
-// OrderKey is the unit of per-key order of r in flight: its Key, scoped
+// orderKey is the unit of per-key order of r in flight: its Key, scoped
 // by its endpoint for a delivery of a topic event (as the store's key
 // index scopes it).
-func OrderKey(r *store.Record) string {
+func orderKey(r *store.Record) string {
 	if r.Topic == "" {
 		return r.Key
 	}
