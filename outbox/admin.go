@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outboxd/outbox/outbox/internal/engine"
 	"github.com/outboxd/outbox/store"
 )
 
@@ -347,7 +348,7 @@ func (o *Outbox) Endpoints(ctx context.Context) ([]EndpointState, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	eps, err := o.eng.holds.list()
+	eps, err := o.eng.Endpoints()
 	if err != nil {
 		return nil, mapErr("endpoints", "", err)
 	}
@@ -364,7 +365,7 @@ func (o *Outbox) Endpoints(ctx context.Context) ([]EndpointState, error) {
 			ThrottledUntil:  ep.NotBefore,
 			FailureStreak:   ep.FailureStreak,
 			LastStatus:      ep.LastStatus,
-			Breaker:         breakerAt(ep, now),
+			Breaker:         BreakerState(engine.BreakerAt(ep, now)),
 			BreakerOpenedAt: ep.BreakerOpenedAt,
 			BreakerUntil:    ep.BreakerUntil,
 			BreakerOpens:    ep.BreakerOpens,
@@ -380,7 +381,7 @@ func (o *Outbox) Endpoints(ctx context.Context) ([]EndpointState, error) {
 	}
 	for i := range out {
 		out[i].RateLimit, _ = o.cfg.RateLimits.Limit(out[i].Name)
-		out[i].Rate = o.eng.rate(out[i].Name)
+		out[i].Rate = o.eng.Rate(out[i].Name)
 	}
 	return out, nil
 }
@@ -394,18 +395,160 @@ func (o *Outbox) EnableEndpoint(ctx context.Context, name string) error {
 	}
 	defer o.ops.Done()
 	now := o.clock.Now().UTC()
-	err := o.eng.holds.enable(ctx, name, now, func() error { return o.bringForward(ctx, name, now) })
-	if err != nil {
-		return err
+	if err := o.eng.Enable(ctx, name, now); err != nil {
+		return mapErr("enable endpoint", name, err)
 	}
 	o.wake()
 	return nil
 }
 
-// bringForward makes the pending events of an endpoint due now (those pushed
-// back while it was held), skipping events in flight; a scheduled event is
-// not brought before its DeliverAt.
-func (o *Outbox) bringForward(ctx context.Context, endpoint string, now time.Time) error {
-	_, err := o.pull(ctx, "enable endpoint", endpoint, now, 0)
-	return err
+// RetryEndpoint is what an operator calls once an endpoint's receiver is
+// fixed: it closes the endpoint's circuit breaker, lifts its throttle, and
+// makes its pending events due now, paced at rate events per second (0:
+// DefaultReplayRate) so that the receiver is not flooded: the n-th event
+// (from 0) becomes due n/rate seconds from now, or stays due earlier when it
+// was; an event scheduled later (Event.DeliverAt) keeps its time. The
+// endpoint's rate limit, if it has one, applies on top. It returns how many
+// pending events it made due (those due already included); events in
+// flight are left alone.
+// ErrNotFound when the endpoint has no state and the Sink does not list it;
+// ErrEndpointDisabled when it is disabled (EnableEndpoint is the call then).
+func (o *Outbox) RetryEndpoint(ctx context.Context, name string, rate float64) (int, error) {
+	if err := o.enter(); err != nil {
+		return 0, err
+	}
+	defer o.ops.Done()
+	if rate < 0 {
+		return 0, fmt.Errorf("outbox: retry endpoint: %w: rate must not be negative", ErrInvalid)
+	}
+	if rate == 0 {
+		rate = DefaultReplayRate
+	}
+	now := o.clock.Now().UTC()
+	n, err := o.eng.Retry(ctx, name, now, o.listsEndpoint(name), time.Duration(float64(time.Second)/rate))
+	if de := (*engine.DisabledError)(nil); errors.As(err, &de) {
+		return 0, fmt.Errorf("outbox: retry endpoint %q: %w since %s (%s); enable it instead", name, ErrEndpointDisabled,
+			de.Since.Format(time.RFC3339), de.Reason)
+	}
+	if err != nil {
+		return 0, mapErr("retry endpoint", name, err)
+	}
+	o.wake()
+	return n, nil
+}
+
+// listsEndpoint reports whether the Sink lists a configured endpoint of
+// that name (see EndpointLister).
+func (o *Outbox) listsEndpoint(name string) bool {
+	l, ok := o.sink.(EndpointLister)
+	return ok && slices.Contains(l.EndpointNames(), name)
+}
+
+// Attempt is one delivery attempt of an event, as the attempt log keeps it
+// (see Outbox.Attempts).
+type Attempt struct {
+	// Seq numbers the event's logged attempts from 1, in order; it goes on
+	// across replays. The log keeps an event's last AttemptsPerEvent.
+	Seq uint64
+	// Delivery is the Delivery.Attempt the sink saw (parks included).
+	Delivery int
+	// Endpoint is the endpoint of the delivery the attempt belongs to, for
+	// a topic event (whose deliveries Attempts lists together); "" for an
+	// event with a Destination.
+	Endpoint string
+	// StartedAt is when the attempt began (the outbox's clock, UTC), and
+	// Duration how long the Sink took.
+	StartedAt time.Time
+	Duration  time.Duration
+	// Action is what the outbox made of the answer.
+	Action Action
+	// Status is the HTTP status, 0 when no response was received.
+	Status int
+	// Error is the transport error, "" when there was none. Like
+	// Result.Err it carries no credentials.
+	Error string
+	// Header holds the response headers kept: only those IsLoggedHeader
+	// accepts, under their canonical names. Nil when there are none.
+	Header map[string]string
+	// Body is the start of the response body (at most
+	// Config.AttemptExcerptBytes); nil when none was kept. It may be any
+	// bytes, not only text.
+	Body []byte
+}
+
+// AttemptsPerEvent is the most attempts the log keeps of one event: an
+// event retried or parked for days keeps its latest ones.
+const AttemptsPerEvent = store.AttemptsPerEvent
+
+// MaxAttemptExcerptBytes is the largest Config.AttemptExcerptBytes.
+const MaxAttemptExcerptBytes = store.MaxAttemptBody
+
+// IsLoggedHeader reports whether the attempt log keeps a response header of
+// that name (any case): Content-Type, Content-Length, Content-Encoding,
+// Retry-After, Location, Date and Server. Set-Cookie, authentication
+// challenges and every other header are never kept.
+func IsLoggedHeader(name string) bool {
+	return engine.LoggedHeader(name)
+}
+
+// Attempts returns the logged attempts of the event with that ID, oldest
+// first (empty when it has none yet): of a pending or dead event, and of a
+// delivered or deleted one while its tombstone lasts. ErrNotFound
+// otherwise. The log is local to this file: a store rebuilt from a
+// changelog has none of the attempts made before. Of a topic event it
+// returns the attempts of every delivery, each with its Endpoint, in the
+// order they started.
+func (o *Outbox) Attempts(ctx context.Context, id string) ([]Attempt, error) {
+	if err := o.enter(); err != nil {
+		return nil, err
+	}
+	defer o.ops.Done()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	as, err := o.st.Attempts(id)
+	if errors.Is(err, store.ErrNotFound) && validEventID(id) {
+		out, ok, gerr := o.attemptsOfGroup(id)
+		if gerr != nil {
+			return nil, mapErr("attempts", id, gerr)
+		}
+		if ok {
+			return out, nil
+		}
+	}
+	if err != nil {
+		return nil, mapErr("attempts", id, err)
+	}
+	out := make([]Attempt, len(as))
+	for i, a := range as {
+		out[i] = attemptFromStore(a, "")
+	}
+	return out, nil
+}
+
+// attemptFromStore converts a logged attempt of the delivery to endpoint
+// ("" for an event with a Destination).
+func attemptFromStore(a store.Attempt, endpoint string) Attempt {
+	act, _ := ParseAction(a.Action)
+	return Attempt{Seq: a.Seq, Delivery: a.Delivery, Endpoint: endpoint, StartedAt: a.StartedAt, Duration: a.Duration,
+		Action: act, Status: a.Status, Error: a.Error, Header: a.Headers, Body: a.Body}
+}
+
+// logsAttempts reports whether the outbox keeps an attempt log.
+func (c *Config) logsAttempts() bool { return !c.NoAttemptLog }
+
+// excerptBytes is how much of a response body the attempt log keeps.
+func (c *Config) excerptBytes() int {
+	if c.NoAttemptLog || c.AttemptExcerptBytes < 0 {
+		return 0
+	}
+	return c.AttemptExcerptBytes
+}
+
+// validateAttemptLog checks the attempt log's fields of a Config.
+func (c Config) validateAttemptLog() error {
+	if c.AttemptExcerptBytes > MaxAttemptExcerptBytes {
+		return &ConfigError{Field: "AttemptExcerptBytes", Reason: fmt.Sprintf("must not exceed %d", MaxAttemptExcerptBytes)}
+	}
+	return nil
 }

@@ -8,7 +8,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/outboxd/outbox/outbox/internal/route"
+	tracectx "github.com/outboxd/outbox/outbox/internal/traceparent"
 	"github.com/outboxd/outbox/store"
 )
 
@@ -88,7 +93,7 @@ type batch struct {
 	owner []int
 	// rt is the router the topic events were routed with, and unrouted
 	// tells whether one of them was kept unrouted.
-	rt       *router
+	rt       *route.Router
 	unrouted bool
 	topics   bool // a topic event is among the events: owner is not the identity
 }
@@ -125,7 +130,7 @@ func (o *Outbox) newRecords(events []Event, traceparent, tracestate string) (*ba
 	dropped := 0
 	for i := range events {
 		ev := events[i]
-		if ev.TraceParent == "" || !validTraceParent(ev.TraceParent) {
+		if ev.TraceParent == "" || !tracectx.Valid(ev.TraceParent) {
 			ev.TraceParent, ev.TraceState = traceparent, tracestate
 		}
 		r, err := o.newRecord(i, ev, now)
@@ -143,14 +148,14 @@ func (o *Outbox) newRecords(events []Event, traceparent, tracestate string) (*ba
 			b.topics = true
 		}
 		n := len(b.recs)
-		b.recs = o.fanOut(b.recs, r, b.rt)
+		b.recs = b.rt.FanOut(b.recs, r)
 		switch {
 		case len(b.recs) > n:
 		case o.cfg.Unrouted == UnroutedDrop:
 			dropped++
 			continue
 		default:
-			b.recs = append(b.recs, o.keepUnrouted(r))
+			b.recs = append(b.recs, route.KeepUnrouted(r, o.cfg.UnroutedRetention))
 			b.unrouted = true
 		}
 		for range len(b.recs) - n {
@@ -174,7 +179,7 @@ func (o *Outbox) insertErr(ids []string, err error) error {
 		}
 		return &DeletedError{Index: i, ID: de.ID, DeletedAt: de.DeletedAt.UTC()}
 	}
-	o.noteStoreErr(err)
+	o.eng.NoteStoreErr(err)
 	return mapErr("enqueue", "", err)
 }
 
@@ -249,7 +254,7 @@ func (o *Outbox) newRecordLax(ev Event, now time.Time) (*store.Record, error) {
 	}
 	r, err := o.buildRecord(ev, endpoint, now)
 	if err == nil && r.Topic != "" {
-		r.ID = deliveryID(r.ID, "") // a topic event dead before it was routed
+		r.ID = route.DeliveryID(r.ID, "") // a topic event dead before it was routed
 	}
 	return r, err
 }
@@ -266,7 +271,7 @@ func (o *Outbox) buildRecord(ev Event, endpoint string, now time.Time) (*store.R
 	if !ev.DeliverAt.IsZero() {
 		deliverAt = ev.DeliverAt.UTC()
 	}
-	traceparent, tracestate := traceContext(ev.TraceParent, ev.TraceState)
+	traceparent, tracestate := tracectx.Normalize(ev.TraceParent, ev.TraceState)
 	return &store.Record{
 		ID:            ev.ID,
 		Key:           ev.Key,
@@ -389,4 +394,76 @@ func (o *Outbox) checkUpsert(key string, fn func(current *Event) (Event, error))
 		return fmt.Errorf("outbox: upsert %q: %w: %w", key, ErrNoKeyIndex, store.ErrNoKeyIndex)
 	}
 	return nil
+}
+
+// DefaultMaxSchedule is Config.MaxSchedule's default: 30 days.
+const DefaultMaxSchedule = 30 * 24 * time.Hour
+
+// checkSchedule refuses an event (index i of the call) whose DeliverAt is
+// more than Config.MaxSchedule ahead of now. A DeliverAt that has passed is
+// fine: the event is due at once.
+func (o *Outbox) checkSchedule(i int, ev *Event) error {
+	if ev.DeliverAt.IsZero() {
+		return nil
+	}
+	now := o.clock.Now()
+	if limit := now.Add(o.cfg.MaxSchedule); ev.DeliverAt.After(limit) {
+		return &ValidationError{Index: i, Field: "deliver_at", Reason: ev.DeliverAt.UTC().Format(time.RFC3339Nano) +
+			" is more than " + o.cfg.MaxSchedule.String() + " ahead, past the scheduling horizon"}
+	}
+	return nil
+}
+
+// notBefore returns now, or deliverAt when that is later: when an event
+// with that not-before time may next be attempted.
+func notBefore(now, deliverAt time.Time) time.Time {
+	if deliverAt.After(now) {
+		return deliverAt
+	}
+	return now
+}
+
+// TracerName is the instrumentation scope of the outbox's spans.
+const TracerName = "github.com/outboxd/outbox/outbox"
+
+// The names of the outbox's spans.
+const (
+	// SpanEnqueue covers one Enqueue or Ingest call: validation and the
+	// wait for the durable (group) commit of its events.
+	SpanEnqueue = "outbox.enqueue"
+	// SpanDeliver covers one delivery attempt: the Sink's Deliver call.
+	SpanDeliver = "outbox.deliver"
+)
+
+// The attributes of the outbox's spans.
+const (
+	attrEvents = attribute.Key("outbox.events")
+)
+
+// The start options of the enqueue spans, made once: a call with no tracer
+// configured allocates as little as the no-op tracer lets it.
+var enqueueSpanOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)}
+
+// startEnqueue starts the span of an Enqueue or Ingest call of n events,
+// and returns the trace context its events take when they bring none of
+// their own: the span's, which is the caller's span context when no tracer
+// records (a no-op span carries its parent's), and empty when ctx has none.
+func (o *Outbox) startEnqueue(ctx context.Context, n int) (context.Context, trace.Span, string, string) {
+	ctx, span := o.tracer.Start(ctx, SpanEnqueue, enqueueSpanOpts...)
+	if span.IsRecording() {
+		span.SetAttributes(attrEvents.Int(n))
+	}
+	sc := span.SpanContext()
+	if !sc.IsValid() {
+		return ctx, span, "", ""
+	}
+	return ctx, span, tracectx.Format(sc), sc.TraceState().String()
+}
+
+// endSpan ends span, with an error status when err is not nil.
+func endSpan(span trace.Span, err error) {
+	if err != nil && span.IsRecording() {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
 }

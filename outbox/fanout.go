@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/outboxd/outbox/outbox/internal/route"
 	"github.com/outboxd/outbox/store"
 )
 
@@ -37,15 +38,6 @@ type DeliveryStatus struct {
 	Version uint64
 }
 
-// sep separates an event ID from the endpoint in the store ID of one of
-// its deliveries. ValidText refuses control characters, so it cannot occur
-// in an event ID nor in an endpoint name.
-const sep = "\x1f"
-
-// deliveryID is the store ID of the delivery of event id to endpoint;
-// with endpoint "", the store ID of the event kept unrouted.
-func deliveryID(id, endpoint string) string { return id + sep + endpoint }
-
 // DeadLetterEndpoint moves every pending event and delivery of endpoint to
 // the dead letters with reason (for a deleted endpoint: nothing is lost
 // silently) and returns how many it moved. Deliveries in flight at the
@@ -62,7 +54,7 @@ func (o *Outbox) DeadLetterEndpoint(ctx context.Context, endpoint, reason string
 	if reason == "" {
 		return 0, fmt.Errorf("outbox: dead-letter endpoint: %w: reason is required", ErrInvalid)
 	}
-	return o.deadLetterEndpoint(ctx, endpoint, reason)
+	return o.routes.DeadLetterEndpoint(ctx, endpoint, reason)
 }
 
 // ReplayDelivery moves the dead delivery of topic event id to endpoint
@@ -76,7 +68,7 @@ func (o *Outbox) ReplayDelivery(ctx context.Context, id, endpoint string) error 
 	if !validDeliveryRef(id, endpoint) {
 		return fmt.Errorf("outbox: replay delivery %q to %q: %w", id, endpoint, ErrNotFound)
 	}
-	if _, err := o.st.Replay(ctx, deliveryID(id, endpoint), o.clock.Now().UTC()); err != nil {
+	if _, err := o.st.Replay(ctx, route.DeliveryID(id, endpoint), o.clock.Now().UTC()); err != nil {
 		return mapDeliveryErr("replay delivery", id, endpoint, err)
 	}
 	o.wake()
@@ -95,7 +87,7 @@ func (o *Outbox) DeleteDelivery(ctx context.Context, id, endpoint string) error 
 	if !validDeliveryRef(id, endpoint) {
 		return fmt.Errorf("outbox: delete delivery %q to %q: %w", id, endpoint, ErrNotFound)
 	}
-	return mapDeliveryErr("delete delivery", id, endpoint, o.st.Drop(ctx, deliveryID(id, endpoint), "dropped by operator"))
+	return mapDeliveryErr("delete delivery", id, endpoint, o.st.Drop(ctx, route.DeliveryID(id, endpoint), "dropped by operator"))
 }
 
 // validDeliveryRef reports whether id and endpoint can name a delivery.
@@ -111,36 +103,6 @@ func mapDeliveryErr(op, id, endpoint string, err error) error {
 	return mapErr(op, id+" to "+endpoint, err)
 }
 
-// fanOut appends to recs one delivery of the topic event r per endpoint
-// rt subscribes to it, and returns recs (unchanged when none does).
-func (o *Outbox) fanOut(recs []*store.Record, r *store.Record, rt *router) []*store.Record {
-	for _, ep := range rt.endpoints(r.Topic, r.Headers) {
-		recs = append(recs, deliveryOf(r, ep))
-	}
-	return recs
-}
-
-// deliveryOf returns the delivery of the topic event r (its ID being the
-// event's or the unrouted record's) to endpoint. It shares r's headers and
-// payload, which the store only reads.
-func deliveryOf(r *store.Record, endpoint string) *store.Record {
-	d := *r
-	d.ID = deliveryID(store.GroupOf(r.ID), endpoint)
-	d.Destination, d.Endpoint = endpoint, endpoint
-	return &d
-}
-
-// keepUnrouted turns the topic event r into its unrouted record: stored
-// under ID ‖ sep, due when its retention ends (counted, as MaxAge is,
-// from its DeliverAt when that is later), to become a dead letter then.
-func (o *Outbox) keepUnrouted(r *store.Record) *store.Record {
-	u := *r
-	u.ID = deliveryID(r.ID, "")
-	u.Destination, u.Endpoint = "", ""
-	u.NextAttemptAt = notBefore(r.CreatedAt, r.DeliverAt).Add(o.cfg.UnroutedRetention)
-	return &u
-}
-
 // afterInsert routes the events just kept unrouted when the subscriptions
 // changed while they were being stored: SetSubscriptions may have looked
 // for unrouted events before they were committed.
@@ -149,166 +111,9 @@ func (o *Outbox) afterInsert(ctx context.Context, b *batch) {
 		return
 	}
 	if rt := o.router.Load(); rt != b.rt {
-		if err := o.routeUnrouted(ctx, rt); err != nil {
+		if err := o.routes.RouteUnrouted(ctx, rt); err != nil {
 			o.log.Warn("outbox: route unrouted events", "err", err)
 		}
-	}
-}
-
-// routeUnrouted routes every kept unrouted event that rt now subscribes an
-// endpoint to: each in one transaction that removes it and stores its
-// deliveries. An event that changed meanwhile (expired, deleted or routed
-// by another call) is left as it is.
-func (o *Outbox) routeUnrouted(ctx context.Context, rt *router) error {
-	if ss, err := o.st.Stats(); err != nil {
-		return mapErr("route unrouted", "", err)
-	} else if ss.Unrouted == 0 {
-		return nil
-	}
-	after := ""
-	routed := 0
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		recs, next, err := o.st.List(store.ListQuery{State: store.StatePending, After: after, Limit: MaxListLimit,
-			Filter: func(r *store.Record) bool { return r.Unrouted() }})
-		if err != nil {
-			return mapErr("route unrouted", "", err)
-		}
-		for _, u := range recs {
-			ok, err := o.routeOne(ctx, u, rt)
-			if err != nil {
-				return err
-			}
-			if ok {
-				routed++
-			}
-		}
-		if next == "" {
-			break
-		}
-		after = next
-	}
-	if routed > 0 {
-		o.log.Info("outbox: routed unrouted events to their new subscribers", "events", routed)
-		o.wake()
-	}
-	return nil
-}
-
-// routeOne routes the unrouted record u to the endpoints rt subscribes to
-// its topic; false when there are none, or u changed meanwhile.
-func (o *Outbox) routeOne(ctx context.Context, u *store.Record, rt *router) (bool, error) {
-	eps := rt.endpoints(u.Topic, u.Headers)
-	if len(eps) == 0 {
-		return false, nil
-	}
-	recs := make([]*store.Record, len(eps))
-	for i, ep := range eps {
-		d := deliveryOf(u, ep)
-		d.NextAttemptAt = time.Time{} // due from its creation (or DeliverAt) on
-		d.Attempts, d.Deliveries, d.LastStatus, d.LastError = 0, 0, 0, ""
-		recs[i] = d
-	}
-	err := o.st.Route(ctx, u.ID, u.Version, recs)
-	switch {
-	case errors.Is(err, store.ErrStale):
-		return false, nil
-	case err != nil:
-		return false, mapErr("route unrouted", store.GroupOf(u.ID), err)
-	}
-	return true, nil
-}
-
-// unroutedReason is the dead reason of an event kept unrouted past its
-// retention.
-func unroutedReason(topic string) string {
-	return "unrouted: no endpoint subscribes to topic " + quote(topic)
-}
-
-// expireUnrouted handles the unrouted records a punctuation found due:
-// routed when a subscription for them appeared meanwhile (one set while
-// they were being stored, or a dead letter replayed), dead letters
-// otherwise.
-func (o *Outbox) expireUnrouted(ctx context.Context, recs []*store.Record) {
-	rt := o.router.Load()
-	var outs []store.Outcome
-	for _, u := range recs {
-		if ok, err := o.routeOne(ctx, u, rt); err != nil {
-			o.logStoreErr("route unrouted event", err)
-			return
-		} else if ok {
-			continue
-		}
-		outs = append(outs, store.Outcome{Kind: store.OutcomeDead, ID: u.ID, Version: u.Version,
-			Attempts: u.Attempts, Deliveries: u.Deliveries, LastStatus: u.LastStatus, LastError: u.LastError,
-			Reason: unroutedReason(u.Topic)})
-	}
-	if len(outs) == 0 {
-		o.wake()
-		return
-	}
-	if _, err := o.st.Apply(ctx, outs, nil); err != nil {
-		o.logStoreErr("dead-letter unrouted events", err)
-		return
-	}
-	o.log.Warn("outbox: unrouted events became dead letters: no endpoint subscribed to their topic within the retention", "events", len(outs))
-}
-
-// deadLetterEndpoint is DeadLetterEndpoint. It moves the endpoint's
-// pending records page by page and goes over them again until a pass finds
-// none, so that records rescheduled by a delivery outcome meanwhile (their
-// version changed, the move was stale) are moved too.
-func (o *Outbox) deadLetterEndpoint(ctx context.Context, endpoint, reason string) (int, error) {
-	total := 0
-	for pass := 0; ; pass++ {
-		moved, stale, err := o.deadLetterPass(ctx, endpoint, reason)
-		total += moved
-		if err != nil {
-			return total, err
-		}
-		if stale == 0 {
-			return total, nil
-		}
-		if pass >= 100 {
-			return total, fmt.Errorf("outbox: dead-letter endpoint %q: %d events kept changing under the move; call again", endpoint, stale)
-		}
-	}
-}
-
-// deadLetterPass moves the endpoint's pending records listed in one pass.
-func (o *Outbox) deadLetterPass(ctx context.Context, endpoint, reason string) (moved, stale int, err error) {
-	after := ""
-	for {
-		recs, next, err := o.st.List(store.ListQuery{State: store.StatePending, After: after, Limit: MaxListLimit,
-			Filter: func(r *store.Record) bool { return r.Endpoint == endpoint }})
-		if err != nil {
-			return moved, stale, mapErr("dead-letter endpoint", endpoint, err)
-		}
-		if len(recs) > 0 {
-			outs := make([]store.Outcome, len(recs))
-			for i, r := range recs {
-				outs[i] = store.Outcome{Kind: store.OutcomeDead, ID: r.ID, Version: r.Version,
-					Attempts: r.Attempts, Deliveries: r.Deliveries, LastStatus: r.LastStatus, LastError: r.LastError,
-					Reason: reason}
-			}
-			res, err := o.st.Apply(ctx, outs, nil)
-			if err != nil {
-				return moved, stale, mapErr("dead-letter endpoint", endpoint, err)
-			}
-			for _, r := range res {
-				if r == store.Applied {
-					moved++
-				} else {
-					stale++
-				}
-			}
-		}
-		if next == "" {
-			return moved, stale, nil
-		}
-		after = next
 	}
 }
 
@@ -336,7 +141,7 @@ func (o *Outbox) getGroup(id string) (ev Event, ok bool, err error) {
 		default:
 			gone = true
 		}
-		ep := m.ID[len(id)+len(sep):]
+		ep := m.ID[len(id)+len(store.GroupSep):]
 		if m.Record != nil {
 			anyRecorded = true
 			if base == nil || (base.Unrouted() && !m.Record.Unrouted()) {
@@ -404,7 +209,7 @@ func (o *Outbox) attemptsOfGroup(id string) ([]Attempt, bool, error) {
 		if err != nil {
 			return nil, true, err
 		}
-		ep := m.ID[len(id)+len(sep):]
+		ep := m.ID[len(id)+len(store.GroupSep):]
 		for _, a := range as {
 			out = append(out, attemptFromStore(a, ep))
 		}
@@ -415,19 +220,176 @@ func (o *Outbox) attemptsOfGroup(id string) ([]Attempt, bool, error) {
 	return out, true, nil
 }
 
-// orderKey is the unit of per-key order of r in flight: its Key, scoped
-// by its endpoint for a delivery of a topic event (as the store's key
-// index scopes it).
-func orderKey(r *store.Record) string {
-	if r.Topic == "" {
-		return r.Key
-	}
-	return r.Endpoint + sep + r.Key
-}
-
 // hasUnrouted reports whether events are kept unrouted (List then leaves
 // them out of the pending events).
 func (o *Outbox) hasUnrouted() bool {
 	ss, err := o.st.Stats()
 	return err != nil || ss.Unrouted > 0
 }
+
+// Subscription subscribes an endpoint to topics: every event enqueued with
+// a Topic that one of Topics matches (and that carries Headers, when set)
+// gets a delivery to Endpoint. An endpoint may have several subscriptions
+// (each with its own header filter); an event that matches more than one
+// of them still gets one delivery to that endpoint.
+type Subscription struct {
+	// Endpoint is an endpoint name the Sink resolves to itself (when the
+	// Sink implements EndpointResolver, ResolveEndpoint(Endpoint) must
+	// return Endpoint). Required.
+	Endpoint string
+	// Topics are topic names or patterns (see ValidateTopicPattern):
+	// "order.paid", "order.*", "*". At least one.
+	Topics []string
+	// Headers is an optional filter: the event must carry each of these
+	// headers (names compared case-insensitively) with exactly this value.
+	Headers map[string]string
+}
+
+// UnroutedPolicy says what becomes of an event whose topic no endpoint
+// subscribes to when it is enqueued.
+type UnroutedPolicy uint8
+
+const (
+	// UnroutedKeep keeps such an event as unrouted (counted in
+	// Stats.Unrouted, listed by ListOptions.Unrouted) for
+	// Config.UnroutedRetention: a subscription that matches it set within
+	// that time (SetSubscriptions) routes it to its endpoints; after it, it
+	// becomes a dead letter with the reason "unrouted: no endpoint
+	// subscribes to topic ...". The default.
+	UnroutedKeep UnroutedPolicy = iota
+	// UnroutedDrop drops such an event: Enqueue succeeds, nothing is
+	// stored (no dedup either), the drop is counted in
+	// Stats.UnroutedDroppedTotal and logged.
+	UnroutedDrop
+)
+
+// String returns "keep" or "drop".
+func (p UnroutedPolicy) String() string {
+	switch p {
+	case UnroutedKeep:
+		return "keep"
+	case UnroutedDrop:
+		return "drop"
+	}
+	return "unknown"
+}
+
+// SetSubscriptions replaces every subscription with subs. They are
+// validated as a whole first: on error nothing changes and the error is a
+// *ValidationError with Index the subscription's index in subs and Field
+// "endpoint", "topics" or "headers". Then the kept unrouted events that
+// the new subscriptions match are routed to their endpoints, each in one
+// write transaction with its deliveries (the event stays unrouted if that
+// fails; the error is returned, and the next SetSubscriptions tries
+// again). Events already routed keep their deliveries: a new subscriber
+// does not receive events enqueued before it subscribed, and an endpoint
+// that no longer subscribes keeps its pending deliveries (DeadLetterEndpoint
+// moves those of an endpoint that is removed). Safe while the outbox runs;
+// subs is copied. Routing the kept unrouted events reads every pending
+// event once (none when Stats.Unrouted is 0).
+func (o *Outbox) SetSubscriptions(ctx context.Context, subs []Subscription) error {
+	if err := o.enter(); err != nil {
+		return err
+	}
+	defer o.ops.Done()
+	r, err := o.newRouter(subs)
+	if err != nil {
+		return err
+	}
+	o.router.Store(r)
+	return o.routes.RouteUnrouted(ctx, r)
+}
+
+// Subscriptions returns a copy of the subscriptions in use.
+func (o *Outbox) Subscriptions() []Subscription {
+	rules := o.router.Load().Rules()
+	if rules == nil {
+		return nil
+	}
+	subs := make([]Subscription, len(rules))
+	for i, r := range rules {
+		subs[i] = Subscription(r)
+	}
+	return subs
+}
+
+// newRouter validates subs and builds their router; the error is a
+// *ValidationError naming the subscription and its field.
+func (o *Outbox) newRouter(subs []Subscription) (*route.Router, error) {
+	var rules []route.Rule
+	if subs != nil {
+		rules = make([]route.Rule, len(subs))
+	}
+	for i, s := range subs {
+		if err := o.validateSubscription(s); err != nil {
+			err.Index = i
+			return nil, err
+		}
+		rules[i] = route.Rule(s)
+	}
+	return route.New(rules), nil
+}
+
+// validateSubscription checks one subscription.
+func (o *Outbox) validateSubscription(s Subscription) *ValidationError {
+	bad := func(field, reason string) *ValidationError {
+		return &ValidationError{Field: field, Reason: reason, subscription: true}
+	}
+	if s.Endpoint == "" {
+		return bad("endpoint", "required")
+	}
+	if !ValidText(s.Endpoint) {
+		return bad("endpoint", "must be valid UTF-8 without control characters")
+	}
+	// A delivery is stored under the event's ID, a separator and the
+	// endpoint's name.
+	if n := store.MaxIDLen - o.cfg.MaxIDBytes - len(store.GroupSep); len(s.Endpoint) > n {
+		return bad("endpoint", "longer than "+itoa(n)+" bytes (the store's ID limit less Config.MaxIDBytes and a separator)")
+	}
+	if o.resolver != nil {
+		ep, err := o.resolver.ResolveEndpoint(s.Endpoint)
+		if err != nil {
+			return bad("endpoint", "unknown endpoint "+quote(s.Endpoint)+": "+err.Error())
+		}
+		if ep != s.Endpoint {
+			return bad("endpoint", quote(s.Endpoint)+" is not an endpoint name (it resolves to "+quote(ep)+")")
+		}
+	}
+	if len(s.Topics) == 0 {
+		return bad("topics", "at least one topic or pattern is required")
+	}
+	for _, p := range s.Topics {
+		if err := ValidateTopicPattern(p); err != nil {
+			return bad("topics", fmt.Sprintf("pattern %q %v", p, err))
+		}
+	}
+	for name, value := range s.Headers {
+		if !ValidHeaderName(name) {
+			return bad("headers", "invalid header name "+quote(name))
+		}
+		if !ValidHeaderValue(value) {
+			return bad("headers", "invalid value for header "+quote(name))
+		}
+	}
+	if a, b, ok := sameHeaderTwice(s.Headers); ok {
+		return bad("headers", "headers "+quote(a)+" and "+quote(b)+" are the same header (names are case-insensitive)")
+	}
+	return nil
+}
+
+// MaxTopicBytes is the longest topic (and topic pattern) accepted.
+const MaxTopicBytes = 200
+
+// ValidateTopic returns nil when topic is a valid topic name, or an error
+// saying what is wrong with it. A topic is 1 to MaxTopicBytes bytes of
+// segments separated by dots, each segment one or more of the characters
+// A-Z, a-z, 0-9, '_' and '-': "order.paid", "invoice_v2.created".
+func ValidateTopic(topic string) error { return route.ValidateTopic(topic) }
+
+// ValidateTopicPattern returns nil when pattern is a valid subscription
+// pattern, or an error saying what is wrong with it. A pattern is a topic
+// (matching that topic only), a topic followed by ".*" (matching every
+// topic that starts with that topic and a dot, at any depth: "order.*"
+// matches "order.paid" and "order.paid.eu" but not "order"), or "*" alone
+// (matching every topic).
+func ValidateTopicPattern(pattern string) error { return route.ValidateTopicPattern(pattern) }

@@ -7,9 +7,12 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/outboxd/outbox/outbox/internal/engine"
+	"github.com/outboxd/outbox/outbox/internal/route"
 	"github.com/outboxd/outbox/scheduler"
 	"github.com/outboxd/outbox/store"
 )
@@ -33,7 +36,8 @@ type Outbox struct {
 	hooksMu sync.Mutex
 	hooks   atomic.Pointer[[]Hooks]
 
-	router atomic.Pointer[router] // the subscriptions in use
+	router atomic.Pointer[route.Router] // the subscriptions in use
+	routes *route.Mover                 // routes and dead-letters stored records
 
 	mu       sync.Mutex
 	started  bool
@@ -47,7 +51,7 @@ type Outbox struct {
 	deliverP *scheduler.Punctuation
 	maintP   *scheduler.Punctuation
 
-	eng *engine
+	eng *engine.Engine // the delivery machinery
 
 	enqueuedTotal   atomic.Uint64
 	duplicatesTotal atomic.Uint64
@@ -91,7 +95,8 @@ func Open(path string, cfg Config) (*Outbox, error) {
 		return nil, errors.Join(&ConfigError{Field: "Subscriptions[" + itoa(ve.Index) + "]." + ve.Field, Reason: ve.Reason}, st.Close())
 	}
 	o.router.Store(r)
-	o.eng, err = newEngine(o)
+	o.routes = &route.Mover{St: st, Log: o.log, MapErr: mapErr, LogStoreErr: o.logStoreErr, Wake: o.wake, PageSize: MaxListLimit}
+	o.eng, err = o.newEngine()
 	if err != nil {
 		return nil, errors.Join(wrapStoreErr("open", err), st.Close())
 	}
@@ -120,15 +125,15 @@ func (o *Outbox) Start() error {
 			o.log.Error("outbox: punctuation panicked", "punctuation", name, "panic", fmt.Sprint(v))
 		},
 	})
-	o.eng.start()
-	dp, err := sched.Schedule(o.cfg.Interval, scheduler.WallClock, o.eng.punctuate, scheduler.Options{Name: "deliver"})
+	o.eng.Start()
+	dp, err := sched.Schedule(o.cfg.Interval, scheduler.WallClock, o.eng.Punctuate, scheduler.Options{Name: "deliver"})
 	if err == nil {
 		o.deliverP = dp
 		o.maintP, err = sched.Schedule(o.cfg.MaintenanceInterval, scheduler.WallClock, o.maintain, scheduler.Options{Name: "maintain"})
 	}
 	if err != nil {
 		cerr := sched.Close(context.Background())
-		o.eng.stop(context.Background())
+		_ = o.eng.Stop(context.Background())
 		return errors.Join(fmt.Errorf("outbox: start: %w", err), cerr)
 	}
 	o.sched = sched
@@ -167,7 +172,7 @@ func (o *Outbox) Stop(ctx context.Context) error {
 		if err := sched.Close(ctx); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 			errs = append(errs, fmt.Errorf("outbox: stop scheduler: %w", err))
 		}
-		if err := o.eng.stop(ctx); err != nil {
+		if err := o.eng.Stop(ctx); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -188,6 +193,84 @@ func (o *Outbox) Stop(ctx context.Context) error {
 	close(o.stopDone)
 	return o.stopErr
 }
+
+// newEngine builds the delivery engine on o's store. It takes the
+// configuration's values, and calls back into the outbox, in the outbox's
+// types, for the Sink, the wake-up, unrouted events and the hooks.
+func (o *Outbox) newEngine() (*engine.Engine, error) {
+	c := &o.cfg
+	return engine.New(o.st, engine.Config{
+		Concurrency:       c.Concurrency,
+		MaxPerEndpoint:    c.MaxPerEndpoint,
+		MaxUncommitted:    c.MaxUncommitted,
+		BatchSize:         c.BatchSize,
+		CommitInterval:    c.CommitInterval,
+		Ordered:           c.Ordered,
+		MaxAttempts:       c.MaxAttempts,
+		MaxAge:            c.MaxAge,
+		ParkInterval:      c.ParkInterval,
+		MaxThrottle:       c.MaxThrottle,
+		BackoffInitial:    c.BackoffInitial,
+		BackoffMax:        c.BackoffMax,
+		BackoffMultiplier: c.BackoffMultiplier,
+		Breaker:           engine.Breaker(c.Breaker),
+		Limiter:           c.RateLimits.engineLimiter(),
+		LogAttempts:       c.logsAttempts(),
+		ExcerptBytes:      c.excerptBytes(),
+		Clock:             o.clock,
+		Logger:            o.log,
+		Tracer:            o.tracer,
+		Deliver:           o.deliver,
+		Wake:              o.wake,
+		ExpireUnrouted: func(ctx context.Context, recs []*store.Record) {
+			o.routes.Expire(ctx, recs, o.router.Load())
+		},
+		Hooks: engine.Hooks{
+			OnDelivery:    o.delivered,
+			OnPunctuation: o.hookPunctuation,
+			OnBreaker:     o.breakerChanged,
+			OnRateLimited: o.hookRateLimited,
+		},
+	})
+}
+
+// Health reports why the outbox cannot do its job now, or nil when it can.
+// The error matches ErrUnavailable and says what is wrong:
+//
+//   - the file is damaged (a store call found data that fails its checksum
+//     or framing; the error matches ErrDamaged too): no delivery starts again and Enqueue refuses new events
+//     until the file is repaired or restored and the outbox reopened;
+//   - the outcomes of finished deliveries cannot be committed (a full or
+//     failing disk): no delivery starts while they wait in memory (at most
+//     MaxUncommitted of them), and the outbox retries their commit until
+//     it succeeds; then deliveries resume and Health is nil again.
+//
+// A sidecar's readiness probe should report it.
+func (o *Outbox) Health() error {
+	corrupt, commitErr, since := o.eng.Health()
+	switch {
+	case corrupt != nil:
+		return fmt.Errorf("%w: %w (%s): deliveries stopped and new events refused: %v",
+			ErrUnavailable, ErrDamaged, o.st.Path(), corrupt)
+	case commitErr != nil:
+		return fmt.Errorf("%w: committing delivery outcomes has failed since %s, deliveries paused: %v",
+			ErrUnavailable, since.UTC().Format(time.RFC3339), commitErr)
+	}
+	return nil
+}
+
+// refuseIfCorrupt returns the error Enqueue answers with while the file is
+// known to be damaged.
+func (o *Outbox) refuseIfCorrupt() error {
+	if corrupt, _, _ := o.eng.Health(); corrupt != nil {
+		return fmt.Errorf("%w: %w: %v", ErrUnavailable, ErrDamaged, corrupt)
+	}
+	return nil
+}
+
+// logStoreErr logs a store error of a background step (see
+// engine.LogStoreErr: damaged data is recorded in the outbox's health).
+func (o *Outbox) logStoreErr(step string, err error) { o.eng.LogStoreErr(step, err) }
 
 // enter registers an API call in progress; it fails with ErrClosed once Stop
 // has begun. Every successful enter must be paired with o.ops.Done().

@@ -2,7 +2,12 @@ package outbox
 
 import (
 	"context"
+	"maps"
 	"time"
+
+	"github.com/outboxd/outbox/outbox/internal/engine"
+	"github.com/outboxd/outbox/outbox/internal/route"
+	"github.com/outboxd/outbox/store"
 )
 
 // Sink delivers one event to its destination. The outbox calls Deliver from
@@ -106,22 +111,22 @@ const (
 
 // String returns the action's name as used in the policy table, logs and
 // metrics: success, retry, park, throttle, disable or dead.
-func (a Action) String() string {
-	switch a {
-	case ActionSuccess:
-		return "success"
-	case ActionRetry:
-		return "retry"
-	case ActionPark:
-		return "park"
-	case ActionThrottle:
-		return "throttle"
-	case ActionDisable:
-		return "disable"
-	case ActionDead:
-		return "dead"
-	}
-	return "unknown"
+func (a Action) String() string { return engine.Action(a).String() }
+
+// The actions and breaker states are the engine's, value for value, so
+// that converting is a
+// cast (a constant index out of range fails the build).
+var _ = [...]struct{}{
+	[1]struct{}{}[int(ActionSuccess)-int(engine.ActionSuccess)],
+	[1]struct{}{}[int(ActionRetry)-int(engine.ActionRetry)],
+	[1]struct{}{}[int(ActionPark)-int(engine.ActionPark)],
+	[1]struct{}{}[int(ActionThrottle)-int(engine.ActionThrottle)],
+	[1]struct{}{}[int(ActionDisable)-int(engine.ActionDisable)],
+	[1]struct{}{}[int(ActionDead)-int(engine.ActionDead)],
+	[1]struct{}{}[int(BreakerClosed)-int(engine.BreakerClosed)],
+	[1]struct{}{}[int(BreakerOpen)-int(engine.BreakerOpen)],
+	[1]struct{}{}[int(BreakerHalfOpen)-int(engine.BreakerHalfOpen)],
+	[1]struct{}{}[MaxTopicBytes-route.MaxTopicBytes],
 }
 
 // ParseAction parses an action name as returned by Action.String.
@@ -154,4 +159,27 @@ type Result struct {
 	// Err is the transport or protocol error, if any. It must not contain
 	// credentials or secrets.
 	Err error
+}
+
+// deliver is the engine's call of the Sink: one attempt at r, in the
+// outbox's types.
+func (o *Outbox) deliver(ctx context.Context, r *store.Record) engine.Result {
+	d := &Delivery{
+		ID:          store.GroupOf(r.ID), // the event's ID, for every delivery of it
+		Key:         r.Key,
+		Destination: r.Destination,
+		Endpoint:    r.Endpoint,
+		Topic:       r.Topic,
+		Method:      r.Method,
+		Headers:     maps.Clone(r.Headers),
+		Payload:     r.Payload,
+		Attempt:     r.Deliveries + 1,
+		CreatedAt:   r.CreatedAt,
+	}
+	if o.cfg.logsAttempts() {
+		d.LogResponse, d.ExcerptBytes = true, o.cfg.excerptBytes()
+	}
+	res := o.sink.Deliver(ctx, d)
+	return engine.Result{Action: engine.Action(res.Action), Status: res.Status, RetryAfter: res.RetryAfter,
+		Body: res.Body, Header: res.Header, Err: res.Err}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/outbox"
+	"github.com/outboxd/outbox/outbox/internal/engine"
 )
 
 const (
@@ -164,5 +165,13 @@ func TestTraceContextThroughChangelogRestore(t *testing.T) {
 	}
 	if got, err := fresh.Get(ctx, "t"); err != nil || got.TraceParent != producerTP || got.TraceState != "vendor=x" {
 		t.Errorf("restored: %q %q, %v", got.TraceParent, got.TraceState, err)
+	}
+}
+
+// The engine starts the attempt spans: their name is the outbox's
+// SpanDeliver.
+func TestSpanDeliverIsTheEngines(t *testing.T) {
+	if outbox.SpanDeliver != engine.SpanDeliver {
+		t.Fatalf("outbox.SpanDeliver %q, the engine names its spans %q", outbox.SpanDeliver, engine.SpanDeliver)
 	}
 }

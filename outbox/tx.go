@@ -7,6 +7,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/outboxd/outbox/outbox/internal/traceparent"
 	"github.com/outboxd/outbox/store"
 )
 
@@ -99,7 +100,7 @@ func (tx *Tx) Upsert(key string, fn func(current *Event) (Event, error)) (Event,
 		if _, ok := err.(*ValidationError); ok {
 			return Event{}, err
 		}
-		o.noteStoreErr(err)
+		o.eng.NoteStoreErr(err)
 		return Event{}, mapErr("upsert", key, err)
 	}
 	if inserted {
@@ -157,7 +158,7 @@ func (o *Outbox) Update(ctx context.Context, fn func(tx *Tx) error) error {
 		return err
 	}
 	var last *Tx
-	tp, ts := callerTrace(ctx)
+	tp, ts := traceparent.FromContext(ctx)
 	rt := o.router.Load()
 	err := o.st.AppUpdate(ctx, func(at *store.AppTx) error {
 		last = &Tx{o: o, at: at, traceparent: tp, tracestate: ts}
@@ -212,7 +213,7 @@ func (o *Outbox) appErr(op string, err error) error {
 		errors.Is(err, store.ErrReadOnly):
 		return wrapStoreErr(op, err)
 	case errors.Is(err, store.ErrCorrupt):
-		o.noteStoreErr(err)
+		o.eng.NoteStoreErr(err)
 		return wrapStoreErr(op, err)
 	}
 	return err

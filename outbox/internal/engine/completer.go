@@ -1,4 +1,4 @@
-package outbox
+package engine
 
 import (
 	"context"
@@ -14,9 +14,9 @@ import (
 // are under way whatever finishes within CommitInterval of the first. The
 // wait sleeps on a timer, not on each outcome: workers signal commitNow when
 // the batch is full or nothing else is under way.
-func (e *engine) commitLoop() {
+func (e *Engine) commitLoop() {
 	defer close(e.committerDone)
-	c := &e.o.cfg
+	c := &e.cfg
 	batch := make([]*job, 0, e.commitLimit)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -51,14 +51,14 @@ func (e *engine) commitLoop() {
 // mayWait reports whether the commit that will include j's outcome may wait
 // for more outcomes: some delivery is under way, and j is not a keyed event
 // of an Ordered outbox (whose successor waits for this commit).
-func (e *engine) mayWait(j *job) bool {
+func (e *Engine) mayWait(j *job) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.mayWaitLocked(j) && e.uncommitted < e.commitLimit
 }
 
-func (e *engine) mayWaitLocked(j *job) bool {
-	if e.o.cfg.Ordered && j.rec.Key != "" {
+func (e *Engine) mayWaitLocked(j *job) bool {
+	if e.cfg.Ordered && j.rec.Key != "" {
 		return false
 	}
 	return e.running && e.delivering > 0
@@ -69,10 +69,9 @@ func (e *engine) mayWaitLocked(j *job) bool {
 // and their events in flight: no delivery starts meanwhile (see health), and
 // the write is retried until it succeeds, so a failing disk repeats no
 // delivery; only Stop's deadline gives them up (see stop).
-func (e *engine) commit(batch []*job) {
-	o := e.o
+func (e *Engine) commit(batch []*job) {
 	stopping := e.deliverCtx.Err() != nil
-	outs, touched, infos := e.outcomes(batch, o.clock.Now().UTC(), stopping)
+	outs, touched, infos := e.outcomes(batch, e.clock.Now().UTC(), stopping)
 	if len(outs) > 0 || len(touched) > 0 {
 		if !e.apply(outs, touched) {
 			e.release(batch)
@@ -80,17 +79,10 @@ func (e *engine) commit(batch []*job) {
 		}
 	}
 	e.release(batch)
-	for _, info := range infos {
-		switch {
-		case info.Action == ActionSuccess:
-			o.deliveredTotal.Add(1)
-		default:
-			o.failedTotal.Add(1)
+	if f := e.cfg.Hooks.OnDelivery; f != nil {
+		for _, info := range infos {
+			f(info)
 		}
-		if info.Dead {
-			o.deadTotal.Add(1)
-		}
-		o.hookDelivery(info)
 	}
 	// Committed events left the in-flight set: refill the ready queue if it
 	// runs low, and look again at once after failures (a retry may already
@@ -99,7 +91,7 @@ func (e *engine) commit(batch []*job) {
 		return out.Kind != store.OutcomeDelete && out.Kind != store.OutcomeAttempt
 	})
 	if !stopping && (failed || e.readyLow()) {
-		o.wake()
+		e.wake()
 	}
 }
 
@@ -110,8 +102,7 @@ func (e *engine) commit(batch []*job) {
 // not across the waits, so that admin calls are not held up by a failing
 // disk; a try after a wait writes the endpoints as the cache has them then,
 // which includes what EnableEndpoint did meanwhile.
-func (e *engine) outcomes(batch []*job, now time.Time, stopping bool) ([]store.Outcome, []string, []DeliveryInfo) {
-	o := e.o
+func (e *Engine) outcomes(batch []*job, now time.Time, stopping bool) ([]store.Outcome, []string, []DeliveryInfo) {
 	outs := make([]store.Outcome, 0, len(batch))
 	infos := make([]DeliveryInfo, 0, len(batch))
 	var touched, answered []string
@@ -132,15 +123,15 @@ func (e *engine) outcomes(batch []*job, now time.Time, stopping bool) ([]store.O
 				ep = store.EndpointState{Name: r.Endpoint}
 			}
 		}
-		out, newEP, dead := o.outcome(r, res, ep, j.begun, now)
-		o.breaker(&newEP, res, j.tripped, j.begun, now)
+		out, newEP, dead := e.outcome(r, res, ep, j.begun, now)
+		e.breaker(&newEP, res, j.tripped, j.begun, now)
 		if newEP.BreakerUntil != ep.BreakerUntil {
 			switch {
 			case newEP.BreakerUntil.IsZero():
-				o.logBreaker(newEP, BreakerClosed)
+				e.logBreaker(newEP, BreakerClosed)
 				e.forwardLater(r.Endpoint)
 			default:
-				o.logBreaker(newEP, BreakerOpen)
+				e.logBreaker(newEP, BreakerOpen)
 			}
 		}
 		if newEP != ep {
@@ -153,7 +144,7 @@ func (e *engine) outcomes(batch []*job, now time.Time, stopping bool) ([]store.O
 		if res.Action == ActionThrottle || res.Action == ActionDisable || j.tripped {
 			answered = append(answered, r.Endpoint) // in the cache below
 		}
-		if a := o.attemptOf(j); a != nil {
+		if a := e.attemptOf(j); a != nil {
 			if out == nil {
 				// The event stays as it is (a disable): only its attempt.
 				out = &store.Outcome{Kind: store.OutcomeAttempt, ID: r.ID, Version: r.Version}
@@ -186,8 +177,7 @@ const (
 
 // apply writes outcomes and the current cached state of the touched
 // endpoints, retrying while the store refuses. It reports false when the
-func (e *engine) apply(outs []store.Outcome, touched []string) bool {
-	o := e.o
+func (e *Engine) apply(outs []store.Outcome, touched []string) bool {
 	wait := commitRetryMin
 	var timer *time.Timer
 	for first := true; ; first = false {
@@ -208,21 +198,21 @@ func (e *engine) apply(outs []store.Outcome, touched []string) bool {
 		}
 		e.holds.mu.Lock()
 		eps := e.holds.statesLocked(touched)
-		results, err := o.st.Apply(context.Background(), outs, eps)
+		results, err := e.st.Apply(context.Background(), outs, eps)
 		e.holds.mu.Unlock()
 		switch {
 		case err == nil:
 			for i, res := range results {
 				if res == store.Stale {
-					o.log.Debug("outbox: outcome for a changed event not applied", "id", outs[i].ID, "version", outs[i].Version)
+					e.log.Debug("outbox: outcome for a changed event not applied", "id", outs[i].ID, "version", outs[i].Version)
 				}
 			}
 			e.commitRecovered()
 			return true
 		case errors.Is(err, store.ErrClosed), errors.Is(err, store.ErrInvalid):
-			o.logStoreErr("commit outcomes", err)
+			e.LogStoreErr("commit outcomes", err)
 			return false
-		case o.noteStoreErr(err):
+		case e.NoteStoreErr(err):
 			return false
 		}
 		e.commitFailed(err)

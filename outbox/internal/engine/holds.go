@@ -1,4 +1,4 @@
-package outbox
+package engine
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 // that saw an endpoint held cannot push its events back after it was
 // enabled. Readers do not take it: the cache is a map replaced whole.
 type holds struct {
-	o  *Outbox // for its log and hooks
+	e  *Engine // for its log, hooks and live failure streaks
 	st *store.Store
 
 	mu    sync.Mutex
@@ -33,8 +33,8 @@ type holds struct {
 	soon sync.Map // endpoint name → struct{}
 }
 
-func newHolds(o *Outbox) (*holds, error) {
-	st := o.st
+func newHolds(e *Engine) (*holds, error) {
+	st := e.st
 	eps, err := st.Endpoints()
 	if err != nil {
 		return nil, fmt.Errorf("read endpoints: %w", err)
@@ -43,7 +43,7 @@ func newHolds(o *Outbox) (*holds, error) {
 	for _, ep := range eps {
 		m[ep.Name] = ep
 	}
-	h := &holds{o: o, st: st}
+	h := &holds{e: e, st: st}
 	h.cache.Store(&m)
 	return h, nil
 }
@@ -154,22 +154,22 @@ func (h *holds) list() ([]store.EndpointState, error) {
 
 // enable clears the endpoint's disable, throttle and streak in the store
 // and the cache, then runs after (bringing its events forward) under the
-// same lock. ErrNotFound when the endpoint has no state.
+// same lock. store.ErrNotFound when the endpoint has no state.
 func (h *holds) enable(ctx context.Context, name string, now time.Time, after func() error) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	ep, ok, err := h.st.Endpoint(name)
 	if err != nil {
-		return mapErr("enable endpoint", name, err)
+		return err
 	}
 	if !ok {
-		return fmt.Errorf("outbox: enable endpoint %q: %w", name, ErrNotFound)
+		return fmt.Errorf("endpoint %q: %w", name, store.ErrNotFound)
 	}
 	ep.Disabled = false
 	ep.DisabledReason = ""
 	ep.DisabledAt = time.Time{}
 	if err := h.liftLocked(ctx, ep, now); err != nil {
-		return mapErr("enable endpoint", name, err)
+		return err
 	}
 	return after()
 }
@@ -199,24 +199,23 @@ func (h *holds) pushBack(ctx context.Context, outs []store.Outcome, endpoints []
 // retry closes the endpoint's breaker and lifts its throttle, in the store
 // and the cache, then runs after (making its events due) under the same
 // lock. An endpoint with no state is fine when listed (it has nothing to
-// lift); otherwise ErrNotFound. ErrEndpointDisabled when it is disabled.
+// lift); otherwise store.ErrNotFound. A *DisabledError when it is disabled.
 func (h *holds) retry(ctx context.Context, name string, now time.Time, listed bool, after func() error) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	ep, ok, err := h.st.Endpoint(name)
 	if err != nil {
-		return mapErr("retry endpoint", name, err)
+		return err
 	}
 	switch {
 	case !ok && !listed:
-		return fmt.Errorf("outbox: retry endpoint %q: %w", name, ErrNotFound)
+		return fmt.Errorf("endpoint %q: %w", name, store.ErrNotFound)
 	case ep.Disabled:
-		return fmt.Errorf("outbox: retry endpoint %q: %w since %s (%s); enable it instead", name, ErrEndpointDisabled,
-			ep.DisabledAt.Format(time.RFC3339), ep.DisabledReason)
+		return &DisabledError{Since: ep.DisabledAt, Reason: ep.DisabledReason}
 	}
 	if ok && (!ep.BreakerUntil.IsZero() || !ep.NotBefore.IsZero() || ep.FailureStreak != 0) {
 		if err := h.liftLocked(ctx, ep, now); err != nil {
-			return mapErr("retry endpoint", name, err)
+			return err
 		}
 	}
 	return after()
@@ -236,10 +235,10 @@ func (h *holds) liftLocked(ctx context.Context, ep store.EndpointState, now time
 		return err
 	}
 	h.setLocked(map[string]store.EndpointState{ep.Name: ep}, nil)
-	h.o.eng.resetStreak(ep.Name)
+	h.e.resetStreak(ep.Name)
 	if wasOpen {
-		h.o.log.Info("outbox: circuit breaker closed by hand", "endpoint", ep.Name)
-		h.o.hookBreaker(BreakerChange{Endpoint: ep.Name, State: BreakerClosed})
+		h.e.log.Info("outbox: circuit breaker closed by hand", "endpoint", ep.Name)
+		h.e.hookBreaker(BreakerChange{Endpoint: ep.Name, State: BreakerClosed})
 	}
 	return nil
 }

@@ -1,14 +1,105 @@
-package outbox
+package engine
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/time/rate"
+
 	"github.com/outboxd/outbox/store"
 )
+
+// Config is what the engine needs of the outbox's configuration, with every
+// default filled in by the outbox, and the functions through which it hands
+// work back to the outbox. The engine never changes it.
+type Config struct {
+	// Concurrency bounds the deliveries under way, MaxPerEndpoint those
+	// of one endpoint, MaxUncommitted the outcomes waiting for their
+	// commit; BatchSize bounds what one punctuation takes.
+	Concurrency, MaxPerEndpoint, MaxUncommitted, BatchSize int
+	// CommitInterval is how long the committer gathers outcomes while
+	// deliveries are under way.
+	CommitInterval time.Duration
+	// Ordered keeps per-key order: a keyed event waits until the one
+	// before it is delivered or dead.
+	Ordered bool
+	// MaxAttempts and MaxAge make an event dead; ParkInterval is the wait
+	// after a park, MaxThrottle caps a Retry-After.
+	MaxAttempts                       int
+	MaxAge, ParkInterval, MaxThrottle time.Duration
+	// The retry backoff: about BackoffInitial·BackoffMultiplier^(n-1),
+	// jittered, at most BackoffMax.
+	BackoffInitial, BackoffMax time.Duration
+	BackoffMultiplier          float64
+	// Breaker configures every endpoint's circuit breaker.
+	Breaker Breaker
+	// Limiter returns an endpoint's rate limiter, nil when it has none.
+	// Nil when no endpoint can ever be limited: then no pacer runs.
+	Limiter func(endpoint string) *rate.Limiter
+	// LogAttempts keeps an attempt log, with ExcerptBytes of each
+	// response body.
+	LogAttempts  bool
+	ExcerptBytes int
+
+	// Clock is the outbox's clock; Logger and Tracer its log and tracer.
+	Clock  Clock
+	Logger *slog.Logger
+	Tracer trace.Tracer
+
+	// Deliver hands one attempt at r to the Sink and returns its result.
+	// A panic in it is turned into a retry.
+	Deliver func(ctx context.Context, r *store.Record) Result
+	// Wake asks for a delivery punctuation now (coalesced).
+	Wake func()
+	// ExpireUnrouted is given the events kept unrouted whose retention
+	// ended that a punctuation found due.
+	ExpireUnrouted func(ctx context.Context, recs []*store.Record)
+	// Hooks are called as the engine works; nil ones are skipped.
+	Hooks Hooks
+}
+
+// Clock is the outbox's clock, as far as the engine reads it.
+type Clock interface {
+	Now() time.Time
+}
+
+// Hooks are the engine's reports to the outbox, each called synchronously
+// from the engine's goroutines; they must be fast and must not call back
+// into the Engine.
+type Hooks struct {
+	// OnDelivery is called once per attempt after its outcome was committed.
+	OnDelivery func(DeliveryInfo)
+	// OnPunctuation is called after each delivery punctuation with its
+	// duration and the number of deliveries it started.
+	OnPunctuation func(d time.Duration, due int)
+	// OnBreaker is called at each transition of an endpoint's breaker.
+	OnBreaker func(BreakerChange)
+	// OnRateLimited is called with the number of an endpoint's events a
+	// punctuation rescheduled to its rate limit's pace.
+	OnRateLimited func(endpoint string, n int)
+}
+
+// DeliveryInfo describes one committed delivery attempt (Hooks.OnDelivery).
+type DeliveryInfo struct {
+	// ID is the event's ID, Endpoint the endpoint it was delivered to.
+	ID, Endpoint string
+	// Action is what the Sink asked for.
+	Action Action
+	// Dead reports that the attempt made the event a dead letter.
+	Dead bool
+	// Status is the response status, 0 when none.
+	Status int
+	// Attempt is the attempt number (1 for the first; parks count).
+	Attempt int
+	// Duration is how long the Sink took; SinceEnqueue the time from the
+	// event's enqueue to the end of the attempt.
+	Duration, SinceEnqueue time.Duration
+}
 
 // disabledDefer is how far the events of a disabled endpoint are pushed back
 // when a punctuation meets them, so that they do not clog the head of the due
@@ -18,7 +109,7 @@ const disabledDefer = time.Hour
 // maxCommitBatch caps the outcomes committed in one transaction.
 const maxCommitBatch = 1024
 
-// engine is the delivery machinery, in three jobs as river splits its
+// Engine is the delivery machinery, in three jobs as river splits its
 // producer and completer: dispatch (dispatch.go: the punctuation that takes
 // due events from the store into a ready queue, and the worker pool that
 // hands them to the Sink), the completer (completer.go: the commit loop
@@ -42,8 +133,11 @@ const maxCommitBatch = 1024
 // are under way, so that a busy outbox commits a few large batches instead of
 // many small ones: each commit costs two fsyncs and rewrites the right-edge
 // pages of every tree it touches, whatever its size.
-type engine struct {
-	o *Outbox
+type Engine struct {
+	cfg   Config
+	st    *store.Store
+	clock Clock
+	log   *slog.Logger
 
 	jobs    chan *job
 	results chan *job
@@ -115,14 +209,15 @@ type job struct {
 	tripped  bool      // its failure held the endpoint before the commit
 }
 
-func newEngine(o *Outbox) (*engine, error) {
-	h, err := newHolds(o)
-	if err != nil {
-		return nil, err
-	}
-	c := &o.cfg
-	e := &engine{
-		o:                o,
+// New returns the engine of the outbox on st, with the endpoints' states
+// read from it; Start starts its workers.
+func New(st *store.Store, cfg Config) (*Engine, error) {
+	c := &cfg
+	e := &Engine{
+		cfg:              cfg,
+		st:               st,
+		clock:            cfg.Clock,
+		log:              cfg.Logger,
 		readyCap:         max(1, min(c.BatchSize, c.Concurrency)),
 		readyPerEndpoint: c.MaxPerEndpoint + c.Concurrency,
 		inflight:         make(map[string]struct{}),
@@ -135,18 +230,22 @@ func newEngine(o *Outbox) (*engine, error) {
 		paced:            make(map[string]time.Time),
 		forward:          make(map[string]bool),
 		streaks:          make(map[string]int),
-		holds:            h,
 	}
+	h, err := newHolds(e)
+	if err != nil {
+		return nil, err
+	}
+	e.holds = h
 	e.lowWater = e.readyCap / 2
 	e.commitLimit = min(maxCommitBatch, c.MaxUncommitted)
 	return e, nil
 }
 
-// start starts the workers and the committer.
-func (e *engine) start() {
-	n := e.o.cfg.Concurrency
+// Start starts the workers and the committer.
+func (e *Engine) Start() {
+	n := e.cfg.Concurrency
 	e.jobs = make(chan *job, n)
-	e.results = make(chan *job, n+e.o.cfg.MaxUncommitted) // never blocks a worker
+	e.results = make(chan *job, n+e.cfg.MaxUncommitted) // never blocks a worker
 	e.deliverCtx, e.cancelDeliver = context.WithCancel(context.Background())
 	e.committerDone = make(chan struct{})
 	e.abandon = make(chan struct{})
@@ -158,7 +257,7 @@ func (e *engine) start() {
 	for range n {
 		go e.work()
 	}
-	if !e.o.cfg.RateLimits.empty() {
+	if e.cfg.Limiter != nil {
 		e.pacerPoke = make(chan struct{}, 1)
 		e.pacerStop = make(chan struct{})
 		e.workers.Add(1)
@@ -167,10 +266,10 @@ func (e *engine) start() {
 	go e.commitLoop()
 }
 
-// stop stops taking events, lets in-flight deliveries finish until ctx is
+// Stop stops taking events, lets in-flight deliveries finish until ctx is
 // done (then cancels them), and waits until every outcome is committed.
 // Ready events that no worker took stay pending in the store, untouched.
-func (e *engine) stop(ctx context.Context) error {
+func (e *Engine) Stop(ctx context.Context) error {
 	e.mu.Lock()
 	if !e.running {
 		e.mu.Unlock()
@@ -212,16 +311,31 @@ func (e *engine) stop(ctx context.Context) error {
 	return err
 }
 
-// logStoreErr logs a store error of a background step; a closed store (the
+// LogStoreErr logs a store error of a background step; a closed store (the
 // outbox stopping) is not worth more than a debug line, and damaged data is
-// recorded in the outbox's health (and logged once there).
-func (o *Outbox) logStoreErr(step string, err error) {
-	if o.noteStoreErr(err) {
+// recorded in the engine's health (and logged once there).
+func (e *Engine) LogStoreErr(step string, err error) {
+	if e.NoteStoreErr(err) {
 		return // logged once, when first found
 	}
 	if errors.Is(err, store.ErrClosed) || errors.Is(err, context.Canceled) {
-		o.log.Debug("outbox: "+step, "err", err)
+		e.log.Debug("outbox: "+step, "err", err)
 		return
 	}
-	o.log.Error("outbox: "+step, "err", err)
+	e.log.Error("outbox: "+step, "err", err)
+}
+
+// limiter returns the endpoint's rate limiter, nil when it has none.
+func (e *Engine) limiter(endpoint string) *rate.Limiter {
+	if e.cfg.Limiter == nil {
+		return nil
+	}
+	return e.cfg.Limiter(endpoint)
+}
+
+// wake asks for a delivery punctuation now.
+func (e *Engine) wake() {
+	if e.cfg.Wake != nil {
+		e.cfg.Wake()
+	}
 }

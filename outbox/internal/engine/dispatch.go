@@ -1,4 +1,4 @@
-package outbox
+package engine
 
 import (
 	"context"
@@ -9,7 +9,8 @@ import (
 	"github.com/outboxd/outbox/store"
 )
 
-func (e *engine) work() {
+// work is a worker's goroutine: it delivers the jobs dispatched to it.
+func (e *Engine) work() {
 	defer e.workers.Done()
 	for j := range e.jobs {
 		r := j.rec
@@ -17,27 +18,12 @@ func (e *engine) work() {
 			// Throttled or disabled while this event waited.
 			j.res = Result{Action: actionNone}
 		} else {
-			d := &Delivery{
-				ID:          store.GroupOf(r.ID), // the event's ID, for every delivery of it
-				Key:         r.Key,
-				Destination: r.Destination,
-				Endpoint:    r.Endpoint,
-				Topic:       r.Topic,
-				Method:      r.Method,
-				Headers:     maps.Clone(r.Headers),
-				Payload:     r.Payload,
-				Attempt:     r.Deliveries + 1,
-				CreatedAt:   r.CreatedAt,
-			}
-			if e.o.cfg.logsAttempts() {
-				d.LogResponse, d.ExcerptBytes = true, e.o.cfg.excerptBytes()
-			}
-			ctx, span := e.startAttempt(r, d)
-			j.begun = e.o.clock.Now()
+			ctx, span := e.startAttempt(r)
+			j.begun = e.clock.Now()
 			j.start = time.Now()
-			j.res = e.deliver(ctx, d)
+			j.res = e.deliver(ctx, r)
 			j.duration = time.Since(j.start)
-			j.ended = e.o.clock.Now()
+			j.ended = e.clock.Now()
 			endAttempt(span, &j.res)
 		}
 		refill, commitNow := e.finished(j)
@@ -49,20 +35,20 @@ func (e *engine) work() {
 			}
 		}
 		if refill {
-			e.o.wake()
+			e.wake()
 		}
 	}
 }
 
 // deliver calls the Sink, turning a panic into a retry.
-func (e *engine) deliver(ctx context.Context, d *Delivery) (res Result) {
+func (e *Engine) deliver(ctx context.Context, r *store.Record) (res Result) {
 	defer func() {
 		if v := recover(); v != nil {
-			e.o.log.Error("outbox: sink panicked", "id", d.ID, "endpoint", d.Endpoint, "panic", fmt.Sprint(v))
+			e.log.Error("outbox: sink panicked", "id", store.GroupOf(r.ID), "endpoint", r.Endpoint, "panic", fmt.Sprint(v))
 			res = Result{Action: ActionRetry, Err: fmt.Errorf("sink panicked: %v", v)}
 		}
 	}()
-	return e.o.sink.Deliver(ctx, d)
+	return e.cfg.Deliver(ctx, r)
 }
 
 // finished frees the delivery slot of a job whose Sink call returned (its
@@ -71,7 +57,7 @@ func (e *engine) deliver(ctx context.Context, d *Delivery) (res Result) {
 // whether the committer should stop waiting for more outcomes (see
 // mayWait). A throttle or disable holds the endpoint at once, before the
 // commit.
-func (e *engine) finished(j *job) (refill, commitNow bool) {
+func (e *Engine) finished(j *job) (refill, commitNow bool) {
 	r := j.rec
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -90,13 +76,13 @@ func (e *engine) finished(j *job) (refill, commitNow bool) {
 
 // dispatchLocked hands ready events to free worker slots, in queue order,
 // skipping events whose endpoint is at its limit.
-func (e *engine) dispatchLocked() int {
+func (e *Engine) dispatchLocked() int {
 	if !e.running || e.health.faulty() {
 		// While the file is damaged or outcomes cannot be committed, a
 		// delivery started now could not have its outcome recorded.
 		return 0
 	}
-	c := &e.o.cfg
+	c := &e.cfg
 	n, kept := 0, 0
 	now := time.Now()
 	for i, r := range e.ready {
@@ -126,10 +112,10 @@ func (e *engine) dispatchLocked() int {
 }
 
 // forgetLocked drops an event from the in-flight state without an outcome.
-func (e *engine) forgetLocked(r *store.Record) {
+func (e *Engine) forgetLocked(r *store.Record) {
 	delete(e.inflight, r.ID)
 	decr(e.queued, r.Endpoint)
-	if e.o.cfg.Ordered && r.Key != "" {
+	if e.cfg.Ordered && r.Key != "" {
 		decr(e.perKey, orderKey(r))
 	}
 }
@@ -142,29 +128,30 @@ func decr(m map[string]int, k string) {
 	}
 }
 
-// punctuate is the delivery punctuation: take a snapshot of due events that
+// Punctuate is the delivery punctuation: take a snapshot of due events that
 // are not in flight and whose endpoint and key may go into the ready queue,
 // and hand what it can to free workers. It returns without waiting for the
 // deliveries.
-func (e *engine) punctuate(ctx context.Context, _ time.Time) {
-	o := e.o
+func (e *Engine) Punctuate(ctx context.Context, _ time.Time) {
 	t0 := time.Now()
 	started := 0
-	defer func() { o.hookPunctuation(time.Since(t0), started) }()
+	if f := e.cfg.Hooks.OnPunctuation; f != nil {
+		defer func() { f(time.Since(t0), started) }()
+	}
 
-	now := o.clock.Now()
+	now := e.clock.Now()
 	e.bringForwardClosed(ctx, now)
 	room := e.room(now)
 	if room == 0 {
 		return
 	}
 	sc := e.newScan(now)
-	recs, err := o.st.Due(store.DueQuery{
+	recs, err := e.st.Due(store.DueQuery{
 		Now:           now,
 		Limit:         room,
 		SkipID:        sc.skipID,
 		Skip:          sc.skip,
-		HeadOfKeyOnly: o.cfg.Ordered,
+		HeadOfKeyOnly: e.cfg.Ordered,
 		// In flight events are skipped before decoding; beyond them, a
 		// bounded number of decoded records may be refused (held endpoint,
 		// endpoint at its limit, busy key).
@@ -172,7 +159,7 @@ func (e *engine) punctuate(ctx context.Context, _ time.Time) {
 	})
 	e.endScan()
 	if err != nil {
-		o.logStoreErr("due", err)
+		e.LogStoreErr("due", err)
 		return
 	}
 	started = e.take(recs)
@@ -182,15 +169,15 @@ func (e *engine) punctuate(ctx context.Context, _ time.Time) {
 	if len(sc.paced) > 0 {
 		e.deferPaced(ctx, sc.paced, sc.pacedEP)
 	}
-	if len(sc.unrouted) > 0 {
-		o.expireUnrouted(ctx, sc.unrouted)
+	if len(sc.unrouted) > 0 && e.cfg.ExpireUnrouted != nil {
+		e.cfg.ExpireUnrouted(ctx, sc.unrouted)
 	}
 }
 
 // room returns how many events a punctuation at now may take into the
 // ready queue: 0 when the engine is stopping or faulty, the queue is full,
 // or nothing is due.
-func (e *engine) room(now time.Time) int {
+func (e *Engine) room(now time.Time) int {
 	e.mu.Lock()
 	if !e.running || e.health.faulty() {
 		e.mu.Unlock()
@@ -201,9 +188,9 @@ func (e *engine) room(now time.Time) int {
 	if room <= 0 {
 		return 0
 	}
-	next, ok, err := e.o.st.NextDue()
+	next, ok, err := e.st.NextDue()
 	if err != nil {
-		e.o.logStoreErr("next due", err)
+		e.LogStoreErr("next due", err)
 		return 0
 	}
 	if !ok || next.After(now) {
@@ -215,7 +202,7 @@ func (e *engine) room(now time.Time) int {
 // scan is one punctuation's pass over the due events: the limits it fills
 // the ready queue within, and the events of held endpoints it pushes back.
 type scan struct {
-	e        *engine
+	e        *Engine
 	now      time.Time
 	inflight int // events in flight when it began
 	holds    map[string]store.EndpointState
@@ -237,7 +224,7 @@ type scan struct {
 // outcome committed before, and the snapshot shows it. The in-flight set is
 // looked up live, not copied: it holds up to Concurrency + MaxUncommitted
 // IDs, and a punctuation may take a few.
-func (e *engine) newScan(now time.Time) *scan {
+func (e *Engine) newScan(now time.Time) *scan {
 	sc := &scan{e: e, now: now, holds: e.holds.heldNow(now)}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -249,7 +236,7 @@ func (e *engine) newScan(now time.Time) *scan {
 }
 
 // endScan ends what newScan began.
-func (e *engine) endScan() {
+func (e *Engine) endScan() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.scanning = false
@@ -277,7 +264,7 @@ func (sc *scan) skipID(id []byte) bool {
 // its burst; its others are pushed back to when its limit will let them go
 // (see pacedAt).
 func (sc *scan) skip(r *store.Record) bool {
-	e, c := sc.e, &sc.e.o.cfg
+	e, c := sc.e, &sc.e.cfg
 	if r.Unrouted() {
 		// Never delivered: routed or dead-lettered after the scan.
 		if len(sc.unrouted) < c.BatchSize {
@@ -303,9 +290,9 @@ func (sc *scan) skip(r *store.Record) bool {
 		}
 		return true
 	}
-	if l, limited := c.RateLimits.Limit(r.Endpoint); limited && sc.queued[r.Endpoint] >= min(e.readyPerEndpoint, l.Burst) {
+	if lim := e.limiter(r.Endpoint); lim != nil && sc.queued[r.Endpoint] >= min(e.readyPerEndpoint, lim.Burst()) {
 		if len(sc.paced) < c.BatchSize {
-			sc.paced = append(sc.paced, rescheduleAt(r, e.pacedAt(r.Endpoint, l, sc.now)))
+			sc.paced = append(sc.paced, rescheduleAt(r, e.pacedAt(r.Endpoint, float64(lim.Limit()), lim.Burst(), sc.now)))
 			sc.pacedEP = append(sc.pacedEP, r.Endpoint)
 		}
 		return true
@@ -319,7 +306,7 @@ func (sc *scan) skip(r *store.Record) bool {
 // take counts r in the scan's limits and refuses it only when its key is
 // busy (Ordered).
 func (sc *scan) take(r *store.Record) bool {
-	if sc.e.o.cfg.Ordered && r.Key != "" {
+	if sc.e.cfg.Ordered && r.Key != "" {
 		k := orderKey(r)
 		if sc.perKey[k] > 0 {
 			return true
@@ -336,10 +323,10 @@ func (sc *scan) take(r *store.Record) bool {
 // endpoint's share of the ready queue now. The slots follow each other
 // across punctuations, so that a backlog is spread once, in order, at the
 // limit's pace. Only punctuations call it (they never overlap).
-func (e *engine) pacedAt(endpoint string, l RateLimit, now time.Time) time.Time {
-	step := time.Duration(float64(time.Second) / l.PerSecond)
+func (e *Engine) pacedAt(endpoint string, perSecond float64, burst int, now time.Time) time.Time {
+	step := time.Duration(float64(time.Second) / perSecond)
 	t := e.paced[endpoint]
-	if first := now.Add(time.Duration(l.Burst) * step); t.Before(first) {
+	if first := now.Add(time.Duration(burst) * step); t.Before(first) {
 		t = first
 	} else {
 		t = t.Add(step)
@@ -365,7 +352,7 @@ func rescheduleAt(r *store.Record, t time.Time) store.Outcome {
 
 // take puts the events a scan found in flight and in the ready queue, and
 // hands what it can to free workers; it returns how many it handed.
-func (e *engine) take(recs []*store.Record) int {
+func (e *Engine) take(recs []*store.Record) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !e.running {
@@ -377,7 +364,7 @@ func (e *engine) take(recs []*store.Record) int {
 		}
 		e.inflight[r.ID] = struct{}{}
 		e.queued[r.Endpoint]++
-		if e.o.cfg.Ordered && r.Key != "" {
+		if e.cfg.Ordered && r.Key != "" {
 			e.perKey[orderKey(r)]++
 		}
 		e.ready = append(e.ready, r)
@@ -387,9 +374,9 @@ func (e *engine) take(recs []*store.Record) int {
 
 // deferHeld commits the push-back of events whose endpoint was held when the
 // punctuation looked (see holds.pushBack).
-func (e *engine) deferHeld(ctx context.Context, deferred []store.Outcome, endpoints []string) {
-	if err := e.holds.pushBack(ctx, deferred, endpoints, e.o.clock.Now()); err != nil {
-		e.o.logStoreErr("defer held events", err)
+func (e *Engine) deferHeld(ctx context.Context, deferred []store.Outcome, endpoints []string) {
+	if err := e.holds.pushBack(ctx, deferred, endpoints, e.clock.Now()); err != nil {
+		e.LogStoreErr("defer held events", err)
 	}
 }
 
@@ -397,9 +384,9 @@ func (e *engine) deferHeld(ctx context.Context, deferred []store.Outcome, endpoi
 // would not let them go yet. Unlike a hold, a limit does not end: the
 // events are rescheduled whatever happened meanwhile (an event that changed
 // since the scan keeps its newer state: the store compares versions).
-func (e *engine) deferPaced(ctx context.Context, paced []store.Outcome, endpoints []string) {
-	if _, err := e.o.st.Apply(ctx, paced, nil); err != nil {
-		e.o.logStoreErr("pace rate-limited events", err)
+func (e *Engine) deferPaced(ctx context.Context, paced []store.Outcome, endpoints []string) {
+	if _, err := e.st.Apply(ctx, paced, nil); err != nil {
+		e.LogStoreErr("pace rate-limited events", err)
 		return
 	}
 	for i := 0; i < len(endpoints); {
@@ -407,14 +394,16 @@ func (e *engine) deferPaced(ctx context.Context, paced []store.Outcome, endpoint
 		for j < len(endpoints) && endpoints[j] == endpoints[i] {
 			j++
 		}
-		e.o.hookRateLimited(endpoints[i], j-i)
+		if f := e.cfg.Hooks.OnRateLimited; f != nil {
+			f(endpoints[i], j-i)
+		}
 		i = j
 	}
 }
 
 // release forgets the jobs' events as in flight, once their outcomes are
 // committed.
-func (e *engine) release(batch []*job) {
+func (e *Engine) release(batch []*job) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, j := range batch {
@@ -424,7 +413,7 @@ func (e *engine) release(batch []*job) {
 			e.releasedInScan[r.ID] = struct{}{}
 		}
 		e.uncommitted--
-		if e.o.cfg.Ordered && r.Key != "" {
+		if e.cfg.Ordered && r.Key != "" {
 			decr(e.perKey, orderKey(r))
 		}
 		if j.probe {
@@ -435,7 +424,7 @@ func (e *engine) release(batch []*job) {
 }
 
 // readyLow reports whether the ready queue should be refilled.
-func (e *engine) readyLow() bool {
+func (e *Engine) readyLow() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.running && len(e.ready) <= e.lowWater
@@ -443,25 +432,35 @@ func (e *engine) readyLow() bool {
 
 // held reports whether the endpoint is disabled or throttled now, or the
 // outbox is stopping (jobs not started yet are left pending).
-func (e *engine) held(endpoint string) bool {
+func (e *Engine) held(endpoint string) bool {
 	e.mu.Lock()
 	running := e.running
 	e.mu.Unlock()
-	return !running || e.holds.held(endpoint, e.o.clock.Now())
+	return !running || e.holds.held(endpoint, e.clock.Now())
 }
 
-// inFlight returns the number of deliveries under way (queued for or in a
+// InFlight returns the number of deliveries under way (queued for or in a
 // worker).
-func (e *engine) inFlight() int {
+func (e *Engine) InFlight() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.delivering
 }
 
 // isInFlight reports whether the event is being delivered.
-func (e *engine) isInFlight(id string) bool {
+func (e *Engine) isInFlight(id string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	_, ok := e.inflight[id]
 	return ok
+}
+
+// orderKey is the unit of per-key order of r in flight: its Key, scoped
+// by its endpoint for a delivery of a topic event (as the store's key
+// index scopes it).
+func orderKey(r *store.Record) string {
+	if r.Topic == "" {
+		return r.Key
+	}
+	return r.Endpoint + store.GroupSep + r.Key
 }
