@@ -58,6 +58,21 @@ type Config struct {
 	// Default: Concurrency. Must not exceed Concurrency.
 	MaxPerEndpoint int
 
+	// InitialPerEndpoint is the in-flight limit an endpoint starts with.
+	// Each endpoint's limit adapts to what its receiver shows it can take:
+	// it grows while deliveries succeed at a steady latency and shrinks on
+	// retry-class failures and rising latency, between 1 and
+	// MaxPerEndpoint, so a dead or slow receiver holds a few workers, not
+	// all of them. Workers are shared fairly among the endpoints with
+	// events to deliver, and a slow endpoint (answers slower than 100ms)
+	// never takes the last eighth of them. Default: 4, at most
+	// MaxPerEndpoint.
+	InitialPerEndpoint int
+
+	// NoAdaptiveConcurrency turns the adapting off: every endpoint may
+	// have MaxPerEndpoint deliveries in flight from the start.
+	NoAdaptiveConcurrency bool
+
 	// CommitInterval is how long the outcome of a finished delivery may wait
 	// for others to share its commit (one transaction and fsync for the
 	// lot) while more deliveries are under way. The outcome of a keyed
@@ -224,6 +239,7 @@ const (
 	DefaultInterval            = time.Second
 	DefaultBatchSize           = 1000
 	DefaultConcurrency         = 64
+	DefaultInitialPerEndpoint  = 4
 	DefaultCommitInterval      = 25 * time.Millisecond
 	DefaultMaxUncommitted      = 1024
 	DefaultMaxAttempts         = 25
@@ -264,6 +280,7 @@ func (c Config) withDefaults() Config {
 	setInt(&c.BatchSize, DefaultBatchSize)
 	setInt(&c.Concurrency, DefaultConcurrency)
 	setInt(&c.MaxPerEndpoint, c.Concurrency)
+	setInt(&c.InitialPerEndpoint, min(DefaultInitialPerEndpoint, c.MaxPerEndpoint))
 	setDur(&c.CommitInterval, DefaultCommitInterval)
 	setInt(&c.MaxUncommitted, DefaultMaxUncommitted)
 	setInt(&c.MaxAttempts, DefaultMaxAttempts)
@@ -352,6 +369,7 @@ func (c Config) validate() error {
 		{"BatchSize", c.BatchSize},
 		{"Concurrency", c.Concurrency},
 		{"MaxPerEndpoint", c.MaxPerEndpoint},
+		{"InitialPerEndpoint", c.InitialPerEndpoint},
 		{"MaxUncommitted", c.MaxUncommitted},
 		{"MaxAttempts", c.MaxAttempts},
 		{"MaxPayloadBytes", c.MaxPayloadBytes},
@@ -370,6 +388,9 @@ func (c Config) validate() error {
 	}
 	if c.MaxPerEndpoint > c.Concurrency {
 		return &ConfigError{Field: "MaxPerEndpoint", Reason: "must not exceed Concurrency"}
+	}
+	if c.InitialPerEndpoint > c.MaxPerEndpoint {
+		return &ConfigError{Field: "InitialPerEndpoint", Reason: "must not exceed MaxPerEndpoint"}
 	}
 	if c.Breaker.MaxCoolDown < c.Breaker.CoolDown {
 		return &ConfigError{Field: "Breaker.MaxCoolDown", Reason: "must not be less than Breaker.CoolDown"}

@@ -214,6 +214,7 @@ func (o *Outbox) newEngine() (*engine.Engine, error) {
 		BackoffMax:        c.BackoffMax,
 		BackoffMultiplier: c.BackoffMultiplier,
 		Breaker:           engine.Breaker(c.Breaker),
+		Adaptive:          engine.Adaptive{Off: c.NoAdaptiveConcurrency, Initial: c.InitialPerEndpoint},
 		Limiter:           c.RateLimits.engineLimiter(),
 		LogAttempts:       c.logsAttempts(),
 		ExcerptBytes:      c.excerptBytes(),

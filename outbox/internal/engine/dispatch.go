@@ -69,28 +69,44 @@ func (e *Engine) finished(j *job) (refill, commitNow bool) {
 		e.holds.holdSoon(r.Endpoint)
 	}
 	e.tripLocked(j)
+	e.observeLocked(j)
 	e.dispatchLocked()
 	commitNow = !e.mayWaitLocked(j) || e.uncommitted >= e.commitLimit
 	return e.running && len(e.ready) <= e.lowWater, commitNow
 }
 
-// dispatchLocked hands ready events to free worker slots, in queue order,
-// skipping events whose endpoint is at its limit.
+// dispatchLocked hands ready events to free worker slots, fairly across
+// endpoints: first to the endpoints under their fair share of the workers
+// (Concurrency divided among the endpoints with events ready or under way),
+// then to any endpoint within its in-flight limit (see capLocked). Within a
+// pass, events go in queue order.
 func (e *Engine) dispatchLocked() int {
 	if !e.running || e.health.faulty() {
 		// While the file is damaged or outcomes cannot be committed, a
 		// delivery started now could not have its outcome recorded.
 		return 0
 	}
+	now := time.Now()
+	share := max(1, e.cfg.Concurrency/max(1, len(e.queued)))
+	n := e.dispatchPass(share, now)
+	if len(e.ready) > 0 {
+		n += e.dispatchPass(e.cfg.Concurrency, now)
+	}
+	return n
+}
+
+// dispatchPass hands ready events to free worker slots while their
+// endpoint has fewer than passCap (and its own cap) under way, keeping the
+// others ready in their order.
+func (e *Engine) dispatchPass(passCap int, now time.Time) int {
 	c := &e.cfg
 	n, kept := 0, 0
-	now := time.Now()
 	for i, r := range e.ready {
 		if e.delivering >= c.Concurrency || e.uncommitted >= c.MaxUncommitted {
 			kept += copy(e.ready[kept:], e.ready[i:])
 			break
 		}
-		if e.perEndpoint[r.Endpoint] >= c.MaxPerEndpoint {
+		if e.perEndpoint[r.Endpoint] >= min(passCap, e.capLocked(r.Endpoint)) {
 			e.ready[kept] = r
 			kept++
 			continue
@@ -290,14 +306,15 @@ func (sc *scan) skip(r *store.Record) bool {
 		}
 		return true
 	}
-	if lim := e.limiter(r.Endpoint); lim != nil && sc.queued[r.Endpoint] >= min(e.readyPerEndpoint, lim.Burst()) {
+	quota := sc.quota(r.Endpoint)
+	if lim := e.limiter(r.Endpoint); lim != nil && sc.queued[r.Endpoint] >= min(quota, lim.Burst()) {
 		if len(sc.paced) < c.BatchSize {
 			sc.paced = append(sc.paced, rescheduleAt(r, e.pacedAt(r.Endpoint, float64(lim.Limit()), lim.Burst(), sc.now)))
 			sc.pacedEP = append(sc.pacedEP, r.Endpoint)
 		}
 		return true
 	}
-	if sc.queued[r.Endpoint] >= e.readyPerEndpoint {
+	if sc.queued[r.Endpoint] >= quota {
 		return true
 	}
 	return sc.take(r)

@@ -38,6 +38,8 @@ type Config struct {
 	BackoffMultiplier          float64
 	// Breaker configures every endpoint's circuit breaker.
 	Breaker Breaker
+	// Adaptive configures the endpoints' adaptive in-flight limits.
+	Adaptive Adaptive
 	// Limiter returns an endpoint's rate limiter, nil when it has none.
 	// Nil when no endpoint can ever be limited: then no pacer runs.
 	Limiter func(endpoint string) *rate.Limiter
@@ -156,9 +158,10 @@ type Engine struct {
 	commitNow   chan struct{}
 	commitLimit int // outcomes in one commit: min(maxCommitBatch, MaxUncommitted)
 
-	// Limits of the ready queue: overall, and per endpoint (ready plus
-	// delivering), so that one slow endpoint cannot fill it.
-	readyCap, readyPerEndpoint, lowWater int
+	// Limits of the ready queue: overall (readyCap), and per endpoint
+	// (ready plus delivering, see scan.quota), so that one slow endpoint
+	// cannot fill it.
+	readyCap, lowWater int
 
 	mu          sync.Mutex
 	running     bool                // workers started and not stopped
@@ -187,6 +190,10 @@ type Engine struct {
 	forward map[string]bool
 	// streaks is the live failure streak by endpoint (see tripLocked).
 	streaks map[string]int
+	// limits are the endpoints' adaptive in-flight limits, latencies
+	// their recent delivery latencies (see adapt.go).
+	limits    map[string]*limit
+	latencies map[string]*latencies
 	// The pacer (see pace) dispatches again at pacerAt, when a rate limit
 	// refused a ready event; pacerPoke tells it pacerAt moved earlier.
 	pacerAt   time.Time
@@ -214,22 +221,23 @@ type job struct {
 func New(st *store.Store, cfg Config) (*Engine, error) {
 	c := &cfg
 	e := &Engine{
-		cfg:              cfg,
-		st:               st,
-		clock:            cfg.Clock,
-		log:              cfg.Logger,
-		readyCap:         max(1, min(c.BatchSize, c.Concurrency)),
-		readyPerEndpoint: c.MaxPerEndpoint + c.Concurrency,
-		inflight:         make(map[string]struct{}),
-		releasedInScan:   make(map[string]struct{}),
-		perEndpoint:      make(map[string]int),
-		queued:           make(map[string]int),
-		perKey:           make(map[string]int),
-		probing:          make(map[string]bool),
-		meters:           make(map[string]*rateMeter),
-		paced:            make(map[string]time.Time),
-		forward:          make(map[string]bool),
-		streaks:          make(map[string]int),
+		cfg:            cfg,
+		st:             st,
+		clock:          cfg.Clock,
+		log:            cfg.Logger,
+		readyCap:       max(1, min(c.BatchSize, c.Concurrency)),
+		inflight:       make(map[string]struct{}),
+		releasedInScan: make(map[string]struct{}),
+		perEndpoint:    make(map[string]int),
+		queued:         make(map[string]int),
+		perKey:         make(map[string]int),
+		probing:        make(map[string]bool),
+		meters:         make(map[string]*rateMeter),
+		paced:          make(map[string]time.Time),
+		forward:        make(map[string]bool),
+		streaks:        make(map[string]int),
+		limits:         make(map[string]*limit),
+		latencies:      make(map[string]*latencies),
 	}
 	h, err := newHolds(e)
 	if err != nil {
