@@ -80,8 +80,7 @@ type server struct {
 	ln         net.Listener
 	srv        *http.Server
 	served     chan error // receives what srv.Serve returned
-	serveErr   error      // what srv.Serve returned, once received
-	serveDone  bool       // serveErr was received
+	serveDone  bool       // what srv.Serve returned was received
 }
 
 // fail reports an error that stops serve from starting.
@@ -434,7 +433,8 @@ func (s *server) stopHTTP(ctx context.Context) error {
 		_ = s.srv.Close()
 	}
 	if !s.serveDone {
-		s.serveErr, s.serveDone = <-s.served, true
+		<-s.served
+		s.serveDone = true
 	}
 	return nil
 }
@@ -447,7 +447,7 @@ func (s *server) wait(sigs <-chan os.Signal) int {
 		s.log.Info("shutting down", "signal", sig.String(), "grace", s.cfg.ShutdownGrace.String())
 		return exitOK
 	case err := <-s.served:
-		s.serveErr, s.serveDone = err, true
+		s.serveDone = true
 		s.log.Error("HTTP server failed", "err", err)
 		return exitError
 	}
