@@ -273,22 +273,7 @@ func (in *ingest) consume(gctx context.Context, pa kafkago.PartitionAssignment, 
 	var once sync.Once
 	stop := func() { once.Do(stopped) }
 	defer stop()
-	r := kafkago.NewReader(kafkago.ReaderConfig{
-		Brokers:       in.cfg.brokers(),
-		Topic:         in.cfg.Topic,
-		Partition:     pa.ID,
-		Dialer:        in.conns.dialer,
-		QueueCapacity: in.cfg.BatchSize,
-		MinBytes:      1,
-		MaxBytes:      16 << 20,
-		// A fetch in flight delays the reader's close, and with it the
-		// rejoin at a rebalance: keep it within a heartbeat or so.
-		MaxWait:        min(max(in.cfg.HeartbeatInterval, 100*time.Millisecond), 500*time.Millisecond),
-		ReadBackoffMin: in.cfg.RetryBackoff,
-		ReadBackoffMax: in.cfg.RetryBackoffMax,
-		Logger:         kafkaLogger(in.log, slog.LevelDebug),
-		ErrorLogger:    kafkaLogger(in.log, slog.LevelDebug),
-	})
+	r := in.reader(pa.ID)
 	if err := r.SetOffset(pa.Offset); err != nil {
 		in.log.Error("kafka: set offset", "partition", pa.ID, "offset", pa.Offset, "err", err)
 		_ = r.Close()
@@ -301,22 +286,7 @@ func (in *ingest) consume(gctx context.Context, pa kafkago.PartitionAssignment, 
 	go func() {
 		defer fetcher.Done()
 		defer close(msgs)
-		for {
-			m, err := r.FetchMessage(gctx)
-			if err != nil {
-				if gctx.Err() != nil {
-					return
-				}
-				in.met.fetchErrors.Add(1)
-				in.log.Debug("kafka: fetch", "partition", pa.ID, "err", err)
-				continue
-			}
-			select {
-			case msgs <- m:
-			case <-gctx.Done():
-				return
-			}
-		}
+		in.fetch(gctx, r, pa.ID, msgs)
 	}()
 
 	retry := make(chan failedBatch, 8)
@@ -328,47 +298,13 @@ func (in *ingest) consume(gctx context.Context, pa kafkago.PartitionAssignment, 
 	}()
 
 	batch := make([]kafkago.Message, 0, in.cfg.BatchSize)
-loop:
 	for {
-		batch = batch[:0]
-		select {
-		case <-gctx.Done():
-			break loop
-		case m, ok := <-msgs:
-			if !ok {
-				break loop
-			}
-			batch = append(batch, m)
+		var ok bool
+		if batch, ok = nextBatch(gctx, msgs, batch[:0]); !ok {
+			break
 		}
-		size := msgSize(&batch[0])
-	drain:
-		for len(batch) < cap(batch) && size < maxBatchBytes {
-			select {
-			case m, ok := <-msgs:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, m)
-				size += msgSize(&m)
-			default:
-				break drain
-			}
-		}
-		in.met.records.Add(uint64(len(batch)))
-		sp := tr.add(batch[0].Offset, batch[len(batch)-1].Offset+1)
-		err := in.store(in.work, ps.o, batch)
-		if err == nil {
-			tr.done(sp.start, ps.lastLSN())
-			continue
-		}
-		in.met.enqueueErrors.Add(1)
-		in.log.Warn("kafka: enqueue failed; retrying in the background, committed offset held below it",
-			"topic", in.cfg.Topic, "partition", pa.ID, "from", sp.start, "to", sp.end-1, "err", err)
-		fb := failedBatch{span: sp, msgs: append([]kafkago.Message(nil), batch...)}
-		select {
-		case retry <- fb:
-		case <-gctx.Done():
-			break loop
+		if !in.storeBatch(gctx, pa.ID, batch, tr, ps, retry) {
+			break
 		}
 	}
 	close(retry)
@@ -376,6 +312,99 @@ loop:
 	stop()
 	_ = r.Close()
 	fetcher.Wait()
+}
+
+// reader returns a reader of partition p of the ingest topic.
+func (in *ingest) reader(p int) *kafkago.Reader {
+	return kafkago.NewReader(kafkago.ReaderConfig{
+		Brokers:       in.cfg.brokers(),
+		Topic:         in.cfg.Topic,
+		Partition:     p,
+		Dialer:        in.conns.dialer,
+		QueueCapacity: in.cfg.BatchSize,
+		MinBytes:      1,
+		MaxBytes:      16 << 20,
+		// A fetch in flight delays the reader's close, and with it the
+		// rejoin at a rebalance: keep it within a heartbeat or so.
+		MaxWait:        min(max(in.cfg.HeartbeatInterval, 100*time.Millisecond), 500*time.Millisecond),
+		ReadBackoffMin: in.cfg.RetryBackoff,
+		ReadBackoffMax: in.cfg.RetryBackoffMax,
+		Logger:         kafkaLogger(in.log, slog.LevelDebug),
+		ErrorLogger:    kafkaLogger(in.log, slog.LevelDebug),
+	})
+}
+
+// fetch fetches partition p's records from r into msgs until gctx ends,
+// counting and passing over fetch errors (the reader retries).
+func (in *ingest) fetch(gctx context.Context, r *kafkago.Reader, p int, msgs chan<- kafkago.Message) {
+	for {
+		m, err := r.FetchMessage(gctx)
+		if err != nil {
+			if gctx.Err() != nil {
+				return
+			}
+			in.met.fetchErrors.Add(1)
+			in.log.Debug("kafka: fetch", "partition", p, "err", err)
+			continue
+		}
+		select {
+		case msgs <- m:
+		case <-gctx.Done():
+			return
+		}
+	}
+}
+
+// nextBatch waits for the next record and appends it to batch with what
+// else has arrived already, up to the batch's capacity or maxBatchBytes.
+// It reports false when gctx ended or msgs was closed first.
+func nextBatch(gctx context.Context, msgs <-chan kafkago.Message, batch []kafkago.Message) ([]kafkago.Message, bool) {
+	select {
+	case <-gctx.Done():
+		return batch, false
+	case m, ok := <-msgs:
+		if !ok {
+			return batch, false
+		}
+		batch = append(batch, m)
+	}
+	size := msgSize(&batch[0])
+	for len(batch) < cap(batch) && size < maxBatchBytes {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				return batch, true
+			}
+			batch = append(batch, m)
+			size += msgSize(&m)
+		default:
+			return batch, true
+		}
+	}
+	return batch, true
+}
+
+// storeBatch stores one batch of partition p and marks it done in tr; a
+// batch that fails goes to the retry lane while later ones go on. It
+// reports false when gctx ended before the retry lane took it.
+func (in *ingest) storeBatch(gctx context.Context, p int, batch []kafkago.Message, tr *tracker, ps partStore, retry chan<- failedBatch) bool {
+	in.met.records.Add(uint64(len(batch)))
+	sp := tr.add(batch[0].Offset, batch[len(batch)-1].Offset+1)
+	err := in.store(in.work, ps.o, batch)
+	if err == nil {
+		tr.done(sp.start, ps.lastLSN())
+		return true
+	}
+	in.met.enqueueErrors.Add(1)
+	in.log.Warn("kafka: enqueue failed; retrying in the background, committed offset held below it",
+		"topic", in.cfg.Topic, "partition", p, "from", sp.start, "to", sp.end-1, "err", err)
+	fb := failedBatch{span: sp, msgs: append([]kafkago.Message(nil), batch...)}
+	select {
+	case retry <- fb:
+		return true
+	case <-gctx.Done():
+		return false
+	}
 }
 
 // maxBatchBytes bounds the records of one enqueue by size as BatchSize

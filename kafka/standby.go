@@ -223,50 +223,15 @@ func (s *standby) open(pr partRange) (o *outbox.Outbox, mode string, from, epoch
 // reading or applying fails. It returns the offset every record below which
 // is applied, the highest epoch seen, and what failed.
 func (s *standby) follow(gctx context.Context, o *outbox.Outbox, from, epoch int64) (applied, maxEpoch int64, applyErr, readErr error) {
-	g := s.g
-	topic := g.cfg.ChangelogTopic
-	r := kafkago.NewReader(kafkago.ReaderConfig{
-		Brokers:        g.cfg.brokers(),
-		Topic:          topic,
-		Partition:      s.p,
-		Dialer:         g.conns.dialer,
-		MinBytes:       1,
-		MaxBytes:       restoreFetchBytes,
-		MaxWait:        250 * time.Millisecond,
-		QueueCapacity:  restoreBatch,
-		ReadBackoffMin: g.cfg.RetryBackoff,
-		ReadBackoffMax: g.cfg.RetryBackoffMax,
-	})
+	topic := s.g.cfg.ChangelogTopic
+	r := s.reader()
 	defer r.Close()
 	if err := r.SetOffset(from); err != nil {
 		return from, epoch, nil, err
 	}
-	rctx, stopReading := context.WithCancel(gctx)
-	msgs := make(chan kafkago.Message, taskApplyBatch)
-	readDone := make(chan error, 1)
-	go func() {
-		defer close(msgs)
-		for {
-			m, err := r.FetchMessage(rctx)
-			if err != nil {
-				readDone <- err
-				return
-			}
-			end := m.Offset + 1 + r.Lag()
-			s.update(func(st *StandbyStatus) { st.End = max(st.End, end) })
-			select {
-			case msgs <- m:
-			case <-rctx.Done():
-				readDone <- rctx.Err()
-				return
-			}
-		}
-	}()
+	msgs, stopReading := s.read(gctx, r)
 	defer func() {
-		stopReading()
-		for range msgs { // let the reader goroutine finish
-		}
-		if err := <-readDone; readErr == nil && gctx.Err() == nil {
+		if err := stopReading(); readErr == nil && gctx.Err() == nil {
 			readErr = fmt.Errorf("kafka: standby %s/%d: read: %w", topic, s.p, err)
 		}
 	}()
@@ -285,58 +250,129 @@ func (s *standby) follow(gctx context.Context, o *outbox.Outbox, from, epoch int
 		if !ok {
 			return applied, maxEpoch, nil, nil // the deferred read error says why
 		}
-		// One batch: this record and whatever else has arrived.
-		batch = batch[:0]
-		pos, size, fenced := applied, 0, int64(0)
-		for {
-			en, ok, e, skipped, err := fencedEntry(&m, topic, s.p, maxEpoch)
-			maxEpoch = e
-			if err != nil {
-				return applied, maxEpoch, err, nil
-			}
-			if skipped {
-				fenced++
-			}
-			if ok {
-				batch = append(batch, en)
-				size += len(m.Key) + len(m.Value)
-			}
-			pos = m.Offset + 1
-			if len(batch) == cap(batch) || size >= taskApplyBytes {
-				break
-			}
-			more := false
-			select {
-			case m, more = <-msgs:
-			default:
-			}
-			if !more {
-				break
-			}
+		var pos, fenced int64
+		var err error
+		batch, pos, fenced, maxEpoch, err = s.collect(m, msgs, batch[:0], maxEpoch)
+		if err != nil {
+			return applied, maxEpoch, err, nil
 		}
 		if len(batch) > 0 {
 			// Not gctx: a restore cut short by the end of the generation
 			// may still be under way, and the checkpoint must say what the
 			// store holds.
-			if err := o.Restore(g.work, batch); err != nil {
+			if err := o.Restore(s.g.work, batch); err != nil {
 				return applied, maxEpoch, fmt.Errorf("kafka: standby %s/%d: apply: %w", topic, s.p, err), nil
 			}
 		}
 		applied = pos
 		s.applied(applied, int64(len(batch)), fenced)
 		if len(batch) > 0 && time.Since(maintained) >= every {
-			// The store is never started: trim what its own changelog
-			// holds (all of it in the changelog topic already) as a
-			// started store's maintenance would.
 			maintained = time.Now()
-			if err := o.Changelog().MarkShipped(g.work, o.Changelog().LastLSN()); err != nil {
-				return applied, maxEpoch, fmt.Errorf("kafka: standby %s/%d: %w", topic, s.p, err), nil
-			}
-			if err := o.Maintain(g.work); err != nil {
-				return applied, maxEpoch, fmt.Errorf("kafka: standby %s/%d: %w", topic, s.p, err), nil
+			if err := s.maintain(o); err != nil {
+				return applied, maxEpoch, err, nil
 			}
 		}
 	}
+}
+
+// reader returns a reader of the standby's changelog partition.
+func (s *standby) reader() *kafkago.Reader {
+	g := s.g
+	return kafkago.NewReader(kafkago.ReaderConfig{
+		Brokers:        g.cfg.brokers(),
+		Topic:          g.cfg.ChangelogTopic,
+		Partition:      s.p,
+		Dialer:         g.conns.dialer,
+		MinBytes:       1,
+		MaxBytes:       restoreFetchBytes,
+		MaxWait:        250 * time.Millisecond,
+		QueueCapacity:  restoreBatch,
+		ReadBackoffMin: g.cfg.RetryBackoff,
+		ReadBackoffMax: g.cfg.RetryBackoffMax,
+	})
+}
+
+// read fetches r's records into the returned channel, in a goroutine,
+// noting the partition's end as it learns it, until reading fails or gctx
+// ends or stop is called; stop waits for the goroutine and returns why it
+// stopped reading.
+func (s *standby) read(gctx context.Context, r *kafkago.Reader) (msgs <-chan kafkago.Message, stop func() error) {
+	rctx, stopReading := context.WithCancel(gctx)
+	out := make(chan kafkago.Message, taskApplyBatch)
+	readDone := make(chan error, 1)
+	go func() {
+		defer close(out)
+		for {
+			m, err := r.FetchMessage(rctx)
+			if err != nil {
+				readDone <- err
+				return
+			}
+			end := m.Offset + 1 + r.Lag()
+			s.update(func(st *StandbyStatus) { st.End = max(st.End, end) })
+			select {
+			case out <- m:
+			case <-rctx.Done():
+				readDone <- rctx.Err()
+				return
+			}
+		}
+	}()
+	return out, func() error {
+		stopReading()
+		for range out { // let the reader goroutine finish
+		}
+		return <-readDone
+	}
+}
+
+// collect decodes one batch into batch: m and whatever else has arrived on
+// msgs already, up to taskApplyBatch entries or taskApplyBytes, skipping
+// fenced records. It returns the batch, the offset after its last record,
+// the records it skipped as fenced, and the highest epoch seen.
+func (s *standby) collect(m kafkago.Message, msgs <-chan kafkago.Message, batch []outbox.ChangelogEntry, maxEpoch int64) (
+	out []outbox.ChangelogEntry, pos, fenced, epoch int64, err error) {
+	size := 0
+	for {
+		en, ok, e, skipped, err := fencedEntry(&m, s.g.cfg.ChangelogTopic, s.p, maxEpoch)
+		maxEpoch = e
+		if err != nil {
+			return batch, pos, fenced, maxEpoch, err
+		}
+		if skipped {
+			fenced++
+		}
+		if ok {
+			batch = append(batch, en)
+			size += len(m.Key) + len(m.Value)
+		}
+		pos = m.Offset + 1
+		if len(batch) == cap(batch) || size >= taskApplyBytes {
+			return batch, pos, fenced, maxEpoch, nil
+		}
+		more := false
+		select {
+		case m, more = <-msgs:
+		default:
+		}
+		if !more {
+			return batch, pos, fenced, maxEpoch, nil
+		}
+	}
+}
+
+// maintain trims what the never started standby store's own changelog
+// holds (all of it in the changelog topic already) and its tombstones, as
+// a started store's maintenance would.
+func (s *standby) maintain(o *outbox.Outbox) error {
+	topic := s.g.cfg.ChangelogTopic
+	if err := o.Changelog().MarkShipped(s.g.work, o.Changelog().LastLSN()); err != nil {
+		return fmt.Errorf("kafka: standby %s/%d: %w", topic, s.p, err)
+	}
+	if err := o.Maintain(s.g.work); err != nil {
+		return fmt.Errorf("kafka: standby %s/%d: %w", topic, s.p, err)
+	}
+	return nil
 }
 
 // applied records progress, and logs the first catch-up of the generation.

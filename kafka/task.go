@@ -345,25 +345,9 @@ func (t *task) restore(gctx context.Context) (*outbox.Outbox, int64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-
-	mode, from, maxEpoch := RestoreRebuild, pr.first, int64(0)
-	o, cp, why, err := keptStore(g, t.p, pr)
-	if why != "" {
-		t.log.Info("kafka: rebuilding the partition store", "reason", why)
-	}
+	o, mode, from, maxEpoch, err := t.open(pr, tmp)
 	if err != nil {
 		return nil, 0, err
-	}
-	if cp != nil {
-		mode, from, maxEpoch = RestoreCheckpoint, cp.Offset, cp.Epoch
-	}
-	if o == nil {
-		if err := removeDurably(tmp); err != nil {
-			return nil, 0, err
-		}
-		if o, err = outbox.Open(tmp, t.storeConfig()); err != nil {
-			return nil, 0, fmt.Errorf("creating the partition store %s: %w", tmp, err)
-		}
 	}
 
 	begin := time.Now()
@@ -375,18 +359,7 @@ func (t *task) restore(gctx context.Context) (*outbox.Outbox, int64, error) {
 
 	applied, fenced, maxEpoch, err := t.apply(gctx, o, partRange{id: t.p, first: from, last: pr.last}, maxEpoch)
 	if err == nil && mode == RestoreRebuild {
-		err = o.Stop(context.Background())
-		if err == nil {
-			err = os.Rename(tmp, path)
-		}
-		if err == nil {
-			err = syncDir(g.sc.Dir)
-		}
-		if err == nil {
-			o, err = outbox.Open(path, t.storeConfig())
-		} else {
-			o = nil
-		}
+		o, err = t.install(o, tmp, path)
 	}
 	if err == nil {
 		// What the restore wrote is in the changelog already.
@@ -402,6 +375,53 @@ func (t *task) restore(gctx context.Context) (*outbox.Outbox, int64, error) {
 	t.shippedLSN.Store(o.Changelog().LastLSN())
 	t.restoredTo = pr.last
 	epoch := max(int64(t.gen.ID), maxEpoch+1)
+	t.restored(mode, applied, fenced, from, pr.last, epoch, begin)
+	return o, pr.last, nil
+}
+
+// open opens the store to restore: the kept one when its checkpoint is
+// usable for pr (caught up from the checkpoint's offset and epoch), else a
+// new one at tmp, rebuilt from the partition's first offset.
+func (t *task) open(pr partRange, tmp string) (o *outbox.Outbox, mode string, from, maxEpoch int64, err error) {
+	mode, from = RestoreRebuild, pr.first
+	o, cp, why, err := keptStore(t.g, t.p, pr)
+	if why != "" {
+		t.log.Info("kafka: rebuilding the partition store", "reason", why)
+	}
+	if err != nil {
+		return nil, "", 0, 0, err
+	}
+	if cp != nil {
+		mode, from, maxEpoch = RestoreCheckpoint, cp.Offset, cp.Epoch
+	}
+	if o == nil {
+		if err := removeDurably(tmp); err != nil {
+			return nil, "", 0, 0, err
+		}
+		if o, err = outbox.Open(tmp, t.storeConfig()); err != nil {
+			return nil, "", 0, 0, fmt.Errorf("creating the partition store %s: %w", tmp, err)
+		}
+	}
+	return o, mode, from, maxEpoch, nil
+}
+
+// install closes the rebuilt store o, moves it from tmp to path durably
+// and opens it there. On failure it returns no store.
+func (t *task) install(o *outbox.Outbox, tmp, path string) (*outbox.Outbox, error) {
+	if err := o.Stop(context.Background()); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return nil, err
+	}
+	if err := syncDir(t.g.sc.Dir); err != nil {
+		return nil, err
+	}
+	return outbox.Open(path, t.storeConfig())
+}
+
+// restored records and logs a finished restore.
+func (t *task) restored(mode string, applied, fenced, from, to, epoch int64, begin time.Time) {
 	took := time.Since(begin)
 	rate := 0.0
 	if took > 0 {
@@ -413,13 +433,12 @@ func (t *task) restore(gctx context.Context) (*outbox.Outbox, int64, error) {
 	t.st.Restore.Duration, t.st.Restore.Rate, t.st.Restore.Done = took, rate, true
 	t.mu.Unlock()
 	if mode == RestoreCheckpoint {
-		g.restoresCheckpoint.Add(1)
+		t.g.restoresCheckpoint.Add(1)
 	} else {
-		g.restoresRebuild.Add(1)
+		t.g.restoresRebuild.Add(1)
 	}
 	t.log.Info("kafka: partition restored", "mode", mode, "records", applied, "records_per_second", int64(rate),
-		"fenced", fenced, "from", from, "to", pr.last, "epoch", epoch, "took", took.Round(time.Millisecond))
-	return o, pr.last, nil
+		"fenced", fenced, "from", from, "to", to, "epoch", epoch, "took", took.Round(time.Millisecond))
 }
 
 // keptStore opens the kept local store of g's partition p when its
@@ -494,35 +513,13 @@ func (t *task) apply(ctx context.Context, o *outbox.Outbox, pr partRange, maxEpo
 	applyDone := make(chan error, 1)
 	go func() {
 		var err error
-		for b := range batches {
-			if err != nil {
-				continue // drain: the reader stops at the cancellation
-			}
-			if err = o.Restore(ctx, b); err != nil {
-				err = fmt.Errorf("kafka: restore %s/%d: apply: %w", topic, t.p, err)
-				cancel(err)
-				continue
-			}
-			applied += int64(len(b))
-		}
+		applied, err = t.applyBatches(ctx, cancel, o, batches)
 		applyDone <- err
 	}()
 
+	b := &applyBatcher{ctx: ctx, out: batches}
+	b.reset()
 	var read int64 // entries decoded and handed to the applier
-	batch := make([]outbox.ChangelogEntry, 0, taskApplyBatch)
-	size := 0
-	send := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		select {
-		case batches <- batch:
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		}
-		batch, size = make([]outbox.ChangelogEntry, 0, taskApplyBatch), 0
-		return nil
-	}
 	begin, lastLog := time.Now(), time.Now()
 	err = readRange(ctx, t.g.cfg, t.g.conns, topic, pr, func(m *kafkago.Message) error {
 		if time.Since(lastLog) >= restoreLogEvery {
@@ -540,13 +537,9 @@ func (t *task) apply(ctx context.Context, o *outbox.Outbox, pr partRange, maxEpo
 			fenced++
 		}
 		if ok {
-			batch = append(batch, en)
 			read++
-			size += len(m.Key) + len(m.Value)
-			if len(batch) == cap(batch) || size >= taskApplyBytes {
-				if err := send(); err != nil {
-					return err
-				}
+			if err := b.add(en, len(m.Key)+len(m.Value)); err != nil {
+				return err
 			}
 		}
 		t.update(func(s *PartitionStatus) {
@@ -557,7 +550,7 @@ func (t *task) apply(ctx context.Context, o *outbox.Outbox, pr partRange, maxEpo
 		return nil
 	})
 	if err == nil {
-		err = send()
+		err = b.send()
 	}
 	close(batches)
 	// The applier's error comes first: the reader's is then only the
@@ -566,6 +559,64 @@ func (t *task) apply(ctx context.Context, o *outbox.Outbox, pr partRange, maxEpo
 		err = aerr
 	}
 	return applied, fenced, maxEpoch, err
+}
+
+// applyBatches applies the batches to o in order, and returns how many
+// entries it applied. After a failure it cancels ctx with the error and
+// drains batches (the reader stops at the cancellation).
+func (t *task) applyBatches(ctx context.Context, cancel context.CancelCauseFunc, o *outbox.Outbox, batches <-chan []outbox.ChangelogEntry) (int64, error) {
+	var applied int64
+	var err error
+	for b := range batches {
+		if err != nil {
+			continue // drain: the reader stops at the cancellation
+		}
+		if err = o.Restore(ctx, b); err != nil {
+			err = fmt.Errorf("kafka: restore %s/%d: apply: %w", t.g.cfg.ChangelogTopic, t.p, err)
+			cancel(err)
+			continue
+		}
+		applied += int64(len(b))
+	}
+	return applied, err
+}
+
+// applyBatcher gathers a restore's entries into batches of up to
+// taskApplyBatch entries or taskApplyBytes and hands them to the applier.
+type applyBatcher struct {
+	ctx   context.Context
+	out   chan<- []outbox.ChangelogEntry
+	batch []outbox.ChangelogEntry
+	size  int
+}
+
+func (b *applyBatcher) reset() {
+	b.batch, b.size = make([]outbox.ChangelogEntry, 0, taskApplyBatch), 0
+}
+
+// add adds an entry whose record is size bytes, sending the batch when it
+// is full.
+func (b *applyBatcher) add(en outbox.ChangelogEntry, size int) error {
+	b.batch = append(b.batch, en)
+	b.size += size
+	if len(b.batch) == cap(b.batch) || b.size >= taskApplyBytes {
+		return b.send()
+	}
+	return nil
+}
+
+// send hands the batch, if any, to the applier, unless ctx ends first.
+func (b *applyBatcher) send() error {
+	if len(b.batch) == 0 {
+		return nil
+	}
+	select {
+	case b.out <- b.batch:
+	case <-b.ctx.Done():
+		return context.Cause(b.ctx)
+	}
+	b.reset()
+	return nil
 }
 
 // restoreLogEvery is how often a restore under way logs its progress.
