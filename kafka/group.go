@@ -125,7 +125,7 @@ func StartGroup(ctx context.Context, cfg Config, sc StoreConfig, logger *slog.Lo
 
 	work, abort := context.WithCancel(context.Background())
 	g.work, g.abort = work, abort
-	in, err := newIngest(cfg, nil, logger, cn, g.met, work, warmBalancer{g: g})
+	in, err := newIngest(cfg, nil, logger, cn, g.met, work, g.balancer())
 	if err != nil {
 		abort()
 		cn.close()

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/outboxd/outbox/kafka/internal/balance"
 )
 
 // Member is one member of a consumer group, as the group's coordinator
@@ -134,7 +136,7 @@ func describeGroup(ctx context.Context, cl *kafkago.Client, group, topic string)
 		st.State = gr.GroupState
 		for _, m := range gr.Members {
 			mem := Member{ID: m.MemberID, ClientID: m.ClientID, Host: m.ClientHost,
-				API: decodeMemberData(m.MemberMetadata.UserData).API, Partitions: []int{}}
+				API: balance.DecodeMemberData(m.MemberMetadata.UserData).API, Partitions: []int{}}
 			for _, t := range m.MemberAssignments.Topics {
 				if t.Topic == topic {
 					mem.Partitions = append(mem.Partitions, t.Partitions...)
