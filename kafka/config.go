@@ -16,6 +16,8 @@ import (
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
 
+	"github.com/outboxd/outbox/kafka/internal/changelog"
+	"github.com/outboxd/outbox/kafka/internal/ship"
 	"github.com/outboxd/outbox/outbox"
 )
 
@@ -566,4 +568,17 @@ func (c Config) brokers() []string {
 		out[i] = strings.TrimSpace(b)
 	}
 	return out
+}
+
+// reading is how to read the changelog topic over cn.
+func (c Config) reading(cn *conns) changelog.Reading {
+	return changelog.Reading{Topic: c.ChangelogTopic, Brokers: c.brokers(), Dialer: cn.dialer,
+		FetchBytes: restoreFetchBytes, RetryBackoff: c.RetryBackoff, RetryBackoffMax: c.RetryBackoffMax}
+}
+
+// shipping is the configuration of changelog shipping.
+func (c Config) shipping() ship.Config {
+	return ship.Config{Topic: c.ChangelogTopic, Batch: c.ShipBatch, Interval: c.ShipInterval,
+		RetryBackoff: c.RetryBackoff, RetryBackoffMax: c.RetryBackoffMax,
+		Partitions: c.ChangelogPartitions, Replication: c.ChangelogReplication, MaxBytes: DefaultChangelogMaxBytes}
 }

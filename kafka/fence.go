@@ -5,6 +5,7 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 
+	"github.com/outboxd/outbox/kafka/internal/changelog"
 	"github.com/outboxd/outbox/outbox"
 )
 
@@ -15,7 +16,7 @@ import (
 // entry to apply (ok false when there is none), the highest epoch seen
 // with m, whether m was fenced, and a *TopicError when m is damaged.
 func fencedEntry(m *kafkago.Message, topic string, p int, maxEpoch int64) (en outbox.ChangelogEntry, ok bool, epoch int64, fenced bool, err error) {
-	e, fence, err := recordEpoch(m.Headers)
+	e, fence, err := changelog.RecordEpoch(m.Headers)
 	if err != nil {
 		return en, false, maxEpoch, false, &TopicError{Topic: topic, Partition: p, Reason: fmt.Sprintf("record at offset %d: %v", m.Offset, err), Err: err}
 	}
@@ -25,7 +26,7 @@ func fencedEntry(m *kafkago.Message, topic string, p int, maxEpoch int64) (en ou
 	if fence {
 		return en, false, e, false, nil
 	}
-	en, err = decodeChangelogRecord(m.Key, m.Value, m.Headers, m.Time)
+	en, err = changelog.DecodeRecord(m.Key, m.Value, m.Headers, m.Time)
 	if err != nil {
 		return en, false, e, false, &TopicError{Topic: topic, Partition: p, Reason: fmt.Sprintf("record at offset %d: %v", m.Offset, err), Err: err}
 	}

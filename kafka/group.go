@@ -15,6 +15,8 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 
+	"github.com/outboxd/outbox/kafka/internal/changelog"
+	"github.com/outboxd/outbox/kafka/internal/retry"
 	"github.com/outboxd/outbox/outbox"
 )
 
@@ -165,7 +167,7 @@ func (g *Group) newWriter(maxBytes int) *kafkago.Writer {
 	return &kafkago.Writer{
 		Addr:            kafkago.TCP(g.cfg.brokers()...),
 		Topic:           g.cfg.ChangelogTopic,
-		Balancer:        partitionBalancer{},
+		Balancer:        changelog.PartitionBalancer{},
 		RequiredAcks:    kafkago.RequireAll,
 		BatchSize:       g.cfg.ShipBatch,
 		BatchBytes:      int64(maxBytes),
@@ -186,7 +188,7 @@ func (g *Group) retryPreflight(ctx context.Context, err error) (int, error) {
 	g.log.Warn("kafka: cannot check the topics yet; the group waits", "topic", g.cfg.Topic,
 		"changelog_topic", g.cfg.ChangelogTopic, "err", err)
 	for {
-		if !sleepCtx(ctx, b.NextBackOff()) {
+		if !retry.Sleep(ctx, b.NextBackOff()) {
 			return 0, ctx.Err()
 		}
 		pctx, cancel := context.WithTimeout(ctx, g.cfg.DialTimeout)
@@ -418,7 +420,7 @@ func (g *Group) Metrics() Metrics {
 		Standbys:        g.Standbys(),
 		StandbyFailures: g.standbyFailures.Load(),
 	}
-	sh := &ShippingMetrics{Shipped: m.shipped.Load(), ShipErrors: m.shipErrors.Load()}
+	sh := &ShippingMetrics{Shipped: m.shipping.Shipped.Load(), ShipErrors: m.shipping.Errors.Load()}
 	g.mu.Lock()
 	for _, t := range g.tasks {
 		if n, age := t.lag(); n > 0 {

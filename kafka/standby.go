@@ -11,6 +11,8 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 
+	"github.com/outboxd/outbox/kafka/internal/changelog"
+	"github.com/outboxd/outbox/kafka/internal/retry"
 	"github.com/outboxd/outbox/outbox"
 )
 
@@ -140,7 +142,7 @@ func (s *standby) run(gctx context.Context) {
 		s.g.standbyFailures.Add(1)
 		s.update(func(st *StandbyStatus) { st.State, st.Error = StandbyFailed, err.Error() })
 		s.log.Warn("kafka: standby of the partition failed; retrying", "err", err)
-		if !sleepCtx(gctx, b.NextBackOff()) {
+		if !retry.Sleep(gctx, b.NextBackOff()) {
 			s.update(func(st *StandbyStatus) { st.State = StandbyStopped })
 			return
 		}
@@ -165,9 +167,9 @@ func (s *standby) tail(gctx context.Context) error {
 	s.mu.Lock()
 	s.store, s.begun = o, time.Now()
 	s.st.State, s.st.Error, s.st.Mode = StandbyTailing, "", mode
-	s.st.Applied, s.st.End = from, max(pr.last, from)
+	s.st.Applied, s.st.End = from, max(pr.Last, from)
 	s.mu.Unlock()
-	s.log.Info("kafka: standby started", "mode", mode, "from", from, "to", pr.last)
+	s.log.Info("kafka: standby started", "mode", mode, "from", from, "to", pr.Last)
 
 	applied, epoch, applyErr, readErr := s.follow(gctx, o, from, epoch)
 
@@ -191,11 +193,11 @@ func (s *standby) tail(gctx context.Context) error {
 // built from the changelog partition's first offset. The checkpoint is
 // removed before the store changes, as an owner's restore does, so that a
 // crash leaves none that vouches for it.
-func (s *standby) open(pr partRange) (o *outbox.Outbox, mode string, from, epoch int64, err error) {
+func (s *standby) open(pr changelog.Range) (o *outbox.Outbox, mode string, from, epoch int64, err error) {
 	g := s.g
 	path := g.storePath(s.p)
 	cfg := g.partitionConfig(s.p)
-	mode, from = RestoreRebuild, pr.first
+	mode, from = RestoreRebuild, pr.First
 	o, cp, why, err := keptStore(g, s.p, pr)
 	if why != "" {
 		s.log.Info("kafka: building the standby store anew", "reason", why)
@@ -224,7 +226,7 @@ func (s *standby) open(pr partRange) (o *outbox.Outbox, mode string, from, epoch
 // is applied, the highest epoch seen, and what failed.
 func (s *standby) follow(gctx context.Context, o *outbox.Outbox, from, epoch int64) (applied, maxEpoch int64, applyErr, readErr error) {
 	topic := s.g.cfg.ChangelogTopic
-	r := s.reader()
+	r := s.g.cfg.reading(s.g.conns).Reader(s.p)
 	defer r.Close()
 	if err := r.SetOffset(from); err != nil {
 		return from, epoch, nil, err
@@ -273,23 +275,6 @@ func (s *standby) follow(gctx context.Context, o *outbox.Outbox, from, epoch int
 			}
 		}
 	}
-}
-
-// reader returns a reader of the standby's changelog partition.
-func (s *standby) reader() *kafkago.Reader {
-	g := s.g
-	return kafkago.NewReader(kafkago.ReaderConfig{
-		Brokers:        g.cfg.brokers(),
-		Topic:          g.cfg.ChangelogTopic,
-		Partition:      s.p,
-		Dialer:         g.conns.dialer,
-		MinBytes:       1,
-		MaxBytes:       restoreFetchBytes,
-		MaxWait:        250 * time.Millisecond,
-		QueueCapacity:  restoreBatch,
-		ReadBackoffMin: g.cfg.RetryBackoff,
-		ReadBackoffMax: g.cfg.RetryBackoffMax,
-	})
 }
 
 // read fetches r's records into the returned channel, in a goroutine,

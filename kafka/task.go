@@ -12,6 +12,9 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 
+	"github.com/outboxd/outbox/kafka/internal/changelog"
+	"github.com/outboxd/outbox/kafka/internal/retry"
+	"github.com/outboxd/outbox/kafka/internal/ship"
 	"github.com/outboxd/outbox/outbox"
 )
 
@@ -37,7 +40,7 @@ type task struct {
 	mu     sync.Mutex
 	st     PartitionStatus
 	store  *outbox.Outbox // while active
-	ship   *shipper       // while active
+	ship   *ship.Shipper  // while active
 	begun  time.Time      // restore start
 	epochs int64          // highest epoch applied or written
 }
@@ -97,7 +100,7 @@ func (t *task) lag() (uint64, time.Duration) {
 	if sh == nil {
 		return 0, 0
 	}
-	n, secs := sh.lag()
+	n, secs := sh.Lag()
 	return n, time.Duration(secs * float64(time.Second))
 }
 
@@ -130,9 +133,7 @@ func (t *task) run(gctx context.Context, hand *handover) {
 		_ = o.Stop(context.Background())
 		return
 	}
-	sh := &shipper{cfg: t.g.cfg, st: o.Changelog(), log: t.log, conns: t.g.conns, met: t.g.met, now: time.Now,
-		w: t.g.w, stamp: &stamp{partition: t.p, epoch: t.epoch(), generation: t.gen.ID}, written: &t.written}
-	sh.shipped.Store(t.shippedLSN.Load())
+	sh := t.shipper(o)
 	t.mu.Lock()
 	t.store, t.ship = o, sh
 	t.st.State = PartitionActive
@@ -189,18 +190,16 @@ func (t *task) handOver(o *outbox.Outbox, hand *handover) {
 	}
 	shipCtx, cancelShip := context.WithDeadline(t.g.work, begin.Add(budget))
 	defer cancelShip()
-	sh := &shipper{cfg: t.g.cfg, st: o2.Changelog(), log: t.log, conns: t.g.conns, met: t.g.met, now: time.Now,
-		w: t.g.w, stamp: &stamp{partition: t.p, epoch: t.epoch(), generation: t.gen.ID}, written: &t.written}
-	sh.shipped.Store(t.shippedLSN.Load())
+	sh := t.shipper(o2)
 	shipped := 0
 	var shipErr error
 	for {
-		n, err := sh.shipOnce(shipCtx)
+		n, err := sh.ShipOnce(shipCtx)
 		if err != nil {
 			shipErr = err
 			break
 		}
-		t.shippedLSN.Store(sh.shipped.Load())
+		t.shippedLSN.Store(sh.Shipped())
 		if n == 0 {
 			break
 		}
@@ -238,15 +237,15 @@ func (t *task) closeWithCheckpoint(o *outbox.Outbox, end int64, keep bool) bool 
 			t.log.Info("kafka: no checkpoint for the partition store; the next ownership rebuilds it", "err", err)
 			return false
 		}
-		if want := t.restoredTo + t.written.Load(); pr.last != want {
+		if want := t.restoredTo + t.written.Load(); pr.Last != want {
 			// Another owner wrote to the partition during this ownership
 			// (this instance was a zombie), or a write was repeated: the
 			// store does not hold everything below the end.
 			t.log.Info("kafka: no checkpoint for the partition store: its changelog partition holds records this ownership did not write; the next ownership rebuilds it",
-				"end", pr.last, "expected", want)
+				"end", pr.Last, "expected", want)
 			return false
 		}
-		end = pr.last
+		end = pr.Last
 	}
 	cp := checkpoint{Topic: t.g.cfg.Topic, ChangelogTopic: t.g.cfg.ChangelogTopic, Partition: t.p,
 		Offset: end, Epoch: t.epoch(), LastLSN: last}
@@ -257,24 +256,35 @@ func (t *task) closeWithCheckpoint(o *outbox.Outbox, end int64, keep bool) bool 
 	return true
 }
 
+// shipper returns the shipper of o's changelog to the partition's
+// changelog partition, through the group's writer with this owner's stamp,
+// from what this ownership has shipped.
+func (t *task) shipper(o *outbox.Outbox) *ship.Shipper {
+	return ship.New(ship.Params{
+		Config: t.g.cfg.shipping(), Store: o.Changelog(), Log: t.log, Counts: &t.g.met.shipping, Writer: t.g.w,
+		Stamp:   &changelog.Stamp{Partition: t.p, Epoch: t.epoch(), Generation: t.gen.ID},
+		Written: &t.written,
+	}, t.shippedLSN.Load())
+}
+
 // shipLoop ships the active store's changelog until ctx ends.
-func (t *task) shipLoop(ctx context.Context, sh *shipper) {
+func (t *task) shipLoop(ctx context.Context, sh *ship.Shipper) {
 	b := newBackoff(t.g.cfg)
 	failing := false
 	for ctx.Err() == nil {
-		n, err := sh.shipOnce(t.g.work)
-		t.shippedLSN.Store(sh.shipped.Load())
+		n, err := sh.ShipOnce(t.g.work)
+		t.shippedLSN.Store(sh.Shipped())
 		switch {
 		case errors.Is(err, outbox.ErrClosed):
 			return
 		case err != nil:
-			t.g.met.shipErrors.Add(1)
+			t.g.met.shipping.Errors.Add(1)
 			if !failing {
 				t.log.Warn("kafka: changelog shipping failed; retrying (offsets are committed only up to what is shipped)",
 					"topic", t.g.cfg.ChangelogTopic, "err", err)
 				failing = true
 			}
-			if !sleepCtx(ctx, b.NextBackOff()) {
+			if !retry.Sleep(ctx, b.NextBackOff()) {
 				return
 			}
 		default:
@@ -283,7 +293,7 @@ func (t *task) shipLoop(ctx context.Context, sh *shipper) {
 				failing = false
 			}
 			b.Reset()
-			if n == 0 && !sleepCtx(ctx, t.g.cfg.ShipInterval) {
+			if n == 0 && !retry.Sleep(ctx, t.g.cfg.ShipInterval) {
 				return
 			}
 		}
@@ -294,17 +304,17 @@ func (t *task) shipLoop(ctx context.Context, sh *shipper) {
 // or gctx ends.
 func (t *task) fence(gctx context.Context) bool {
 	b := newBackoff(t.g.cfg)
-	st := stamp{partition: t.p, epoch: t.epoch(), generation: t.gen.ID}
+	st := changelog.Stamp{Partition: t.p, Epoch: t.epoch(), Generation: t.gen.ID}
 	for {
 		ctx, cancel := context.WithTimeout(gctx, max(t.g.cfg.DialTimeout, 5*time.Second))
-		err := t.g.w.WriteMessages(ctx, fenceMessage(st))
+		err := t.g.w.WriteMessages(ctx, changelog.FenceMessage(st))
 		cancel()
 		if err == nil {
 			t.written.Add(1)
 			return true
 		}
 		t.log.Warn("kafka: writing the fence record failed; retrying", "topic", t.g.cfg.ChangelogTopic, "err", err)
-		if !sleepCtx(gctx, b.NextBackOff()) {
+		if !retry.Sleep(gctx, b.NextBackOff()) {
 			return false
 		}
 	}
@@ -326,7 +336,7 @@ func (t *task) restoreLoop(gctx context.Context) (*outbox.Outbox, int64) {
 		t.g.restoreFailures.Add(1)
 		t.update(func(s *PartitionStatus) { s.State, s.Error = PartitionFailed, err.Error() })
 		t.log.Error("kafka: restoring the partition store failed; nothing of it is delivered, retrying", "err", err)
-		if !sleepCtx(gctx, b.NextBackOff()) {
+		if !retry.Sleep(gctx, b.NextBackOff()) {
 			return nil, 0
 		}
 	}
@@ -354,10 +364,10 @@ func (t *task) restore(gctx context.Context) (*outbox.Outbox, int64, error) {
 	t.mu.Lock()
 	t.begun = begin
 	t.st.State, t.st.Error = PartitionRestoring, ""
-	t.st.Restore = RestoreStatus{Mode: mode, From: from, To: pr.last, Remaining: max(pr.last-from, 0)}
+	t.st.Restore = RestoreStatus{Mode: mode, From: from, To: pr.Last, Remaining: max(pr.Last-from, 0)}
 	t.mu.Unlock()
 
-	applied, fenced, maxEpoch, err := t.apply(gctx, o, partRange{id: t.p, first: from, last: pr.last}, maxEpoch)
+	applied, fenced, maxEpoch, err := t.apply(gctx, o, changelog.Range{ID: t.p, First: from, Last: pr.Last}, maxEpoch)
 	if err == nil && mode == RestoreRebuild {
 		o, err = t.install(o, tmp, path)
 	}
@@ -373,17 +383,17 @@ func (t *task) restore(gctx context.Context) (*outbox.Outbox, int64, error) {
 		return nil, 0, err
 	}
 	t.shippedLSN.Store(o.Changelog().LastLSN())
-	t.restoredTo = pr.last
+	t.restoredTo = pr.Last
 	epoch := max(int64(t.gen.ID), maxEpoch+1)
-	t.restored(mode, applied, fenced, from, pr.last, epoch, begin)
-	return o, pr.last, nil
+	t.restored(mode, applied, fenced, from, pr.Last, epoch, begin)
+	return o, pr.Last, nil
 }
 
 // open opens the store to restore: the kept one when its checkpoint is
 // usable for pr (caught up from the checkpoint's offset and epoch), else a
 // new one at tmp, rebuilt from the partition's first offset.
-func (t *task) open(pr partRange, tmp string) (o *outbox.Outbox, mode string, from, maxEpoch int64, err error) {
-	mode, from = RestoreRebuild, pr.first
+func (t *task) open(pr changelog.Range, tmp string) (o *outbox.Outbox, mode string, from, maxEpoch int64, err error) {
+	mode, from = RestoreRebuild, pr.First
 	o, cp, why, err := keptStore(t.g, t.p, pr)
 	if why != "" {
 		t.log.Info("kafka: rebuilding the partition store", "reason", why)
@@ -448,7 +458,7 @@ func (t *task) restored(mode string, applied, fenced, from, to, epoch int64, beg
 // way it then removes the checkpoint durably: from here on the store
 // changes, and a crash must not leave a checkpoint that vouches for it.
 // When that fails it stops the store and returns the error.
-func keptStore(g *Group, p int, pr partRange) (o *outbox.Outbox, cp *checkpoint, why string, err error) {
+func keptStore(g *Group, p int, pr changelog.Range) (o *outbox.Outbox, cp *checkpoint, why string, err error) {
 	path, cpPath := g.storePath(p), g.checkpointPath(p)
 	if cp, why = usableCheckpoint(g, p, cpPath, pr); cp != nil {
 		o, err = outbox.Open(path, g.partitionConfig(p))
@@ -475,7 +485,7 @@ func keptStore(g *Group, p int, pr partRange) (o *outbox.Outbox, cp *checkpoint,
 
 // usableCheckpoint reads the checkpoint of g's partition p at path and says
 // why it cannot be used ("" when there is none at all).
-func usableCheckpoint(g *Group, p int, path string, pr partRange) (*checkpoint, string) {
+func usableCheckpoint(g *Group, p int, path string, pr changelog.Range) (*checkpoint, string) {
 	cp, err := readCheckpoint(path)
 	switch {
 	case err != nil:
@@ -487,10 +497,10 @@ func usableCheckpoint(g *Group, p int, path string, pr partRange) (*checkpoint, 
 		return nil, ""
 	case cp.Topic != g.cfg.Topic || cp.ChangelogTopic != g.cfg.ChangelogTopic || cp.Partition != p:
 		return nil, fmt.Sprintf("the checkpoint is of %s/%s partition %d", cp.Topic, cp.ChangelogTopic, cp.Partition)
-	case cp.Offset < pr.first:
-		return nil, fmt.Sprintf("the changelog partition starts at offset %d, past the checkpoint %d", pr.first, cp.Offset)
-	case cp.Offset > pr.last:
-		return nil, fmt.Sprintf("the checkpoint %d is past the changelog partition's end %d (was the topic recreated?)", cp.Offset, pr.last)
+	case cp.Offset < pr.First:
+		return nil, fmt.Sprintf("the changelog partition starts at offset %d, past the checkpoint %d", pr.First, cp.Offset)
+	case cp.Offset > pr.Last:
+		return nil, fmt.Sprintf("the checkpoint %d is past the changelog partition's end %d (was the topic recreated?)", cp.Offset, pr.Last)
 	}
 	return cp, ""
 }
@@ -505,7 +515,7 @@ func usableCheckpoint(g *Group, p int, path string, pr partRange) (*checkpoint, 
 // and decoded: a batch's commit (two fsyncs) and the reading of the next
 // overlap, and a batch holds up to taskApplyBatch entries or
 // taskApplyBytes, so that a commit's fsyncs are shared by many records.
-func (t *task) apply(ctx context.Context, o *outbox.Outbox, pr partRange, maxEpoch int64) (applied, fenced, epoch int64, err error) {
+func (t *task) apply(ctx context.Context, o *outbox.Outbox, pr changelog.Range, maxEpoch int64) (applied, fenced, epoch int64, err error) {
 	topic := t.g.cfg.ChangelogTopic
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -521,12 +531,12 @@ func (t *task) apply(ctx context.Context, o *outbox.Outbox, pr partRange, maxEpo
 	b.reset()
 	var read int64 // entries decoded and handed to the applier
 	begin, lastLog := time.Now(), time.Now()
-	err = readRange(ctx, t.g.cfg, t.g.conns, topic, pr, func(m *kafkago.Message) error {
+	err = changelog.ReadRange(ctx, t.g.cfg.reading(t.g.conns), pr, func(m *kafkago.Message) error {
 		if time.Since(lastLog) >= restoreLogEvery {
 			lastLog = time.Now()
 			t.log.Info("kafka: restoring the partition store", "records", read,
 				"records_per_second", int64(float64(read)/time.Since(begin).Seconds()),
-				"remaining", max(pr.last-m.Offset, 0), "fenced", fenced)
+				"remaining", max(pr.Last-m.Offset, 0), "fenced", fenced)
 		}
 		en, ok, e, skipped, err := fencedEntry(m, topic, t.p, maxEpoch)
 		maxEpoch = e
@@ -545,7 +555,7 @@ func (t *task) apply(ctx context.Context, o *outbox.Outbox, pr partRange, maxEpo
 		t.update(func(s *PartitionStatus) {
 			s.Restore.Records = read
 			s.Restore.Fenced = fenced
-			s.Restore.Remaining = max(pr.last-m.Offset-1, 0)
+			s.Restore.Remaining = max(pr.Last-m.Offset-1, 0)
 		})
 		return nil
 	})
@@ -631,17 +641,17 @@ const (
 )
 
 // changelogRange returns the first and end offsets of changelog partition p.
-func (g *Group) changelogRange(ctx context.Context, p int) (partRange, error) {
+func (g *Group) changelogRange(ctx context.Context, p int) (changelog.Range, error) {
 	parts, err := changelogOffsets(ctx, g.cfg, g.conns)
 	if err != nil {
-		return partRange{}, err
+		return changelog.Range{}, err
 	}
 	for _, pr := range parts {
-		if pr.id == p {
+		if pr.ID == p {
 			return pr, nil
 		}
 	}
-	return partRange{}, &TopicError{Topic: g.cfg.ChangelogTopic, Partition: p, Reason: fmt.Sprintf(
+	return changelog.Range{}, &TopicError{Topic: g.cfg.ChangelogTopic, Partition: p, Reason: fmt.Sprintf(
 		"missing: the changelog topic has %d partitions and the ingest topic %s has more; give the changelog topic the ingest topic's partition count",
 		len(parts), g.cfg.Topic)}
 }
