@@ -270,7 +270,7 @@ func (g *Group) commitLoop(gctx context.Context, gen *kafkago.Generation, tasks 
 func (g *Group) commit(gen *kafkago.Generation, tasks map[int]*task, final bool) bool {
 	offsets := make(map[int]int64)
 	for p, t := range tasks {
-		if off, ok := t.tr.toCommit(t.shippedLSN.Load()); ok {
+		if off, ok := t.tr.ToCommit(t.shippedLSN.Load()); ok {
 			offsets[p] = off
 		}
 	}
@@ -290,7 +290,7 @@ func (g *Group) commit(gen *kafkago.Generation, tasks map[int]*task, final bool)
 	g.met.commits.Add(1)
 	g.in.mu.Lock()
 	for p, off := range offsets {
-		tasks[p].tr.committedAt(off)
+		tasks[p].tr.CommittedAt(off)
 		g.in.committed[p] = off
 	}
 	g.in.mu.Unlock()

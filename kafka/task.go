@@ -13,6 +13,7 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/outboxd/outbox/kafka/internal/changelog"
+	"github.com/outboxd/outbox/kafka/internal/offsets"
 	"github.com/outboxd/outbox/kafka/internal/retry"
 	"github.com/outboxd/outbox/kafka/internal/ship"
 	"github.com/outboxd/outbox/outbox"
@@ -27,7 +28,7 @@ type task struct {
 	gen *kafkago.Generation
 	pa  kafkago.PartitionAssignment
 	p   int
-	tr  *tracker
+	tr  *offsets.Tracker
 	log *slog.Logger
 
 	shippedLSN atomic.Uint64 // the store's changelog is shipped up to here
@@ -47,7 +48,7 @@ type task struct {
 
 func newTask(g *Group, gen *kafkago.Generation, pa kafkago.PartitionAssignment) *task {
 	t := &task{
-		g: g, gen: gen, pa: pa, p: pa.ID, tr: newTracker(pa.Offset),
+		g: g, gen: gen, pa: pa, p: pa.ID, tr: offsets.New(pa.Offset),
 		log: g.log.With("partition", pa.ID, "generation", gen.ID),
 	}
 	t.st = PartitionStatus{Partition: pa.ID, State: PartitionRestoring, Generation: gen.ID, Committed: -1}
