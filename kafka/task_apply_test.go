@@ -14,6 +14,7 @@ import (
 
 	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/kafka/internal/changelog"
+	"github.com/outboxd/outbox/kafka/internal/partition"
 	"github.com/outboxd/outbox/outbox"
 )
 
@@ -44,7 +45,7 @@ func tombstones(first, n int, lsn uint64) []outbox.ChangelogEntry {
 // before it, and records of an owner fenced off in the meantime are skipped
 // whichever batch they fall in.
 func TestGroupRebuildAppliesBatchesInOrder(t *testing.T) {
-	n := 2*taskApplyBatch + 500
+	n := 2*partition.ApplyBatch + 500
 	c := newCluster(t, kfakeSeed(1, "in")...)
 	brokers := c.ListenAddrs()
 	newChangelogTopic(t, brokers, "in-changelog")
@@ -93,7 +94,7 @@ func TestGroupRebuildAppliesBatchesInOrder(t *testing.T) {
 // naming the topic, partition and offset; the partition is not delivered
 // from what was applied before it, and no store file is left.
 func TestGroupRestoreOfAnUndecodableRecordLeavesNoStore(t *testing.T) {
-	n := taskApplyBatch + 500
+	n := partition.ApplyBatch + 500
 	c := newCluster(t, kfakeSeed(1, "in")...)
 	brokers := c.ListenAddrs()
 	newChangelogTopic(t, brokers, "in-changelog")
