@@ -12,7 +12,9 @@ import (
 
 // Range is a range of offsets of one partition, [First, Last).
 type Range struct {
-	ID          int
+	// ID is the partition.
+	ID int
+	// First is the first offset of the range, Last the offset after it.
 	First, Last int64
 }
 
@@ -20,9 +22,10 @@ type Range struct {
 type Reading struct {
 	// Topic is the changelog topic.
 	Topic string
-	// Brokers and Dialer reach the brokers.
+	// Brokers are the addresses of the brokers.
 	Brokers []string
-	Dialer  *kafkago.Dialer
+	// Dialer connects to them.
+	Dialer *kafkago.Dialer
 	// FetchBytes bounds a fetch response: the largest batch a shipper
 	// writes, so that every batch fits in one.
 	FetchBytes int

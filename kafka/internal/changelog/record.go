@@ -45,8 +45,11 @@ const (
 // it goes to (read by PartitionBalancer), the owner's epoch and its group
 // generation.
 type Stamp struct {
-	Partition  int
-	Epoch      int64
+	// Partition is the changelog partition the record goes to.
+	Partition int
+	// Epoch is the writer's fencing epoch.
+	Epoch int64
+	// Generation is the group generation the writer owns the partition in.
 	Generation int32
 }
 

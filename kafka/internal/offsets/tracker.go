@@ -27,6 +27,7 @@ type Tracker struct {
 
 // Span is a range of consumed offsets, [Start, End).
 type Span struct {
+	// Start is the first offset of the range, End the offset after it.
 	Start, End int64
 	done       bool
 	lsn        uint64 // the store's last LSN once the range was durable

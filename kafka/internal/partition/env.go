@@ -19,8 +19,10 @@ import (
 // Env is what the tasks and standbys of a group share: its configuration,
 // its connections to the brokers, its files and its ingest.
 type Env struct {
+	// Config is the configuration the tasks and standbys use.
 	Config Config
-	Log    *slog.Logger
+	// Log is the group's logger.
+	Log *slog.Logger
 	// Work bounds writes and hand-overs; it is cancelled only when the
 	// group's Close runs out of time.
 	Work context.Context
@@ -37,8 +39,9 @@ type Env struct {
 	StoreConfig func(p int) outbox.Config
 	// Ingest ingests an owned partition into its store.
 	Ingest Ingest
-	// Counts and ShipCounts are the group's counters.
-	Counts     *Counts
+	// Counts are the group's counters of restores and standbys.
+	Counts *Counts
+	// ShipCounts are the group's shipping counters.
 	ShipCounts *ship.Counts
 	// TopicError is the error for a changelog topic that cannot serve:
 	// reason says what is wrong with partition p of topic (-1 for the

@@ -11,7 +11,11 @@ import (
 // of Topic is <Dir>/<Topic>-<p>.db, its checkpoint
 // <Dir>/<Topic>-<p>.checkpoint.
 type Files struct {
-	Dir, Topic, ChangelogTopic string
+	// Dir is the directory of the partitions' files.
+	Dir string
+	// Topic is the ingest topic, ChangelogTopic the changelog topic that
+	// a checkpoint must name.
+	Topic, ChangelogTopic string
 }
 
 // Store returns the path of partition p's store.

@@ -43,45 +43,64 @@ const (
 	StandbyStopped = "stopped"
 )
 
-// Status describes one owned partition; package kafka's PartitionStatus
-// documents each field.
+// Status describes one owned partition (package kafka's PartitionStatus).
 type Status struct {
-	Partition  int
-	State      string
+	// Partition is the partition of the ingest and changelog topics.
+	Partition int
+	// State is Restoring, Active, HandingOver or Failed.
+	State string
+	// Generation is the group generation the partition was assigned in.
 	Generation int32
-	Epoch      int64
-	Restore    RestoreStatus
-	Committed  int64
-	Pending    int
-	Dead       int
-	Error      string
+	// Epoch is the fencing epoch this owner writes.
+	Epoch int64
+	// Restore describes the restore of this ownership.
+	Restore RestoreStatus
+	// Committed is the last input offset committed, -1 when none was.
+	Committed int64
+	// Pending and Dead count the events in the store.
+	Pending, Dead int
+	// Error is why the last restore failed (Failed), else "".
+	Error string
 }
 
-// RestoreStatus is how far the restore of one partition's store has come;
-// package kafka's RestoreStatus documents each field.
+// RestoreStatus is how far the restore of one partition's store has come
+// (package kafka's RestoreStatus).
 type RestoreStatus struct {
-	Mode      string
-	From      int64
-	To        int64
-	Records   int64
-	Remaining int64
-	Rate      float64
-	Fenced    int64
-	Duration  time.Duration
-	Done      bool
+	// Mode is ModeCheckpoint or ModeRebuild ("" before it started).
+	Mode string
+	// From is the changelog offset the restore started at, To the end
+	// offset it reads up to.
+	From, To int64
+	// Records is the number of records applied so far, Remaining the
+	// offsets left to read.
+	Records, Remaining int64
+	// Rate is the records applied per second so far.
+	Rate float64
+	// Fenced is the number of records skipped as a fenced owner's.
+	Fenced int64
+	// Duration is how long the restore took (so far, while it runs).
+	Duration time.Duration
+	// Done reports whether the restore finished.
+	Done bool
 }
 
-// StandbyStatus describes one standby; package kafka's StandbyStatus
-// documents each field.
+// StandbyStatus describes one standby (package kafka's StandbyStatus).
 type StandbyStatus struct {
-	Partition  int
-	State      string
+	// Partition is the partition of the ingest and changelog topics.
+	Partition int
+	// State is StandbyOpening, StandbyTailing, StandbyFailed or
+	// StandbyStopped.
+	State string
+	// Generation is the group generation the standby was assigned in.
 	Generation int32
-	Mode       string
-	Applied    int64
-	End        int64
-	Lag        int64
-	Records    int64
-	Fenced     int64
-	Error      string
+	// Mode is how the standby started: ModeCheckpoint or ModeRebuild.
+	Mode string
+	// Applied is the changelog offset the store holds every record below;
+	// End the partition's end offset as last seen; Lag is End - Applied.
+	Applied, End, Lag int64
+	// Records is the number of records applied in this generation, Fenced
+	// those skipped as a fenced owner's.
+	Records, Fenced int64
+	// Error is why the last attempt failed (StandbyFailed), else "".
+	Error string
 }

@@ -55,9 +55,13 @@ type Counts struct {
 
 // Params is what a Shipper is made of.
 type Params struct {
+	// Config is the shipping configuration.
 	Config Config
-	Store  Store
-	Log    *slog.Logger
+	// Store is the changelog shipped.
+	Store Store
+	// Log is where the Shipper logs.
+	Log *slog.Logger
+	// Counts are the counters it adds to.
 	Counts *Counts
 	// Writer writes the records: in group mode, the group's writer. Run
 	// makes its own with NewWriter.

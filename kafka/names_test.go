@@ -3,6 +3,7 @@ package kafka
 import (
 	"testing"
 
+	"github.com/outboxd/outbox/kafka/internal/changelog"
 	"github.com/outboxd/outbox/kafka/internal/partition"
 )
 
@@ -18,6 +19,19 @@ func TestStatusNamesAreThoseThePartitionsReport(t *testing.T) {
 	} {
 		if c.exported != c.internal {
 			t.Errorf("exported %q, reported %q", c.exported, c.internal)
+		}
+	}
+}
+
+// The exported header names are those of the records the changelog codec
+// writes and reads.
+func TestHeaderNamesAreTheCodecs(t *testing.T) {
+	for _, c := range []struct{ exported, internal string }{
+		{HeaderOp, changelog.HeaderOp}, {HeaderLSN, changelog.HeaderLSN},
+		{HeaderEpoch, changelog.HeaderEpoch}, {HeaderGeneration, changelog.HeaderGeneration},
+	} {
+		if c.exported != c.internal {
+			t.Errorf("exported %q, written %q", c.exported, c.internal)
 		}
 	}
 }
