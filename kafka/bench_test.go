@@ -15,6 +15,7 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/outboxd/outbox/internal/cputime"
+	"github.com/outboxd/outbox/kafka/internal/changelog"
 	"github.com/outboxd/outbox/outbox"
 	"github.com/outboxd/outbox/store"
 )
@@ -242,7 +243,7 @@ func BenchmarkShipCapacity(b *testing.B) {
 		p.w.BatchBytes = DefaultChangelogMaxBytes
 		msgs := make([]kafkago.Message, len(all))
 		for j, e := range all {
-			msgs[j] = entryMessage(e)
+			msgs[j] = changelog.EntryMessage(e)
 		}
 		p.produce(b, msgs[:1]...) // creates the topic
 		start := time.Now()
@@ -332,7 +333,7 @@ func BenchmarkShipKeepsUp(b *testing.B) {
 		stopAt := time.Now()
 		pollUntil(func() bool { n, _ := run.ShippingLag(); return n == 0 })
 		catchUp := time.Since(stopAt)
-		shipped := run.met.shipped.Load()
+		shipped := run.met.shipping.Shipped.Load()
 		if err := run.Close(context.Background()); err != nil {
 			b.Fatal(err)
 		}
@@ -390,7 +391,7 @@ func (blockSink) Deliver(ctx context.Context, _ *outbox.Delivery) outbox.Result 
 // not wait out a 10s fetch).
 // The changelog partition holds $BENCH_RESTORE_RECORDS enqueue records
 // (default 100,000, 200-byte payloads) as a partition store ships them:
-// encoded by entryMessage, stamped with an epoch and a generation, after
+// encoded by changelog.EntryMessage, stamped with an epoch and a generation, after
 // the owner's fence record.
 //
 // The goroutines of the restore and of the consumes carry a profiler label
@@ -480,7 +481,7 @@ func BenchmarkGroupRestore(b *testing.B) {
 	b.ReportMetric(float64(restoreCPU.Microseconds())/float64(restored), "restore-cpu-µs/record")
 }
 
-// restoreReader is the configuration of the restore's reader (readRange)
+// restoreReader is the configuration of the restore's reader (changelog.ReadRange)
 // on partition 0 of topic.
 func restoreReader(brokers []string, topic string) kafkago.ReaderConfig {
 	return kafkago.ReaderConfig{Brokers: brokers, Topic: topic, Partition: 0,
@@ -490,14 +491,14 @@ func restoreReader(brokers []string, topic string) kafkago.ReaderConfig {
 // plainConsume reads pr with a kafka-go Reader configured by rc, doing
 // nothing with the records, and returns the time and CPU it took and the
 // records it read.
-func plainConsume(b *testing.B, rc kafkago.ReaderConfig, pr partRange) (secs float64, cpu time.Duration, n int64) {
+func plainConsume(b *testing.B, rc kafkago.ReaderConfig, pr changelog.Range) (secs float64, cpu time.Duration, n int64) {
 	b.Helper()
 	start, cpu0 := time.Now(), cputime.Process()
 	var r *kafkago.Reader
 	// The reader's goroutines carry the label (go tool pprof -tagfocus).
 	pprof.Do(context.Background(), pprof.Labels("phase", "consume"), func(ctx context.Context) {
 		r = kafkago.NewReader(rc)
-		if err := r.SetOffset(pr.first); err != nil {
+		if err := r.SetOffset(pr.First); err != nil {
 			b.Fatal(err)
 		}
 		for {
@@ -506,7 +507,7 @@ func plainConsume(b *testing.B, rc kafkago.ReaderConfig, pr partRange) (secs flo
 				b.Fatal(err)
 			}
 			n++
-			if m.Offset >= pr.last-1 {
+			if m.Offset >= pr.Last-1 {
 				return
 			}
 		}
@@ -519,15 +520,15 @@ func plainConsume(b *testing.B, rc kafkago.ReaderConfig, pr partRange) (secs flo
 
 // fillChangelog produces n enqueue records to partition 0 of changelog as
 // a partition store of Group ships them: a fence, then the store's entries
-// encoded by entryMessage and stamped with the owner's epoch and
+// encoded by changelog.EntryMessage and stamped with the owner's epoch and
 // generation.
-func fillChangelog(b *testing.B, brokers []string, changelog string, n int) {
+func fillChangelog(b *testing.B, brokers []string, topic string, n int) {
 	b.Helper()
-	st := stamp{partition: 0, epoch: 1, generation: 1}
-	p := newProducer(b, brokers, changelog)
+	st := changelog.Stamp{Partition: 0, Epoch: 1, Generation: 1}
+	p := newProducer(b, brokers, topic)
 	p.w.BatchSize = DefaultShipBatch
 	p.w.BatchBytes = DefaultChangelogMaxBytes
-	p.produce(b, fenceMessage(st))
+	p.produce(b, changelog.FenceMessage(st))
 	p.produce(b, stamped(st, storeEntries(b, 0, n)...)...)
 }
 
@@ -569,17 +570,17 @@ func storeEntries(t testing.TB, first, n int) []outbox.ChangelogEntry {
 
 // stamped returns the changelog topic records of entries as an owner with
 // stamp st ships them.
-func stamped(st stamp, entries ...outbox.ChangelogEntry) []kafkago.Message {
+func stamped(st changelog.Stamp, entries ...outbox.ChangelogEntry) []kafkago.Message {
 	msgs := make([]kafkago.Message, len(entries))
 	for i, e := range entries {
-		msgs[i] = entryMessage(e)
-		st.apply(&msgs[i])
+		msgs[i] = changelog.EntryMessage(e)
+		st.Apply(&msgs[i])
 	}
 	return msgs
 }
 
 // changelogEnd returns the first and end offsets of partition 0 of topic.
-func changelogEnd(b *testing.B, brokers []string, topic string) partRange {
+func changelogEnd(b *testing.B, brokers []string, topic string) changelog.Range {
 	b.Helper()
 	cl := admin(b, brokers)
 	resp, err := cl.ListOffsets(context.Background(), &kafkago.ListOffsetsRequest{Topics: map[string][]kafkago.OffsetRequest{
@@ -591,10 +592,10 @@ func changelogEnd(b *testing.B, brokers []string, topic string) partRange {
 		if po.Error != nil {
 			b.Fatal(po.Error)
 		}
-		return partRange{id: 0, first: po.FirstOffset, last: po.LastOffset}
+		return changelog.Range{ID: 0, First: po.FirstOffset, Last: po.LastOffset}
 	}
 	b.Fatalf("no offsets of %s", topic)
-	return partRange{}
+	return changelog.Range{}
 }
 
 // countSink accepts every delivery and counts them.

@@ -16,6 +16,8 @@ import (
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
 
+	"github.com/outboxd/outbox/kafka/internal/changelog"
+	"github.com/outboxd/outbox/kafka/internal/ship"
 	"github.com/outboxd/outbox/outbox"
 )
 
@@ -265,77 +267,111 @@ func (c Config) WithDefaults() Config {
 // than at the first connection.
 func (c Config) Validate() error {
 	c = c.WithDefaults()
-	bad := func(field, format string, args ...any) error {
-		return &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	for _, check := range []func() error{
+		c.validateBrokers, c.validateTopics, c.validateHeaders,
+		c.validateDurations, c.validateLimits, c.validateAuth,
+	} {
+		if err := check(); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// badField returns the *ConfigError of a bad field.
+func badField(field, format string, args ...any) error {
+	return &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// validateBrokers checks that every broker is a host:port.
+func (c Config) validateBrokers() error {
 	if len(c.Brokers) == 0 {
-		return bad("Brokers", "at least one broker (host:port) is required")
+		return badField("Brokers", "at least one broker (host:port) is required")
 	}
 	for _, b := range c.Brokers {
 		host, port, err := net.SplitHostPort(strings.TrimSpace(b))
 		if err != nil || host == "" {
-			return bad("Brokers", "%q is not host:port", b)
+			return badField("Brokers", "%q is not host:port", b)
 		}
 		if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
-			return bad("Brokers", "%q has no valid port", b)
+			return badField("Brokers", "%q has no valid port", b)
 		}
 	}
+	return nil
+}
+
+// validateTopics checks the group's topics, the address it advertises to
+// the other members and where it starts without committed offsets.
+func (c Config) validateTopics() error {
 	if c.Topic != "" {
 		if err := checkTopic(c.Topic); err != nil {
-			return bad("Topic", "%v", err)
+			return badField("Topic", "%v", err)
 		}
 	}
 	if c.ChangelogTopic != "" {
 		if err := checkTopic(c.ChangelogTopic); err != nil {
-			return bad("ChangelogTopic", "%v", err)
+			return badField("ChangelogTopic", "%v", err)
 		}
 		if c.ChangelogTopic == c.Topic {
-			return bad("ChangelogTopic", "must differ from Topic %q", c.Topic)
+			return badField("ChangelogTopic", "must differ from Topic %q", c.Topic)
 		}
 	}
 	if c.AdvertiseURL != "" {
 		if err := checkAdvertiseURL(c.AdvertiseURL); err != nil {
-			return bad("AdvertiseURL", "%v", err)
+			return badField("AdvertiseURL", "%v", err)
 		}
 	}
 	if c.StartOffset != "earliest" && c.StartOffset != "latest" {
-		return bad("StartOffset", "%q is neither \"earliest\" nor \"latest\"", c.StartOffset)
+		return badField("StartOffset", "%q is neither \"earliest\" nor \"latest\"", c.StartOffset)
 	}
+	return nil
+}
+
+// validateHeaders checks the headers a record maps through: valid names,
+// each one distinct from those it could be mistaken for, and where a
+// record without a destination goes.
+func (c Config) validateHeaders() error {
 	if !validHeaderName(c.DestinationHeader) {
-		return bad("DestinationHeader", "%q is not a valid header name", c.DestinationHeader)
+		return badField("DestinationHeader", "%q is not a valid header name", c.DestinationHeader)
 	}
 	if !validHeaderName(c.IDHeader) {
-		return bad("IDHeader", "%q is not a valid header name", c.IDHeader)
+		return badField("IDHeader", "%q is not a valid header name", c.IDHeader)
 	}
 	if c.IDHeader == c.DestinationHeader {
-		return bad("IDHeader", "must differ from DestinationHeader")
+		return badField("IDHeader", "must differ from DestinationHeader")
 	}
 	if !validHeaderName(c.TopicHeader) {
-		return bad("TopicHeader", "%q is not a valid header name", c.TopicHeader)
+		return badField("TopicHeader", "%q is not a valid header name", c.TopicHeader)
 	}
 	if c.TopicHeader == c.IDHeader || c.TopicHeader == c.DestinationHeader {
-		return bad("TopicHeader", "must differ from IDHeader and DestinationHeader")
+		return badField("TopicHeader", "must differ from IDHeader and DestinationHeader")
 	}
 	if c.DefaultTopic != "" {
 		if err := outbox.ValidateTopic(c.DefaultTopic); err != nil {
-			return bad("DefaultTopic", "%q %v", c.DefaultTopic, err)
+			return badField("DefaultTopic", "%q %v", c.DefaultTopic, err)
 		}
 		if c.Destination != "" {
-			return bad("DefaultTopic", "set together with Destination: records without a header go to one or the other")
+			return badField("DefaultTopic", "set together with Destination: records without a header go to one or the other")
 		}
 	}
 	if !validHeaderName(c.DeliverAtHeader) {
-		return bad("DeliverAtHeader", "%q is not a valid header name", c.DeliverAtHeader)
+		return badField("DeliverAtHeader", "%q is not a valid header name", c.DeliverAtHeader)
 	}
 	if c.DeliverAtHeader == c.IDHeader || c.DeliverAtHeader == c.DestinationHeader || c.DeliverAtHeader == c.TopicHeader {
-		return bad("DeliverAtHeader", "must differ from IDHeader, DestinationHeader and TopicHeader")
+		return badField("DeliverAtHeader", "must differ from IDHeader, DestinationHeader and TopicHeader")
 	}
 	if !validHeaderName(c.MethodHeader) {
-		return bad("MethodHeader", "%q is not a valid header name", c.MethodHeader)
+		return badField("MethodHeader", "%q is not a valid header name", c.MethodHeader)
 	}
 	if c.MethodHeader == c.IDHeader || c.MethodHeader == c.DestinationHeader || c.MethodHeader == c.DeliverAtHeader {
-		return bad("MethodHeader", "must differ from IDHeader, DestinationHeader and DeliverAtHeader")
+		return badField("MethodHeader", "must differ from IDHeader, DestinationHeader and DeliverAtHeader")
 	}
+	return nil
+}
+
+// validateDurations checks that no duration is negative and that those
+// bounded by another are.
+func (c Config) validateDurations() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
@@ -347,47 +383,57 @@ func (c Config) Validate() error {
 		{"HandoverTimeout", c.HandoverTimeout}, {"ProduceTimeout", c.ProduceTimeout},
 	} {
 		if d.v < 0 {
-			return bad(d.name, "must not be negative (got %s)", d.v)
+			return badField(d.name, "must not be negative (got %s)", d.v)
 		}
 	}
 	if c.HeartbeatInterval >= c.SessionTimeout {
-		return bad("HeartbeatInterval", "%s must be shorter than SessionTimeout (%s)", c.HeartbeatInterval, c.SessionTimeout)
+		return badField("HeartbeatInterval", "%s must be shorter than SessionTimeout (%s)", c.HeartbeatInterval, c.SessionTimeout)
 	}
 	if c.RetryBackoffMax < c.RetryBackoff {
-		return bad("RetryBackoffMax", "%s is shorter than RetryBackoff (%s)", c.RetryBackoffMax, c.RetryBackoff)
+		return badField("RetryBackoffMax", "%s is shorter than RetryBackoff (%s)", c.RetryBackoffMax, c.RetryBackoff)
 	}
+	return nil
+}
+
+// validateLimits checks the sizes and counts, and the client ID.
+func (c Config) validateLimits() error {
 	if c.BatchSize < 0 || c.BatchSize > 100000 {
-		return bad("BatchSize", "%d is out of range 1..100000", c.BatchSize)
+		return badField("BatchSize", "%d is out of range 1..100000", c.BatchSize)
 	}
 	if c.ShipBatch < 0 || c.ShipBatch > 100000 {
-		return bad("ShipBatch", "%d is out of range 1..100000", c.ShipBatch)
+		return badField("ShipBatch", "%d is out of range 1..100000", c.ShipBatch)
 	}
 	if c.StandbyReplicas < 0 || c.StandbyReplicas > MaxStandbyReplicas {
-		return bad("StandbyReplicas", "%d is out of range 0..%d", c.StandbyReplicas, MaxStandbyReplicas)
+		return badField("StandbyReplicas", "%d is out of range 0..%d", c.StandbyReplicas, MaxStandbyReplicas)
 	}
 	if c.ChangelogPartitions < 1 {
-		return bad("ChangelogPartitions", "%d must be at least 1", c.ChangelogPartitions)
+		return badField("ChangelogPartitions", "%d must be at least 1", c.ChangelogPartitions)
 	}
 	if c.ChangelogReplication < -1 || c.ChangelogReplication == 0 {
-		return bad("ChangelogReplication", "%d must be positive (or unset for the broker default)", c.ChangelogReplication)
+		return badField("ChangelogReplication", "%d must be positive (or unset for the broker default)", c.ChangelogReplication)
 	}
 	if strings.TrimSpace(c.ClientID) == "" {
-		return bad("ClientID", "must not be blank")
+		return badField("ClientID", "must not be blank")
 	}
+	return nil
+}
+
+// validateAuth checks the SASL settings and loads the TLS files.
+func (c Config) validateAuth() error {
 	switch strings.ToLower(c.SASL.Mechanism) {
 	case "":
 		if c.SASL.Username != "" || c.SASL.Password != "" {
-			return bad("SASL.Mechanism", "required when SASL.Username or SASL.Password is set (plain, scram-sha-256 or scram-sha-512)")
+			return badField("SASL.Mechanism", "required when SASL.Username or SASL.Password is set (plain, scram-sha-256 or scram-sha-512)")
 		}
 	case "plain", "scram-sha-256", "scram-sha-512":
 		if c.SASL.Username == "" {
-			return bad("SASL.Username", "required with SASL.Mechanism %q", c.SASL.Mechanism)
+			return badField("SASL.Username", "required with SASL.Mechanism %q", c.SASL.Mechanism)
 		}
 		if c.SASL.Password == "" {
-			return bad("SASL.Password", "required with SASL.Mechanism %q", c.SASL.Mechanism)
+			return badField("SASL.Password", "required with SASL.Mechanism %q", c.SASL.Mechanism)
 		}
 	default:
-		return bad("SASL.Mechanism", "%q is not one of plain, scram-sha-256, scram-sha-512", c.SASL.Mechanism)
+		return badField("SASL.Mechanism", "%q is not one of plain, scram-sha-256, scram-sha-512", c.SASL.Mechanism)
 	}
 	if _, err := c.tlsConfig(); err != nil {
 		return err
@@ -522,4 +568,17 @@ func (c Config) brokers() []string {
 		out[i] = strings.TrimSpace(b)
 	}
 	return out
+}
+
+// reading is how to read the changelog topic over cn.
+func (c Config) reading(cn *conns) changelog.Reading {
+	return changelog.Reading{Topic: c.ChangelogTopic, Brokers: c.brokers(), Dialer: cn.dialer,
+		FetchBytes: restoreFetchBytes, RetryBackoff: c.RetryBackoff, RetryBackoffMax: c.RetryBackoffMax}
+}
+
+// shipping is the configuration of changelog shipping.
+func (c Config) shipping() ship.Config {
+	return ship.Config{Topic: c.ChangelogTopic, Batch: c.ShipBatch, Interval: c.ShipInterval,
+		RetryBackoff: c.RetryBackoff, RetryBackoffMax: c.RetryBackoffMax,
+		Partitions: c.ChangelogPartitions, Replication: c.ChangelogReplication, MaxBytes: DefaultChangelogMaxBytes}
 }

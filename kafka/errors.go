@@ -3,6 +3,8 @@ package kafka
 import (
 	"errors"
 	"fmt"
+
+	"github.com/outboxd/outbox/kafka/internal/changelog"
 )
 
 // Sentinel errors of the package. Test for them with errors.Is; returned
@@ -16,7 +18,7 @@ var (
 	// ErrBadChangelogRecord is wrapped by the error for a changelog topic
 	// record that cannot be decoded (corrupt value, missing key, unknown
 	// operation header).
-	ErrBadChangelogRecord = errors.New("kafka: bad changelog record")
+	ErrBadChangelogRecord = changelog.ErrBadRecord
 )
 
 // ConfigError reports a bad Config field. Reason names the other fields it

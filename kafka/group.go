@@ -6,15 +6,16 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
 
+	"github.com/outboxd/outbox/kafka/internal/changelog"
+	"github.com/outboxd/outbox/kafka/internal/offsets"
+	"github.com/outboxd/outbox/kafka/internal/partition"
+	"github.com/outboxd/outbox/kafka/internal/retry"
 	"github.com/outboxd/outbox/outbox"
 )
 
@@ -48,12 +49,12 @@ type Group struct {
 	abort      context.CancelFunc
 	stopIngest context.CancelFunc
 
-	restoresCheckpoint, restoresRebuild, restoreFailures atomic.Uint64
-	standbyFailures                                      atomic.Uint64
+	env    *partition.Env // what the partitions' tasks and standbys share
+	counts partition.Counts
 
 	mu           sync.Mutex
-	tasks        map[int]*task // the current generation's partitions
-	standbys     map[int]*standby
+	tasks        map[int]*partition.Task // the current generation's partitions
+	standbys     map[int]*partition.Standby
 	generation   int32
 	memberID     string // this instance's member ID in generation
 	preflightErr error
@@ -111,7 +112,7 @@ func StartGroup(ctx context.Context, cfg Config, sc StoreConfig, logger *slog.Lo
 	if err != nil {
 		return nil, err
 	}
-	g := &Group{cfg: cfg, sc: sc, log: logger, conns: cn, met: &metrics{}, closed: make(chan struct{}), tasks: map[int]*task{},
+	g := &Group{cfg: cfg, sc: sc, log: logger, conns: cn, met: &metrics{}, closed: make(chan struct{}), tasks: map[int]*partition.Task{},
 		membersMu: make(chan struct{}, 1)}
 
 	pctx, pcancel := context.WithTimeout(ctx, cfg.DialTimeout)
@@ -125,7 +126,7 @@ func StartGroup(ctx context.Context, cfg Config, sc StoreConfig, logger *slog.Lo
 
 	work, abort := context.WithCancel(context.Background())
 	g.work, g.abort = work, abort
-	in, err := newIngest(cfg, nil, logger, cn, g.met, work, warmBalancer{g: g})
+	in, err := newIngest(cfg, nil, logger, cn, g.met, work, g.balancer())
 	if err != nil {
 		abort()
 		cn.close()
@@ -133,6 +134,7 @@ func StartGroup(ctx context.Context, cfg Config, sc StoreConfig, logger *slog.Lo
 	}
 	in.onGeneration = g.runGeneration
 	g.in = in
+	g.env = g.partitionEnv()
 	loop, stop := context.WithCancel(context.Background())
 	g.stopIngest = stop
 	g.wg.Add(1)
@@ -144,6 +146,7 @@ func StartGroup(ctx context.Context, cfg Config, sc StoreConfig, logger *slog.Lo
 			}
 		}
 		g.w = g.newWriter(maxBytes)
+		g.env.Writer = g.w
 		in.run(loop)
 	}()
 	logger.Info("kafka: group mode started", "brokers", cfg.Brokers, "topic", cfg.Topic, "group", cfg.Group,
@@ -165,7 +168,7 @@ func (g *Group) newWriter(maxBytes int) *kafkago.Writer {
 	return &kafkago.Writer{
 		Addr:            kafkago.TCP(g.cfg.brokers()...),
 		Topic:           g.cfg.ChangelogTopic,
-		Balancer:        partitionBalancer{},
+		Balancer:        changelog.PartitionBalancer{},
 		RequiredAcks:    kafkago.RequireAll,
 		BatchSize:       g.cfg.ShipBatch,
 		BatchBytes:      int64(maxBytes),
@@ -186,7 +189,7 @@ func (g *Group) retryPreflight(ctx context.Context, err error) (int, error) {
 	g.log.Warn("kafka: cannot check the topics yet; the group waits", "topic", g.cfg.Topic,
 		"changelog_topic", g.cfg.ChangelogTopic, "err", err)
 	for {
-		if !sleepCtx(ctx, b.NextBackOff()) {
+		if !retry.Sleep(ctx, b.NextBackOff()) {
 			return 0, ctx.Err()
 		}
 		pctx, cancel := context.WithTimeout(ctx, g.cfg.DialTimeout)
@@ -205,10 +208,10 @@ func (g *Group) retryPreflight(ctx context.Context, err error) (int, error) {
 // and waits for all of them (the hand-overs) before it joins the next one.
 func (g *Group) runGeneration(gen *kafkago.Generation) {
 	parts := gen.Assignments[g.cfg.Topic]
-	tasks := make(map[int]*task, len(parts))
+	tasks := make(map[int]*partition.Task, len(parts))
 	ids := make([]int, 0, len(parts))
 	for _, pa := range parts {
-		tasks[pa.ID] = newTask(g, gen, pa)
+		tasks[pa.ID] = partition.NewTask(g.env, gen, pa)
 		ids = append(ids, pa.ID)
 	}
 	slices.Sort(ids)
@@ -223,28 +226,18 @@ func (g *Group) runGeneration(gen *kafkago.Generation) {
 	g.mu.Unlock()
 	g.log.Info("kafka: partitions assigned", "group", g.cfg.Group, "generation", gen.ID,
 		"member", gen.MemberID, "topic", g.cfg.Topic, "partitions", ids)
-	hand := &handover{final: make(chan struct{})}
-	hand.shipped.Add(len(tasks))
+	hand := partition.NewHandover(len(tasks))
 	for _, t := range tasks {
-		gen.Start(func(gctx context.Context) { t.run(gctx, hand) })
+		gen.Start(func(gctx context.Context) { t.Run(gctx, hand) })
 	}
 	gen.Start(func(gctx context.Context) { g.commitLoop(gctx, gen, tasks, hand) })
 	g.startStandbys(gen, tasks)
 }
 
-// handover coordinates the end of a generation: every task ships its
-// store's changelog (shipped), then the committer commits the offsets a
-// last time and publishes the result (final, committedOK).
-type handover struct {
-	shipped     sync.WaitGroup
-	final       chan struct{}
-	committedOK bool
-}
-
 // commitLoop commits the offsets every CommitInterval, each only as far as
 // the changelog of its partition's store is shipped, and a last time once
 // every task has shipped its store at the end of the generation.
-func (g *Group) commitLoop(gctx context.Context, gen *kafkago.Generation, tasks map[int]*task, hand *handover) {
+func (g *Group) commitLoop(gctx context.Context, gen *kafkago.Generation, tasks map[int]*partition.Task, hand *partition.Handover) {
 	t := time.NewTicker(g.cfg.CommitInterval)
 	defer t.Stop()
 	for {
@@ -252,9 +245,7 @@ func (g *Group) commitLoop(gctx context.Context, gen *kafkago.Generation, tasks 
 		case <-t.C:
 			g.commit(gen, tasks, false)
 		case <-gctx.Done():
-			hand.shipped.Wait()
-			hand.committedOK = g.commit(gen, tasks, true)
-			close(hand.final)
+			hand.Commit(func() bool { return g.commit(gen, tasks, true) })
 			g.in.assigned.Store(0)
 			g.in.mu.Lock()
 			g.in.current = nil
@@ -265,10 +256,10 @@ func (g *Group) commitLoop(gctx context.Context, gen *kafkago.Generation, tasks 
 }
 
 // commit commits what may be committed and reports whether that succeeded.
-func (g *Group) commit(gen *kafkago.Generation, tasks map[int]*task, final bool) bool {
+func (g *Group) commit(gen *kafkago.Generation, tasks map[int]*partition.Task, final bool) bool {
 	offsets := make(map[int]int64)
 	for p, t := range tasks {
-		if off, ok := t.tr.toCommit(t.shippedLSN.Load()); ok {
+		if off, ok := t.ToCommit(); ok {
 			offsets[p] = off
 		}
 	}
@@ -288,7 +279,7 @@ func (g *Group) commit(gen *kafkago.Generation, tasks map[int]*task, final bool)
 	g.met.commits.Add(1)
 	g.in.mu.Lock()
 	for p, off := range offsets {
-		tasks[p].tr.committedAt(off)
+		tasks[p].CommittedAt(off)
 		g.in.committed[p] = off
 	}
 	g.in.mu.Unlock()
@@ -303,14 +294,38 @@ func (g *Group) handoverBudget() time.Duration {
 	return min(g.cfg.HandoverTimeout, g.cfg.SessionTimeout*2/3, g.cfg.RebalanceTimeout*2/3)
 }
 
-// storePath and checkpointPath name partition p's files.
-func (g *Group) storePath(p int) string {
-	return filepath.Join(g.sc.Dir, g.cfg.Topic+"-"+strconv.Itoa(p)+".db")
+// partitionEnv is what the group's tasks and standbys share.
+func (g *Group) partitionEnv() *partition.Env {
+	return &partition.Env{
+		Config: partition.Config{Topic: g.cfg.Topic, ChangelogTopic: g.cfg.ChangelogTopic, DialTimeout: g.cfg.DialTimeout,
+			RetryBackoff: g.cfg.RetryBackoff, RetryBackoffMax: g.cfg.RetryBackoffMax,
+			HandoverBudget: g.handoverBudget(), Ship: g.cfg.shipping()},
+		Log:         g.log,
+		Work:        g.work,
+		Writer:      g.w,
+		Client:      &kafkago.Client{Addr: kafkago.TCP(g.cfg.brokers()...), Transport: g.conns.transport, Timeout: g.cfg.DialTimeout},
+		Reading:     g.cfg.reading(g.conns),
+		Files:       g.files(),
+		StoreConfig: g.partitionConfig,
+		Ingest:      partitionIngest{g.in},
+		Counts:      &g.counts,
+		ShipCounts:  &g.met.shipping,
+		TopicError: func(topic string, p int, reason string, err error) error {
+			return &TopicError{Topic: topic, Partition: p, Reason: reason, Err: err}
+		},
+	}
 }
 
-func (g *Group) checkpointPath(p int) string {
-	return filepath.Join(g.sc.Dir, g.cfg.Topic+"-"+strconv.Itoa(p)+".checkpoint")
+// partitionIngest is the group's ingest as its partition tasks use it.
+type partitionIngest struct{ in *ingest }
+
+// Consume ingests partition pa into the store o until gctx ends.
+func (pi partitionIngest) Consume(gctx context.Context, pa kafkago.PartitionAssignment, tr *offsets.Tracker, o *outbox.Outbox) {
+	pi.in.consume(gctx, pa, tr, partStore{o: o, lsn: o.Changelog().LastLSN}, func() {})
 }
+
+// Committed returns the offsets last committed, by partition.
+func (pi partitionIngest) Committed() map[int]int64 { return pi.in.committedOffsets() }
 
 // Health reports this instance's part in the group, for readiness checks.
 func (g *Group) Health() GroupHealth {
@@ -321,7 +336,7 @@ func (g *Group) Health() GroupHealth {
 	}
 	h.Err = g.preflightErr
 	for _, t := range g.tasks {
-		switch t.status().State {
+		switch t.Status().State {
 		case PartitionRestoring:
 			h.Restoring++
 		case PartitionFailed:
@@ -338,7 +353,8 @@ func (g *Group) Health() GroupHealth {
 // Partitions returns the status of the partitions of the current
 // generation, sorted by partition.
 func (g *Group) Partitions() []PartitionStatus {
-	return sortedStatuses(&g.mu, &g.tasks, (*task).status, func(s PartitionStatus) int { return s.Partition })
+	return sortedStatuses(&g.mu, &g.tasks, func(t *partition.Task) PartitionStatus { return partitionStatus(t.Status()) },
+		func(s PartitionStatus) int { return s.Partition })
 }
 
 // Stores returns the stores of the partitions that are active now
@@ -347,15 +363,15 @@ func (g *Group) Partitions() []PartitionStatus {
 // outbox.ErrClosed.
 func (g *Group) Stores() []*outbox.Outbox {
 	g.mu.Lock()
-	tasks := make([]*task, 0, len(g.tasks))
+	tasks := make([]*partition.Task, 0, len(g.tasks))
 	for _, t := range g.tasks {
 		tasks = append(tasks, t)
 	}
 	g.mu.Unlock()
-	slices.SortFunc(tasks, func(a, b *task) int { return a.p - b.p })
+	slices.SortFunc(tasks, func(a, b *partition.Task) int { return a.Partition() - b.Partition() })
 	var out []*outbox.Outbox
 	for _, t := range tasks {
-		if o := t.activeStore(); o != nil {
+		if o := t.ActiveStore(); o != nil {
 			out = append(out, o)
 		}
 	}
@@ -411,17 +427,17 @@ func (g *Group) Metrics() Metrics {
 
 		Partitions: g.Partitions(),
 		Restores: RestoreCounts{
-			Checkpoint: g.restoresCheckpoint.Load(),
-			Rebuild:    g.restoresRebuild.Load(),
-			Failed:     g.restoreFailures.Load(),
+			Checkpoint: g.counts.RestoresCheckpoint.Load(),
+			Rebuild:    g.counts.RestoresRebuild.Load(),
+			Failed:     g.counts.RestoreFailures.Load(),
 		},
 		Standbys:        g.Standbys(),
-		StandbyFailures: g.standbyFailures.Load(),
+		StandbyFailures: g.counts.StandbyFailures.Load(),
 	}
-	sh := &ShippingMetrics{Shipped: m.shipped.Load(), ShipErrors: m.shipErrors.Load()}
+	sh := &ShippingMetrics{Shipped: m.shipping.Shipped.Load(), ShipErrors: m.shipping.Errors.Load()}
 	g.mu.Lock()
 	for _, t := range g.tasks {
-		if n, age := t.lag(); n > 0 {
+		if n, age := t.Lag(); n > 0 {
 			sh.LagEntries += n
 			sh.LagAge = max(sh.LagAge, age)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outboxd/outbox/internal/testkit"
+	"github.com/outboxd/outbox/kafka/internal/changelog"
 	"github.com/outboxd/outbox/outbox"
 )
 
@@ -63,21 +64,21 @@ func TestRestoreSkipsWhatAZombieWroteAfterTheFence(t *testing.T) {
 	brokers := c.ListenAddrs()
 	createChangelog(t, brokers, "in-changelog", 1)
 	es := changelogEntries(t, "x", "y", "z")
-	old := stamp{partition: 0, epoch: 4, generation: 4}
-	next := stamp{partition: 0, epoch: 5, generation: 5}
-	stamped := func(st stamp, m kafkago.Message) kafkago.Message {
-		st.apply(&m)
+	old := changelog.Stamp{Partition: 0, Epoch: 4, Generation: 4}
+	next := changelog.Stamp{Partition: 0, Epoch: 5, Generation: 5}
+	stamped := func(st changelog.Stamp, m kafkago.Message) kafkago.Message {
+		st.Apply(&m)
 		m.WriterData = nil
 		return m
 	}
 	msgs := []kafkago.Message{
-		stamped(old, entryMessage(es["x"])), // the old owner's x, before the hand-over
-		stamped(old, entryMessage(es["z"])), // and z
-		fenceMessage(next),                  // the new owner takes over
-		stamped(next, entryMessage(outbox.ChangelogEntry{Op: outbox.OpDelete, ID: "x", LSN: 7, Time: time.Now()})), // and delivers x
-		stamped(old, entryMessage(es["x"])), // the zombie writes x back
-		stamped(old, entryMessage(es["y"])), // and an event of its own
-		stamped(old, entryMessage(outbox.ChangelogEntry{Op: outbox.OpDelete, ID: "z", LSN: 9, Time: time.Now()})), // and deletes z
+		stamped(old, changelog.EntryMessage(es["x"])), // the old owner's x, before the hand-over
+		stamped(old, changelog.EntryMessage(es["z"])), // and z
+		changelog.FenceMessage(next),                  // the new owner takes over
+		stamped(next, changelog.EntryMessage(outbox.ChangelogEntry{Op: outbox.OpDelete, ID: "x", LSN: 7, Time: time.Now()})), // and delivers x
+		stamped(old, changelog.EntryMessage(es["x"])), // the zombie writes x back
+		stamped(old, changelog.EntryMessage(es["y"])), // and an event of its own
+		stamped(old, changelog.EntryMessage(outbox.ChangelogEntry{Op: outbox.OpDelete, ID: "z", LSN: 9, Time: time.Now()})), // and deletes z
 	}
 	for i := range msgs {
 		msgs[i].WriterData = nil
@@ -92,8 +93,8 @@ func TestRestoreSkipsWhatAZombieWroteAfterTheFence(t *testing.T) {
 	if st.Restore.Fenced != 3 || st.Restore.Mode != RestoreRebuild {
 		t.Errorf("restore %+v, want a rebuild that fenced 3 records", st.Restore)
 	}
-	if st.Epoch <= next.epoch {
-		t.Errorf("new epoch %d, want above the last applied %d", st.Epoch, next.epoch)
+	if st.Epoch <= next.Epoch {
+		t.Errorf("new epoch %d, want above the last applied %d", st.Epoch, next.Epoch)
 	}
 	o := g.Stores()[0]
 	ctx := context.Background()
@@ -117,7 +118,7 @@ func TestUndecodableChangelogRecordLeavesThePartitionUndelivered(t *testing.T) {
 	brokers := c.ListenAddrs()
 	createChangelog(t, brokers, "in-changelog", 1)
 	es := changelogEntries(t, "x")
-	newProducer(t, brokers, "in-changelog").produce(t, entryMessage(es["x"]),
+	newProducer(t, brokers, "in-changelog").produce(t, changelog.EntryMessage(es["x"]),
 		kafkago.Message{Key: []byte("bad"), Value: []byte("not an entry")})
 	newProducer(t, brokers, "in").produce(t, records(0, 5, 5)...)
 

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/outboxd/outbox/kafka/internal/partition"
 )
 
 // sortedStatuses returns the status of each of the values of the map *m,
@@ -118,4 +120,10 @@ type GroupHealth struct {
 	// Restoring and Failed count the assigned partitions still restoring
 	// and those whose last restore failed.
 	Restoring, Failed int
+}
+
+// partitionStatus is the exported form of a task's status.
+func partitionStatus(s partition.Status) PartitionStatus {
+	return PartitionStatus{Partition: s.Partition, State: s.State, Generation: s.Generation, Epoch: s.Epoch,
+		Restore: RestoreStatus(s.Restore), Committed: s.Committed, Pending: s.Pending, Dead: s.Dead, Error: s.Error}
 }

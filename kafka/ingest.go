@@ -12,6 +12,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	kafkago "github.com/segmentio/kafka-go"
 
+	"github.com/outboxd/outbox/kafka/internal/offsets"
 	"github.com/outboxd/outbox/outbox"
 )
 
@@ -140,10 +141,10 @@ func (in *ingest) run(ctx context.Context) {
 // waits for them before it joins the next one.
 func (in *ingest) runGeneration(gen *kafkago.Generation) {
 	parts := gen.Assignments[in.cfg.Topic]
-	trackers := make(map[int]*tracker, len(parts))
+	trackers := make(map[int]*offsets.Tracker, len(parts))
 	ids := make([]int, 0, len(parts))
 	for _, pa := range parts {
-		trackers[pa.ID] = newTracker(pa.Offset)
+		trackers[pa.ID] = offsets.New(pa.Offset)
 		ids = append(ids, pa.ID)
 	}
 	in.assigned.Store(int32(len(parts)))
@@ -167,7 +168,7 @@ func (in *ingest) runGeneration(gen *kafkago.Generation) {
 
 // commitLoop commits the durable offsets every CommitInterval and a last time
 // once the generation's consumers have stopped.
-func (in *ingest) commitLoop(gctx context.Context, gen *kafkago.Generation, trackers map[int]*tracker, consumers *sync.WaitGroup) {
+func (in *ingest) commitLoop(gctx context.Context, gen *kafkago.Generation, trackers map[int]*offsets.Tracker, consumers *sync.WaitGroup) {
 	t := time.NewTicker(in.cfg.CommitInterval)
 	defer t.Stop()
 	for {
@@ -186,10 +187,10 @@ func (in *ingest) commitLoop(gctx context.Context, gen *kafkago.Generation, trac
 	}
 }
 
-func (in *ingest) commit(gen *kafkago.Generation, trackers map[int]*tracker, final bool) {
+func (in *ingest) commit(gen *kafkago.Generation, trackers map[int]*offsets.Tracker, final bool) {
 	offsets := make(map[int]int64)
 	for p, tr := range trackers {
-		if off, ok := tr.toCommit(^uint64(0)); ok {
+		if off, ok := tr.ToCommit(^uint64(0)); ok {
 			offsets[p] = off
 		}
 	}
@@ -212,7 +213,7 @@ func (in *ingest) commit(gen *kafkago.Generation, trackers map[int]*tracker, fin
 	in.met.commits.Add(1)
 	in.mu.Lock()
 	for p, off := range offsets {
-		trackers[p].committedAt(off)
+		trackers[p].CommittedAt(off)
 		in.committed[p] = off
 	}
 	in.mu.Unlock()
@@ -247,7 +248,7 @@ func (in *ingest) partitions() []int {
 
 // failedBatch is a batch waiting in a partition's retry lane.
 type failedBatch struct {
-	span span
+	span offsets.Span
 	msgs []kafkago.Message
 }
 
@@ -269,26 +270,11 @@ func (ps partStore) lastLSN() uint64 {
 // consume runs one partition for one generation, storing its records in ps.
 // It calls stopped once it has stopped fetching and its last write is done,
 // so the final commit need not wait for the reader to close.
-func (in *ingest) consume(gctx context.Context, pa kafkago.PartitionAssignment, tr *tracker, ps partStore, stopped func()) {
+func (in *ingest) consume(gctx context.Context, pa kafkago.PartitionAssignment, tr *offsets.Tracker, ps partStore, stopped func()) {
 	var once sync.Once
 	stop := func() { once.Do(stopped) }
 	defer stop()
-	r := kafkago.NewReader(kafkago.ReaderConfig{
-		Brokers:       in.cfg.brokers(),
-		Topic:         in.cfg.Topic,
-		Partition:     pa.ID,
-		Dialer:        in.conns.dialer,
-		QueueCapacity: in.cfg.BatchSize,
-		MinBytes:      1,
-		MaxBytes:      16 << 20,
-		// A fetch in flight delays the reader's close, and with it the
-		// rejoin at a rebalance: keep it within a heartbeat or so.
-		MaxWait:        min(max(in.cfg.HeartbeatInterval, 100*time.Millisecond), 500*time.Millisecond),
-		ReadBackoffMin: in.cfg.RetryBackoff,
-		ReadBackoffMax: in.cfg.RetryBackoffMax,
-		Logger:         kafkaLogger(in.log, slog.LevelDebug),
-		ErrorLogger:    kafkaLogger(in.log, slog.LevelDebug),
-	})
+	r := in.reader(pa.ID)
 	if err := r.SetOffset(pa.Offset); err != nil {
 		in.log.Error("kafka: set offset", "partition", pa.ID, "offset", pa.Offset, "err", err)
 		_ = r.Close()
@@ -301,22 +287,7 @@ func (in *ingest) consume(gctx context.Context, pa kafkago.PartitionAssignment, 
 	go func() {
 		defer fetcher.Done()
 		defer close(msgs)
-		for {
-			m, err := r.FetchMessage(gctx)
-			if err != nil {
-				if gctx.Err() != nil {
-					return
-				}
-				in.met.fetchErrors.Add(1)
-				in.log.Debug("kafka: fetch", "partition", pa.ID, "err", err)
-				continue
-			}
-			select {
-			case msgs <- m:
-			case <-gctx.Done():
-				return
-			}
-		}
+		in.fetch(gctx, r, pa.ID, msgs)
 	}()
 
 	retry := make(chan failedBatch, 8)
@@ -328,47 +299,13 @@ func (in *ingest) consume(gctx context.Context, pa kafkago.PartitionAssignment, 
 	}()
 
 	batch := make([]kafkago.Message, 0, in.cfg.BatchSize)
-loop:
 	for {
-		batch = batch[:0]
-		select {
-		case <-gctx.Done():
-			break loop
-		case m, ok := <-msgs:
-			if !ok {
-				break loop
-			}
-			batch = append(batch, m)
+		var ok bool
+		if batch, ok = nextBatch(gctx, msgs, batch[:0]); !ok {
+			break
 		}
-		size := msgSize(&batch[0])
-	drain:
-		for len(batch) < cap(batch) && size < maxBatchBytes {
-			select {
-			case m, ok := <-msgs:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, m)
-				size += msgSize(&m)
-			default:
-				break drain
-			}
-		}
-		in.met.records.Add(uint64(len(batch)))
-		sp := tr.add(batch[0].Offset, batch[len(batch)-1].Offset+1)
-		err := in.store(in.work, ps.o, batch)
-		if err == nil {
-			tr.done(sp.start, ps.lastLSN())
-			continue
-		}
-		in.met.enqueueErrors.Add(1)
-		in.log.Warn("kafka: enqueue failed; retrying in the background, committed offset held below it",
-			"topic", in.cfg.Topic, "partition", pa.ID, "from", sp.start, "to", sp.end-1, "err", err)
-		fb := failedBatch{span: sp, msgs: append([]kafkago.Message(nil), batch...)}
-		select {
-		case retry <- fb:
-		case <-gctx.Done():
-			break loop
+		if !in.storeBatch(gctx, pa.ID, batch, tr, ps, retry) {
+			break
 		}
 	}
 	close(retry)
@@ -376,6 +313,99 @@ loop:
 	stop()
 	_ = r.Close()
 	fetcher.Wait()
+}
+
+// reader returns a reader of partition p of the ingest topic.
+func (in *ingest) reader(p int) *kafkago.Reader {
+	return kafkago.NewReader(kafkago.ReaderConfig{
+		Brokers:       in.cfg.brokers(),
+		Topic:         in.cfg.Topic,
+		Partition:     p,
+		Dialer:        in.conns.dialer,
+		QueueCapacity: in.cfg.BatchSize,
+		MinBytes:      1,
+		MaxBytes:      16 << 20,
+		// A fetch in flight delays the reader's close, and with it the
+		// rejoin at a rebalance: keep it within a heartbeat or so.
+		MaxWait:        min(max(in.cfg.HeartbeatInterval, 100*time.Millisecond), 500*time.Millisecond),
+		ReadBackoffMin: in.cfg.RetryBackoff,
+		ReadBackoffMax: in.cfg.RetryBackoffMax,
+		Logger:         kafkaLogger(in.log, slog.LevelDebug),
+		ErrorLogger:    kafkaLogger(in.log, slog.LevelDebug),
+	})
+}
+
+// fetch fetches partition p's records from r into msgs until gctx ends,
+// counting and passing over fetch errors (the reader retries).
+func (in *ingest) fetch(gctx context.Context, r *kafkago.Reader, p int, msgs chan<- kafkago.Message) {
+	for {
+		m, err := r.FetchMessage(gctx)
+		if err != nil {
+			if gctx.Err() != nil {
+				return
+			}
+			in.met.fetchErrors.Add(1)
+			in.log.Debug("kafka: fetch", "partition", p, "err", err)
+			continue
+		}
+		select {
+		case msgs <- m:
+		case <-gctx.Done():
+			return
+		}
+	}
+}
+
+// nextBatch waits for the next record and appends it to batch with what
+// else has arrived already, up to the batch's capacity or maxBatchBytes.
+// It reports false when gctx ended or msgs was closed first.
+func nextBatch(gctx context.Context, msgs <-chan kafkago.Message, batch []kafkago.Message) ([]kafkago.Message, bool) {
+	select {
+	case <-gctx.Done():
+		return batch, false
+	case m, ok := <-msgs:
+		if !ok {
+			return batch, false
+		}
+		batch = append(batch, m)
+	}
+	size := msgSize(&batch[0])
+	for len(batch) < cap(batch) && size < maxBatchBytes {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				return batch, true
+			}
+			batch = append(batch, m)
+			size += msgSize(&m)
+		default:
+			return batch, true
+		}
+	}
+	return batch, true
+}
+
+// storeBatch stores one batch of partition p and marks it done in tr; a
+// batch that fails goes to the retry lane while later ones go on. It
+// reports false when gctx ended before the retry lane took it.
+func (in *ingest) storeBatch(gctx context.Context, p int, batch []kafkago.Message, tr *offsets.Tracker, ps partStore, retry chan<- failedBatch) bool {
+	in.met.records.Add(uint64(len(batch)))
+	sp := tr.Add(batch[0].Offset, batch[len(batch)-1].Offset+1)
+	err := in.store(in.work, ps.o, batch)
+	if err == nil {
+		tr.Done(sp.Start, ps.lastLSN())
+		return true
+	}
+	in.met.enqueueErrors.Add(1)
+	in.log.Warn("kafka: enqueue failed; retrying in the background, committed offset held below it",
+		"topic", in.cfg.Topic, "partition", p, "from", sp.Start, "to", sp.End-1, "err", err)
+	fb := failedBatch{span: sp, msgs: append([]kafkago.Message(nil), batch...)}
+	select {
+	case retry <- fb:
+		return true
+	case <-gctx.Done():
+		return false
+	}
 }
 
 // maxBatchBytes bounds the records of one enqueue by size as BatchSize
@@ -393,7 +423,7 @@ func msgSize(m *kafkago.Message) int {
 // retryLane retries failed batches of one partition in order, with backoff,
 // until each is durable or the generation ends (the next owner of the
 // partition reads them again from the committed offset).
-func (in *ingest) retryLane(gctx context.Context, retry <-chan failedBatch, tr *tracker, ps partStore) {
+func (in *ingest) retryLane(gctx context.Context, retry <-chan failedBatch, tr *offsets.Tracker, ps partStore) {
 	for fb := range retry {
 		b := backoff.NewExponentialBackOff()
 		b.InitialInterval = in.cfg.RetryBackoff
@@ -410,9 +440,9 @@ func (in *ingest) retryLane(gctx context.Context, retry <-chan failedBatch, tr *
 			}
 			err := in.store(in.work, ps.o, fb.msgs)
 			if err == nil {
-				tr.done(fb.span.start, ps.lastLSN())
+				tr.Done(fb.span.Start, ps.lastLSN())
 				in.log.Info("kafka: enqueue succeeded on retry", "topic", in.cfg.Topic,
-					"partition", fb.msgs[0].Partition, "from", fb.span.start, "to", fb.span.end-1)
+					"partition", fb.msgs[0].Partition, "from", fb.span.Start, "to", fb.span.End-1)
 				break
 			}
 			in.met.enqueueErrors.Add(1)

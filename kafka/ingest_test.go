@@ -189,45 +189,6 @@ func TestMapRecord(t *testing.T) {
 	}
 }
 
-func TestTracker(t *testing.T) {
-	tr := newTracker(kafkago.FirstOffset)
-	if _, ok := tr.toCommit(^uint64(0)); ok {
-		t.Fatal("nothing consumed, nothing to commit")
-	}
-	a := tr.add(10, 20) // started from "earliest": the first record is at 10
-	b := tr.add(22, 30) // offsets 20, 21 compacted away: the range covers them
-	c := tr.add(30, 40)
-	tr.done(b.start, 0)
-	tr.done(c.start, 0)
-	if _, ok := tr.toCommit(^uint64(0)); ok {
-		t.Fatal("commit offered while the first range is not durable")
-	}
-	tr.done(a.start, 0)
-	if off, ok := tr.toCommit(^uint64(0)); !ok || off != 40 {
-		t.Fatalf("toCommit = %d %v, want 40", off, ok)
-	}
-	tr.committedAt(40)
-	if _, ok := tr.toCommit(^uint64(0)); ok {
-		t.Fatal("the same offset offered twice")
-	}
-	d := tr.add(40, 50)
-	e := tr.add(50, 60)
-	tr.done(e.start, 0)
-	if off, _ := tr.durable(); off != 40 {
-		t.Fatalf("durable %d passed a failed range", off)
-	}
-	tr.done(d.start, 0)
-	if off, waiting := tr.durable(); off != 60 || waiting != 0 {
-		t.Fatalf("durable %d waiting %d", off, waiting)
-	}
-
-	tr = newTracker(7) // a committed offset
-	s := tr.add(9, 12)
-	if s.start != 7 {
-		t.Fatalf("first range starts at %d, want the assigned offset 7", s.start)
-	}
-}
-
 // Records read again (the group's offset was reset, as after a crash before
 // a commit) are recognised by their IDs: duplicates, not delivered twice.
 func TestReconsumedRecordsAreDuplicates(t *testing.T) {
@@ -321,44 +282,5 @@ func TestReconsumedDeletedRecordsAreDuplicates(t *testing.T) {
 		if ev, err := o.Get(ctx, id); err != nil || ev.State != outbox.StateDeleted {
 			t.Errorf("%s after it was read again: %+v, %v; want deleted", id, ev, err)
 		}
-	}
-}
-
-// In group mode an offset is committed only once the changelog entries of
-// the records below it are shipped: a new owner rebuilding the store from
-// the changelog would otherwise miss records the group no longer re-reads.
-func TestTrackerCommitsOnlyShippedRecords(t *testing.T) {
-	tr := newTracker(0)
-	a := tr.add(0, 10)
-	b := tr.add(10, 20)
-	tr.done(a.start, 5) // store LSNs up to 5 hold records 0..9
-	tr.done(b.start, 9)
-	if _, ok := tr.toCommit(4); ok {
-		t.Fatal("offset offered before any of its entries shipped")
-	}
-	if off, ok := tr.toCommit(5); !ok || off != 10 {
-		t.Fatalf("toCommit(5) = %d %v, want 10", off, ok)
-	}
-	if off, ok := tr.toCommit(8); !ok || off != 10 {
-		t.Fatalf("toCommit(8) = %d %v, want 10 (records 10..19 need LSN 9)", off, ok)
-	}
-	// A failed commit offers the same offset again.
-	if off, ok := tr.toCommit(9); !ok || off != 20 {
-		t.Fatalf("toCommit(9) = %d %v, want 20", off, ok)
-	}
-	tr.committedAt(20)
-	if _, ok := tr.toCommit(100); ok {
-		t.Fatal("offset offered again after its commit")
-	}
-	// A range retried late needs at least the LSNs of those before it.
-	c := tr.add(20, 30)
-	d := tr.add(30, 40)
-	tr.done(d.start, 12)
-	tr.done(c.start, 15)
-	if off, ok := tr.toCommit(14); ok {
-		t.Fatalf("toCommit(14) = %d, want nothing: records 20..29 need LSN 15", off)
-	}
-	if off, ok := tr.toCommit(15); !ok || off != 40 {
-		t.Fatalf("toCommit(15) = %d %v, want 40", off, ok)
 	}
 }

@@ -67,115 +67,155 @@ const (
 // undeliverable set dead.
 func (m mapper) mapRecord(msg *kafkago.Message) mapped {
 	out := mapped{offset: msg.Offset}
-	ev := &out.ev
-	ev.ID = RecordID(msg.Topic, msg.Partition, msg.Offset)
-	ev.Payload = msg.Value
-	ev.Key = mapKey(msg.Key)
-
-	var problems []string
-	var idSeen, destSeen, topicSeen, atSeen, methodSeen bool
-	var headers map[string]string
+	r := recordMapping{m: m, ev: &out.ev, n: len(msg.Headers)}
+	r.ev.ID = RecordID(msg.Topic, msg.Partition, msg.Offset)
+	r.ev.Payload = msg.Value
+	r.ev.Key = mapKey(msg.Key)
 	for _, h := range msg.Headers {
-		switch h.Key {
-		case m.idHeader:
-			if idSeen {
-				problems = append(problems, fmt.Sprintf("more than one %q header", m.idHeader))
-				continue
-			}
-			idSeen = true
-			id := string(h.Value)
-			if id == "" {
-				problems = append(problems, fmt.Sprintf("empty %q header", m.idHeader))
-				continue
-			}
-			if !outbox.ValidText(id) {
-				problems = append(problems, fmt.Sprintf("%q header is not printable UTF-8", m.idHeader))
-				continue
-			}
-			ev.ID = id
-		case m.destHeader:
-			if destSeen {
-				problems = append(problems, fmt.Sprintf("more than one %q header", m.destHeader))
-				continue
-			}
-			destSeen = true
-			ev.Destination = string(h.Value)
-			if ev.Destination == "" {
-				problems = append(problems, fmt.Sprintf("empty %q header", m.destHeader))
-			}
-		case m.topicHeader:
-			if topicSeen {
-				problems = append(problems, fmt.Sprintf("more than one %q header", m.topicHeader))
-				continue
-			}
-			topicSeen = true
-			ev.Topic = string(h.Value)
-			if err := outbox.ValidateTopic(ev.Topic); err != nil {
-				problems = append(problems, fmt.Sprintf("%q header %q: %v", m.topicHeader, ev.Topic, err))
-			}
-		case m.deliverAtHeader:
-			if atSeen {
-				problems = append(problems, fmt.Sprintf("more than one %q header", m.deliverAtHeader))
-				continue
-			}
-			atSeen = true
-			at, err := time.Parse(time.RFC3339, string(h.Value))
-			if err != nil {
-				problems = append(problems, fmt.Sprintf("%q header is not an RFC 3339 time", m.deliverAtHeader))
-				continue
-			}
-			ev.DeliverAt = at.UTC()
-		case m.methodHeader:
-			if methodSeen {
-				problems = append(problems, fmt.Sprintf("more than one %q header", m.methodHeader))
-				continue
-			}
-			methodSeen = true
-			if !outbox.ValidMethod(string(h.Value)) {
-				problems = append(problems, fmt.Sprintf("%q header is not an HTTP method the outbox delivers with", m.methodHeader))
-				continue
-			}
-			ev.Method = string(h.Value)
-		case traceParentHeader:
-			// The producer's trace context: stored with the event, and
-			// continued by each attempt's own traceparent. A malformed or
-			// repeated one is ignored (the outbox drops what does not
-			// parse): a tracing header never makes a record dead.
-			if ev.TraceParent == "" {
-				ev.TraceParent = string(h.Value)
-			}
-		case traceStateHeader:
-			if ev.TraceState == "" {
-				ev.TraceState = string(h.Value)
-			}
-		default:
-			if headers == nil {
-				headers = make(map[string]string, len(msg.Headers))
-			}
-			if prev, ok := headers[h.Key]; ok {
-				// Repeated headers combine as repeated HTTP fields do.
-				headers[h.Key] = prev + ", " + string(h.Value)
-			} else {
-				headers[h.Key] = string(h.Value)
-			}
-		}
+		r.header(h.Key, string(h.Value))
 	}
-	ev.Headers = headers
-	switch {
-	case destSeen && topicSeen:
-		problems = append(problems, fmt.Sprintf("both a %q and a %q header: an event has a destination or a topic, not both", m.destHeader, m.topicHeader))
-	case destSeen || topicSeen:
-	case m.defaultDest != "":
-		ev.Destination = m.defaultDest
-	case m.defaultTopic != "":
-		ev.Topic = m.defaultTopic
-	default:
-		problems = append(problems, fmt.Sprintf("no %q header (nor %q) and no default destination (kafka.destination) or topic (kafka.default_topic)", m.destHeader, m.topicHeader))
-	}
-	if len(problems) > 0 {
-		out.dead = "unmappable Kafka record " + coords(msg) + ": " + strings.Join(problems, "; ")
+	r.ev.Headers = r.headers
+	r.route()
+	if len(r.problems) > 0 {
+		out.dead = "unmappable Kafka record " + coords(msg) + ": " + strings.Join(r.problems, "; ")
 	}
 	return out
+}
+
+// recordMapping is the state of one record's mapping: the event so far,
+// the headers of each kind seen, and the problems found.
+type recordMapping struct {
+	m        mapper
+	ev       *outbox.Event
+	n        int // the record's headers
+	problems []string
+	headers  map[string]string
+
+	idSeen, destSeen, topicSeen, atSeen, methodSeen bool
+}
+
+// problem notes what makes the record undeliverable.
+func (r *recordMapping) problem(format string, args ...any) {
+	r.problems = append(r.problems, fmt.Sprintf(format, args...))
+}
+
+// first reports whether the header name is the first of its kind (seen);
+// a repeated one is a problem.
+func (r *recordMapping) first(seen *bool, name string) bool {
+	if *seen {
+		r.problem("more than one %q header", name)
+		return false
+	}
+	*seen = true
+	return true
+}
+
+// header maps one header of the record.
+func (r *recordMapping) header(key, value string) {
+	m, ev := r.m, r.ev
+	switch key {
+	case m.idHeader:
+		if r.first(&r.idSeen, m.idHeader) {
+			r.id(value)
+		}
+	case m.destHeader:
+		if r.first(&r.destSeen, m.destHeader) {
+			ev.Destination = value
+			if value == "" {
+				r.problem("empty %q header", m.destHeader)
+			}
+		}
+	case m.topicHeader:
+		if r.first(&r.topicSeen, m.topicHeader) {
+			ev.Topic = value
+			if err := outbox.ValidateTopic(value); err != nil {
+				r.problem("%q header %q: %v", m.topicHeader, value, err)
+			}
+		}
+	case m.deliverAtHeader:
+		if r.first(&r.atSeen, m.deliverAtHeader) {
+			r.deliverAt(value)
+		}
+	case m.methodHeader:
+		if r.first(&r.methodSeen, m.methodHeader) {
+			r.method(value)
+		}
+	case traceParentHeader:
+		// The producer's trace context: stored with the event, and
+		// continued by each attempt's own traceparent. A malformed or
+		// repeated one is ignored (the outbox drops what does not
+		// parse): a tracing header never makes a record dead.
+		if ev.TraceParent == "" {
+			ev.TraceParent = value
+		}
+	case traceStateHeader:
+		if ev.TraceState == "" {
+			ev.TraceState = value
+		}
+	default:
+		r.other(key, value)
+	}
+}
+
+// id takes the event's ID from the ID header.
+func (r *recordMapping) id(v string) {
+	switch {
+	case v == "":
+		r.problem("empty %q header", r.m.idHeader)
+	case !outbox.ValidText(v):
+		r.problem("%q header is not printable UTF-8", r.m.idHeader)
+	default:
+		r.ev.ID = v
+	}
+}
+
+// deliverAt takes the event's DeliverAt from its header.
+func (r *recordMapping) deliverAt(v string) {
+	at, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		r.problem("%q header is not an RFC 3339 time", r.m.deliverAtHeader)
+		return
+	}
+	r.ev.DeliverAt = at.UTC()
+}
+
+// method takes the event's Method from its header.
+func (r *recordMapping) method(v string) {
+	if !outbox.ValidMethod(v) {
+		r.problem("%q header is not an HTTP method the outbox delivers with", r.m.methodHeader)
+		return
+	}
+	r.ev.Method = v
+}
+
+// other keeps a header of no special meaning among the event's Headers.
+func (r *recordMapping) other(key, value string) {
+	if r.headers == nil {
+		r.headers = make(map[string]string, r.n)
+	}
+	if prev, ok := r.headers[key]; ok {
+		// Repeated headers combine as repeated HTTP fields do.
+		r.headers[key] = prev + ", " + value
+	} else {
+		r.headers[key] = value
+	}
+}
+
+// route gives the event the destination or topic of its header (not both),
+// else the default destination or, without one, the default topic.
+func (r *recordMapping) route() {
+	m := r.m
+	switch {
+	case r.destSeen && r.topicSeen:
+		r.problem("both a %q and a %q header: an event has a destination or a topic, not both", m.destHeader, m.topicHeader)
+	case r.destSeen || r.topicSeen:
+	case m.defaultDest != "":
+		r.ev.Destination = m.defaultDest
+	case m.defaultTopic != "":
+		r.ev.Topic = m.defaultTopic
+	default:
+		r.problem("no %q header (nor %q) and no default destination (kafka.destination) or topic (kafka.default_topic)", m.destHeader, m.topicHeader)
+	}
 }
 
 // deadFallbacks returns the events to try, in order, to keep an unmappable

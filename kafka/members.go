@@ -12,6 +12,8 @@ import (
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/outboxd/outbox/kafka/internal/balance"
 )
 
 // Member is one member of a consumer group, as the group's coordinator
@@ -134,7 +136,7 @@ func describeGroup(ctx context.Context, cl *kafkago.Client, group, topic string)
 		st.State = gr.GroupState
 		for _, m := range gr.Members {
 			mem := Member{ID: m.MemberID, ClientID: m.ClientID, Host: m.ClientHost,
-				API: decodeMemberData(m.MemberMetadata.UserData).API, Partitions: []int{}}
+				API: balance.DecodeMemberData(m.MemberMetadata.UserData).API, Partitions: []int{}}
 			for _, t := range m.MemberAssignments.Topics {
 				if t.Topic == topic {
 					mem.Partitions = append(mem.Partitions, t.Partitions...)
@@ -171,53 +173,17 @@ func DescribeGroup(ctx context.Context, cfg Config) (GroupStatus, error) {
 	if err != nil {
 		return GroupStatus{}, err
 	}
-	md, err := cl.Metadata(ctx, &kafkago.MetadataRequest{Topics: []string{cfg.Topic}})
+	ids, err := topicPartitions(ctx, cl, cfg.Topic)
 	if err != nil {
-		return GroupStatus{}, fmt.Errorf("kafka: metadata of %s: %w", cfg.Topic, err)
+		return GroupStatus{}, err
 	}
-	var ids []int
-	for _, t := range md.Topics {
-		if t.Name != cfg.Topic {
-			continue
-		}
-		if t.Error != nil {
-			return GroupStatus{}, fmt.Errorf("kafka: topic %s: %w", cfg.Topic, t.Error)
-		}
-		for _, p := range t.Partitions {
-			ids = append(ids, p.ID)
-		}
-	}
-	if len(ids) == 0 {
-		return GroupStatus{}, fmt.Errorf("kafka: topic %s has no partitions", cfg.Topic)
-	}
-	slices.Sort(ids)
-	reqs := make([]kafkago.OffsetRequest, 0, 2*len(ids))
-	for _, id := range ids {
-		reqs = append(reqs, kafkago.FirstOffsetOf(id), kafkago.LastOffsetOf(id))
-	}
-	lo, err := cl.ListOffsets(ctx, &kafkago.ListOffsetsRequest{Topics: map[string][]kafkago.OffsetRequest{cfg.Topic: reqs}})
+	offs, err := partitionOffsets(ctx, cl, cfg.Topic, ids)
 	if err != nil {
-		return GroupStatus{}, fmt.Errorf("kafka: offsets of %s: %w", cfg.Topic, err)
+		return GroupStatus{}, err
 	}
-	offs := map[int]kafkago.PartitionOffsets{}
-	for _, po := range lo.Topics[cfg.Topic] {
-		if po.Error != nil {
-			return GroupStatus{}, fmt.Errorf("kafka: offsets of %s/%d: %w", cfg.Topic, po.Partition, po.Error)
-		}
-		offs[po.Partition] = po
-	}
-	of, err := cl.OffsetFetch(ctx, &kafkago.OffsetFetchRequest{GroupID: cfg.Group, Topics: map[string][]int{cfg.Topic: ids}})
-	if err == nil && of.Error != nil && !errors.Is(of.Error, kafkago.GroupIdNotFound) {
-		err = of.Error
-	}
+	committed, err := groupCommitted(ctx, cl, cfg.Group, cfg.Topic, ids)
 	if err != nil {
-		return GroupStatus{}, fmt.Errorf("kafka: committed offsets of group %s: %w", cfg.Group, err)
-	}
-	committed := map[int]int64{}
-	for _, p := range of.Topics[cfg.Topic] {
-		if p.Error == nil {
-			committed[p.Partition] = p.CommittedOffset
-		}
+		return GroupStatus{}, err
 	}
 	owners := map[int]Member{}
 	for _, m := range st.Members {
@@ -237,6 +203,72 @@ func DescribeGroup(ctx context.Context, cfg Config) (GroupStatus, error) {
 		st.Partitions = append(st.Partitions, gp)
 	}
 	return st, nil
+}
+
+// topicPartitions returns the partitions of topic, sorted; a topic
+// without any is an error.
+func topicPartitions(ctx context.Context, cl *kafkago.Client, topic string) ([]int, error) {
+	md, err := cl.Metadata(ctx, &kafkago.MetadataRequest{Topics: []string{topic}})
+	if err != nil {
+		return nil, fmt.Errorf("kafka: metadata of %s: %w", topic, err)
+	}
+	var ids []int
+	for _, t := range md.Topics {
+		if t.Name != topic {
+			continue
+		}
+		if t.Error != nil {
+			return nil, fmt.Errorf("kafka: topic %s: %w", topic, t.Error)
+		}
+		for _, p := range t.Partitions {
+			ids = append(ids, p.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("kafka: topic %s has no partitions", topic)
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// partitionOffsets returns the first and log end offsets of the partitions
+// ids of topic.
+func partitionOffsets(ctx context.Context, cl *kafkago.Client, topic string, ids []int) (map[int]kafkago.PartitionOffsets, error) {
+	reqs := make([]kafkago.OffsetRequest, 0, 2*len(ids))
+	for _, id := range ids {
+		reqs = append(reqs, kafkago.FirstOffsetOf(id), kafkago.LastOffsetOf(id))
+	}
+	lo, err := cl.ListOffsets(ctx, &kafkago.ListOffsetsRequest{Topics: map[string][]kafkago.OffsetRequest{topic: reqs}})
+	if err != nil {
+		return nil, fmt.Errorf("kafka: offsets of %s: %w", topic, err)
+	}
+	offs := map[int]kafkago.PartitionOffsets{}
+	for _, po := range lo.Topics[topic] {
+		if po.Error != nil {
+			return nil, fmt.Errorf("kafka: offsets of %s/%d: %w", topic, po.Partition, po.Error)
+		}
+		offs[po.Partition] = po
+	}
+	return offs, nil
+}
+
+// groupCommitted returns group's committed offsets of the partitions ids
+// of topic; a group the coordinator does not know has none.
+func groupCommitted(ctx context.Context, cl *kafkago.Client, group, topic string, ids []int) (map[int]int64, error) {
+	of, err := cl.OffsetFetch(ctx, &kafkago.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: ids}})
+	if err == nil && of.Error != nil && !errors.Is(of.Error, kafkago.GroupIdNotFound) {
+		err = of.Error
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kafka: committed offsets of group %s: %w", group, err)
+	}
+	committed := map[int]int64{}
+	for _, p := range of.Topics[topic] {
+		if p.Error == nil {
+			committed[p.Partition] = p.CommittedOffset
+		}
+	}
+	return committed, nil
 }
 
 // checkAdvertiseURL checks an advertised API address: an absolute http or

@@ -3,6 +3,8 @@ package kafka
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/outboxd/outbox/kafka/internal/ship"
 )
 
 // metrics are the Runner's counters, read by Metrics.
@@ -17,8 +19,7 @@ type metrics struct {
 	commitErrors  atomic.Uint64
 	generations   atomic.Uint64
 	groupErrors   atomic.Uint64
-	shipped       atomic.Uint64
-	shipErrors    atomic.Uint64
+	shipping      ship.Counts
 }
 
 // Metrics is a snapshot of a Runner's counters and gauges, for an exporter
@@ -107,11 +108,11 @@ func (r *Runner) Metrics() Metrics {
 		out.Ingest = m.ingest(int(r.in.assigned.Load()))
 	}
 	if r.sh != nil {
-		lsns, secs := r.sh.lag()
+		lsns, secs := r.sh.Lag()
 		out.Shipping = &ShippingMetrics{
-			Shipped:    m.shipped.Load(),
-			ShipErrors: m.shipErrors.Load(),
-			ShippedLSN: r.sh.shipped.Load(),
+			Shipped:    m.shipping.Shipped.Load(),
+			ShipErrors: m.shipping.Errors.Load(),
+			ShippedLSN: r.sh.Shipped(),
 			LagEntries: lsns,
 			LagAge:     time.Duration(secs * float64(time.Second)),
 		}

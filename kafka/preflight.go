@@ -8,17 +8,15 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/outboxd/outbox/kafka/internal/changelog"
+	"github.com/outboxd/outbox/kafka/internal/retry"
 )
 
 // newBackoff is the package's retry backoff: from RetryBackoff doubling
 // up to RetryBackoffMax, forever.
 func newBackoff(cfg Config) *backoff.ExponentialBackOff {
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = cfg.RetryBackoff
-	b.MaxInterval = cfg.RetryBackoffMax
-	b.MaxElapsedTime = 0
-	b.Reset()
-	return b
+	return retry.Backoff(cfg.RetryBackoff, cfg.RetryBackoffMax)
 }
 
 // preflight checks the group's topics and records the outcome for Health:
@@ -103,15 +101,15 @@ func (g *Group) createChangelog(ctx context.Context, cl *kafkago.Client, partiti
 // configurations are taken at their word.
 func (g *Group) changelogLimits(ctx context.Context, cl *kafkago.Client) (int, error) {
 	topic := g.cfg.ChangelogTopic
-	lim, err := describeChangelog(ctx, cl, topic)
+	lim, err := changelog.Describe(ctx, cl, topic, DefaultChangelogMaxBytes)
 	if err != nil {
 		g.log.Debug("kafka: describe changelog topic", "err", err)
-		return lim.maxBytes, nil
+		return lim.MaxBytes, nil
 	}
-	if !lim.compacted {
+	if !lim.Compacted {
 		return 0, &TopicError{Topic: topic, Partition: -1, Reason: fmt.Sprintf(
 			"is not compacted (cleanup.policy=%s): a changelog topic must be compacted, or restores replay its whole history "+
-				"and, with deletion by time, lose the events still pending; set cleanup.policy=compact", lim.policy)}
+				"and, with deletion by time, lose the events still pending; set cleanup.policy=compact", lim.Policy)}
 	}
-	return lim.maxBytes, nil
+	return lim.MaxBytes, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"slices"
 	"sync"
@@ -195,26 +196,9 @@ func (p *Producer) Produce(ctx context.Context, events ...outbox.Event) ([]strin
 		return nil, &ProduceError{Topic: p.cfg.Topic, Partition: -1, Events: len(events),
 			Reason: "the producer is closed", Err: net.ErrClosed}
 	}
-	tp, ts := traceOf(ctx)
-	ids := make([]string, len(events))
-	msgs := make([]kafkago.Message, len(events))
-	for i := range events {
-		ev := events[i]
-		if ev.ID == "" {
-			id, err := uuid.NewV7()
-			if err != nil {
-				return nil, fmt.Errorf("kafka: generate ID: %w", err)
-			}
-			ev.ID = id.String()
-		}
-		if ev.TraceParent == "" {
-			ev.TraceParent, ev.TraceState = tp, ts
-		}
-		msg, err := p.m.record(i, &ev)
-		if err != nil {
-			return nil, err
-		}
-		ids[i], msgs[i] = ev.ID, msg
+	ids, msgs, err := p.records(ctx, events)
+	if err != nil {
+		return nil, err
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.ProduceTimeout)
@@ -230,13 +214,62 @@ func (p *Producer) Produce(ctx context.Context, events ...outbox.Event) ([]strin
 		n := p.bal.Balance(msgs[i], parts...)
 		byPart[n] = append(byPart[n], msgs[i])
 	}
+	errs := p.await(ctx, p.submit(ctx, byPart))
+	if len(errs) == 0 {
+		p.produced.Add(uint64(len(msgs)))
+		if p.failing.CompareAndSwap(true, false) {
+			p.log.Info("kafka: producing to the ingest topic works again", "topic", p.cfg.Topic)
+		}
+		return ids, nil
+	}
+	pe := p.failure(ctx, byPart, errs)
+	p.produced.Add(uint64(pe.Acknowledged))
+	return nil, p.fail(pe)
+}
+
+// records turns events into records, giving an event without an ID a
+// UUIDv7 and one without a trace context that of ctx's span. It returns
+// the events' IDs and their records.
+func (p *Producer) records(ctx context.Context, events []outbox.Event) ([]string, []kafkago.Message, error) {
+	tp, ts := traceOf(ctx)
+	ids := make([]string, len(events))
+	msgs := make([]kafkago.Message, len(events))
+	for i := range events {
+		ev := events[i]
+		if ev.ID == "" {
+			id, err := uuid.NewV7()
+			if err != nil {
+				return nil, nil, fmt.Errorf("kafka: generate ID: %w", err)
+			}
+			ev.ID = id.String()
+		}
+		if ev.TraceParent == "" {
+			ev.TraceParent, ev.TraceState = tp, ts
+		}
+		msg, err := p.m.record(i, &ev)
+		if err != nil {
+			return nil, nil, err
+		}
+		ids[i], msgs[i] = ev.ID, msg
+	}
+	return ids, msgs, nil
+}
+
+// submit queues each partition's records as one call of its queue.
+func (p *Producer) submit(ctx context.Context, byPart map[int][]kafkago.Message) map[int]*produceCall {
 	calls := make(map[int]*produceCall, len(byPart))
 	for n, ms := range byPart {
 		c := &produceCall{ctx: ctx, msgs: ms, done: make(chan error, 1)}
 		calls[n] = c
 		p.queue(n).submit(p, c)
 	}
-	errs := make(map[int]error, len(byPart))
+	return calls
+}
+
+// await waits for the calls until ctx ends, and returns the error of each
+// partition whose call failed or was not acknowledged in time.
+func (p *Producer) await(ctx context.Context, calls map[int]*produceCall) map[int]error {
+	errs := make(map[int]error, len(calls))
 	for n, c := range calls {
 		select {
 		case err := <-c.done:
@@ -259,20 +292,13 @@ func (p *Producer) Produce(ctx context.Context, events ...outbox.Event) ([]strin
 			}
 		}
 	}
-	if len(errs) == 0 {
-		p.produced.Add(uint64(len(msgs)))
-		if p.failing.CompareAndSwap(true, false) {
-			p.log.Info("kafka: producing to the ingest topic works again", "topic", p.cfg.Topic)
-		}
-		return ids, nil
-	}
-	failed := slices.Sorted(func(yield func(int) bool) {
-		for n := range errs {
-			if !yield(n) {
-				return
-			}
-		}
-	})
+	return errs
+}
+
+// failure describes a call some of whose partitions failed: the error of
+// the lowest of them, and how many events were refused and acknowledged.
+func (p *Producer) failure(ctx context.Context, byPart map[int][]kafkago.Message, errs map[int]error) *ProduceError {
+	failed := slices.Sorted(maps.Keys(errs))
 	pe := &ProduceError{Topic: p.cfg.Topic, Partition: failed[0], Err: errs[failed[0]],
 		Reason: p.reason(ctx, errs[failed[0]], "")}
 	for n, ms := range byPart {
@@ -282,8 +308,7 @@ func (p *Producer) Produce(ctx context.Context, events ...outbox.Event) ([]strin
 			pe.Acknowledged += len(ms)
 		}
 	}
-	p.produced.Add(uint64(pe.Acknowledged))
-	return nil, p.fail(pe)
+	return pe
 }
 
 // fail counts and logs a failed call.

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
 
+	"github.com/outboxd/outbox/kafka/internal/changelog"
 	"github.com/outboxd/outbox/outbox"
 )
 
@@ -36,10 +36,6 @@ const restoreBatch = 1000
 // broker (kfake, in the benchmarks) copying: 32 MiB fetches restored at
 // 0.6 times the rate of 8 MiB ones.
 const restoreFetchBytes = DefaultChangelogMaxBytes
-
-// restoreIdle is how long a partition may deliver nothing before the reader
-// checks whether the rest of it was compacted away.
-const restoreIdle = time.Second
 
 // Restore rebuilds an outbox from cfg.ChangelogTopic into a new database file
 // at dbPath: it reads every partition from its beginning up to the end
@@ -91,7 +87,7 @@ func Restore(ctx context.Context, cfg Config, dbPath string, progress func(Resto
 
 	var total int64
 	for _, p := range parts {
-		total += p.last - p.first
+		total += p.Last - p.First
 	}
 	pr := startProgress(progress, cfg.ChangelogTopic, total)
 	n, rerr := restoreFrom(ctx, cfg, cn, st, parts, pr)
@@ -115,72 +111,23 @@ func (noSink) Deliver(context.Context, *outbox.Delivery) outbox.Result {
 	return outbox.Result{Action: outbox.ActionRetry, Err: errors.New("kafka: restore delivers nothing")}
 }
 
-type partRange struct {
-	id          int
-	first, last int64 // [first, last)
-}
-
 // changelogOffsets returns the partitions of the changelog topic with their
 // first offset and their end offset now.
-func changelogOffsets(ctx context.Context, cfg Config, cn *conns) ([]partRange, error) {
+func changelogOffsets(ctx context.Context, cfg Config, cn *conns) ([]changelog.Range, error) {
 	cl := &kafkago.Client{Addr: kafkago.TCP(cfg.brokers()...), Transport: cn.transport, Timeout: cfg.DialTimeout}
-	topic := cfg.ChangelogTopic
-	md, err := cl.Metadata(ctx, &kafkago.MetadataRequest{Topics: []string{topic}})
-	if err != nil {
-		return nil, fmt.Errorf("kafka: restore: metadata: %w", err)
-	}
-	var ids []int
-	for _, t := range md.Topics {
-		if t.Name != topic {
-			continue
-		}
-		if t.Error != nil {
-			return nil, fmt.Errorf("kafka: restore: changelog topic %s: %w", topic, t.Error)
-		}
-		for _, p := range t.Partitions {
-			ids = append(ids, p.ID)
-		}
-	}
-	if len(ids) == 0 {
-		return nil, fmt.Errorf("kafka: restore: changelog topic %s has no partitions", topic)
-	}
-	sort.Ints(ids)
-	reqs := make([]kafkago.OffsetRequest, 0, 2*len(ids))
-	for _, id := range ids {
-		reqs = append(reqs, kafkago.FirstOffsetOf(id), kafkago.LastOffsetOf(id))
-	}
-	lo, err := cl.ListOffsets(ctx, &kafkago.ListOffsetsRequest{Topics: map[string][]kafkago.OffsetRequest{topic: reqs}})
-	if err != nil {
-		return nil, fmt.Errorf("kafka: restore: list offsets: %w", err)
-	}
-	byID := make(map[int]kafkago.PartitionOffsets)
-	for _, po := range lo.Topics[topic] {
-		if po.Error != nil {
-			return nil, fmt.Errorf("kafka: restore: offsets of %s/%d: %w", topic, po.Partition, po.Error)
-		}
-		byID[po.Partition] = po
-	}
-	out := make([]partRange, 0, len(ids))
-	for _, id := range ids {
-		po, ok := byID[id]
-		if !ok {
-			return nil, fmt.Errorf("kafka: restore: no offsets for %s/%d", topic, id)
-		}
-		out = append(out, partRange{id: id, first: po.FirstOffset, last: po.LastOffset})
-	}
-	return out, nil
+	return changelog.Offsets(ctx, cl, cfg.ChangelogTopic)
 }
 
 // restoreFrom reads the partitions concurrently and applies their entries in
 // batches. Entries of one event ID are all in one partition (the shipper
 // partitions by ID), in LSN order.
-func restoreFrom(ctx context.Context, cfg Config, cn *conns, st *outbox.Outbox, parts []partRange, pr *restoreProgress) (int64, error) {
+func restoreFrom(ctx context.Context, cfg Config, cn *conns, st *outbox.Outbox, parts []changelog.Range, pr *restoreProgress) (int64, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	entries := make(chan outbox.ChangelogEntry, restoreBatch)
 	var readers sync.WaitGroup
 	for _, p := range parts {
-		if p.last <= p.first {
+		if p.Last <= p.First {
 			continue
 		}
 		readers.Add(1)
@@ -240,13 +187,13 @@ func restoreFrom(ctx context.Context, cfg Config, cn *conns, st *outbox.Outbox, 
 	return n, applyErr
 }
 
-// readPartition reads one partition from p.first up to p.last and sends the
+// readPartition reads one partition from p.First up to p.Last and sends the
 // decoded entries. It finishes early when the reader's position passes the
 // end (the last records were compacted away).
-func readPartition(ctx context.Context, cfg Config, cn *conns, p partRange, out chan<- outbox.ChangelogEntry, pr *restoreProgress) error {
+func readPartition(ctx context.Context, cfg Config, cn *conns, p changelog.Range, out chan<- outbox.ChangelogEntry, pr *restoreProgress) error {
 	// Progress counts offsets, so that it reaches the end offsets exactly
 	// however many records compaction removed.
-	pos := p.first
+	pos := p.First
 	advance := func(to int64) {
 		if to > pos {
 			pr.add(to - pos)
@@ -254,10 +201,10 @@ func readPartition(ctx context.Context, cfg Config, cn *conns, p partRange, out 
 		}
 	}
 	var maxEpoch int64
-	err := readRange(ctx, cfg, cn, cfg.ChangelogTopic, p, func(msg *kafkago.Message) error {
-		epoch, fence, err := recordEpoch(msg.Headers)
+	err := changelog.ReadRange(ctx, cfg.reading(cn), p, func(msg *kafkago.Message) error {
+		epoch, fence, err := changelog.RecordEpoch(msg.Headers)
 		if err != nil {
-			return fmt.Errorf("kafka: restore: %s/%d@%d: %w", cfg.ChangelogTopic, p.id, msg.Offset, err)
+			return fmt.Errorf("kafka: restore: %s/%d@%d: %w", cfg.ChangelogTopic, p.ID, msg.Offset, err)
 		}
 		if epoch < maxEpoch || fence {
 			// Written by an owner fenced off by then, or a fence.
@@ -266,9 +213,9 @@ func readPartition(ctx context.Context, cfg Config, cn *conns, p partRange, out 
 			return nil
 		}
 		maxEpoch = epoch
-		e, err := decodeChangelogRecord(msg.Key, msg.Value, msg.Headers, msg.Time)
+		e, err := changelog.DecodeRecord(msg.Key, msg.Value, msg.Headers, msg.Time)
 		if err != nil {
-			return fmt.Errorf("kafka: restore: %s/%d@%d: %w", cfg.ChangelogTopic, p.id, msg.Offset, err)
+			return fmt.Errorf("kafka: restore: %s/%d@%d: %w", cfg.ChangelogTopic, p.ID, msg.Offset, err)
 		}
 		// The records of one ID are all in this partition, in the order
 		// they were written; their LSNs may come from the stores of
@@ -283,86 +230,10 @@ func readPartition(ctx context.Context, cfg Config, cn *conns, p partRange, out 
 		return nil
 	})
 	if err == nil {
-		advance(p.last)
+		advance(p.Last)
 	}
 	return err
 }
-
-// readRange calls fn with every record of topic's partition p.id from
-// p.first up to p.last, in offset order, and returns fn's first error. It
-// finishes early when the reader's position passes the end (the last
-// records were compacted away), and fails when the partition delivers
-// nothing for long before its end.
-func readRange(ctx context.Context, cfg Config, cn *conns, topic string, p partRange, fn func(*kafkago.Message) error) error {
-	if p.last <= p.first {
-		return nil
-	}
-	r := kafkago.NewReader(kafkago.ReaderConfig{
-		Brokers:        cfg.brokers(),
-		Topic:          topic,
-		Partition:      p.id,
-		Dialer:         cn.dialer,
-		MinBytes:       1,
-		MaxBytes:       restoreFetchBytes,
-		MaxWait:        250 * time.Millisecond,
-		QueueCapacity:  restoreBatch,
-		ReadBackoffMin: cfg.RetryBackoff,
-		ReadBackoffMax: cfg.RetryBackoffMax,
-	})
-	defer r.Close()
-	if err := r.SetOffset(p.first); err != nil {
-		return err
-	}
-	// One watchdog per stretch of reading, pushed back by every record,
-	// rather than a timer per fetch: it cancels the fetch that waits longer
-	// than restoreIdle.
-	idle := 0
-	for {
-		fctx, cancel := context.WithCancelCause(ctx)
-		wd := time.AfterFunc(restoreIdle, func() { cancel(errIdle) })
-		done, err := func() (bool, error) {
-			defer wd.Stop()
-			defer cancel(nil)
-			for {
-				msg, err := r.FetchMessage(fctx)
-				if err != nil {
-					return false, err
-				}
-				wd.Reset(restoreIdle)
-				idle = 0
-				if msg.Offset >= p.last {
-					return true, nil
-				}
-				if err := fn(&msg); err != nil {
-					return true, err
-				}
-				if msg.Offset >= p.last-1 {
-					return true, nil
-				}
-			}
-		}()
-		if done {
-			return err
-		}
-		if ctx.Err() != nil {
-			return context.Cause(ctx)
-		}
-		if !errors.Is(context.Cause(fctx), errIdle) {
-			return fmt.Errorf("kafka: restore: read %s/%d: %w", topic, p.id, err)
-		}
-		if r.Offset() >= p.last {
-			return nil
-		}
-		idle++
-		if time.Duration(idle)*restoreIdle >= max(30*time.Second, 3*cfg.RetryBackoffMax) {
-			return fmt.Errorf("kafka: restore: %s/%d delivers nothing at offset %d, before its end offset %d",
-				topic, p.id, r.Offset(), p.last)
-		}
-	}
-}
-
-// errIdle ends a restore's fetch that waited restoreIdle for a record.
-var errIdle = errors.New("kafka: restore: no record for a while")
 
 // RestoreProgress is how far a restore has read its changelog topic. It
 // counts offsets, not records, so that Done reaches Total exactly however

@@ -8,6 +8,9 @@ import (
 	"sync"
 	"time"
 
+	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/outboxd/outbox/kafka/internal/ship"
 	"github.com/outboxd/outbox/outbox"
 )
 
@@ -19,7 +22,7 @@ type Runner struct {
 	conns *conns
 	met   *metrics
 	in    *ingest
-	sh    *shipper
+	sh    *ship.Shipper
 
 	stopIngest context.CancelFunc // ends the group loop
 	stopShip   context.CancelFunc // ends the shipping loop between writes
@@ -47,14 +50,14 @@ func Start(ctx context.Context, o *outbox.Outbox, cfg Config, logger *slog.Logge
 	if o == nil {
 		return nil, errors.New("kafka: Start: nil outbox")
 	}
-	var st changelogStore
+	var st ship.Store
 	if cfg.ChangelogTopic != "" {
 		st = o.Changelog()
 	}
 	return start(ctx, o, st, cfg, logger)
 }
 
-func start(ctx context.Context, o enqueuer, st changelogStore, cfg Config, logger *slog.Logger) (*Runner, error) {
+func start(ctx context.Context, o enqueuer, st ship.Store, cfg Config, logger *slog.Logger) (*Runner, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -79,7 +82,7 @@ func start(ctx context.Context, o enqueuer, st changelogStore, cfg Config, logge
 	work, abort := context.WithCancel(context.Background())
 	r.abort = abort
 	if cfg.ChangelogTopic != "" {
-		sh, err := newShipper(cfg, st, logger, cn, r.met)
+		sh, err := r.newShipper(st)
 		if err != nil {
 			abort()
 			cn.close()
@@ -109,7 +112,7 @@ func start(ctx context.Context, o enqueuer, st changelogStore, cfg Config, logge
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
-			r.sh.run(stop, work)
+			r.sh.Run(stop, work)
 		}()
 	}
 	logger.Info("kafka: started", "brokers", cfg.Brokers, "topic", cfg.Topic, "group", cfg.Group,
@@ -133,7 +136,7 @@ func (r *Runner) ShippingLag() (entries uint64, age time.Duration) {
 	if r.sh == nil {
 		return 0, 0
 	}
-	n, secs := r.sh.lag()
+	n, secs := r.sh.Lag()
 	return n, time.Duration(secs * float64(time.Second))
 }
 
@@ -193,4 +196,33 @@ func (r *Runner) Close(ctx context.Context) error {
 	return r.closeErr
 }
 
-var _ changelogStore = (*outbox.Changelog)(nil)
+// newShipper returns the shipper of st's changelog to the changelog topic,
+// from the LSN st last shipped.
+func (r *Runner) newShipper(st ship.Store) (*ship.Shipper, error) {
+	shipped, err := st.ShippedLSN()
+	if err != nil {
+		return nil, fmt.Errorf("kafka: shipped LSN: %w", err)
+	}
+	cfg := r.cfg
+	newWriter := func(maxBytes int) *kafkago.Writer {
+		return &kafkago.Writer{
+			Addr:            kafkago.TCP(cfg.brokers()...),
+			Topic:           cfg.ChangelogTopic,
+			Balancer:        &kafkago.Hash{},
+			RequiredAcks:    kafkago.RequireAll,
+			BatchSize:       cfg.ShipBatch,
+			BatchBytes:      int64(maxBytes),
+			BatchTimeout:    time.Millisecond,
+			MaxAttempts:     3,
+			WriteBackoffMin: cfg.RetryBackoff,
+			WriteBackoffMax: cfg.RetryBackoffMax,
+			Transport:       r.conns.transport,
+			Logger:          kafkaLogger(r.log, slog.LevelDebug),
+			ErrorLogger:     kafkaLogger(r.log, slog.LevelDebug),
+		}
+	}
+	return ship.New(ship.Params{
+		Config: cfg.shipping(), Store: st, Log: r.log, Counts: &r.met.shipping, NewWriter: newWriter,
+		Client: &kafkago.Client{Addr: kafkago.TCP(cfg.brokers()...), Transport: r.conns.transport, Timeout: cfg.DialTimeout},
+	}, shipped), nil
+}

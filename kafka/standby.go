@@ -1,16 +1,11 @@
 package kafka
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"log/slog"
 	"slices"
-	"sync"
-	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
 
+	"github.com/outboxd/outbox/kafka/internal/partition"
 	"github.com/outboxd/outbox/outbox"
 )
 
@@ -62,23 +57,10 @@ type StandbyStatus struct {
 	Error string `json:"error,omitempty"`
 }
 
-// standby keeps one partition's store warm for one generation.
-type standby struct {
-	g   *Group
-	p   int
-	log *slog.Logger
-
-	mu       sync.Mutex
-	st       StandbyStatus
-	store    *outbox.Outbox // while tailing
-	caughtUp bool           // logged the first catch-up of this generation
-	begun    time.Time
-}
-
 // startStandbys starts, in gen, a standby for every partition of the
 // changelog topic assigned to this member that it does not own (a leader
 // of an older version may assign both), and publishes them.
-func (g *Group) startStandbys(gen *kafkago.Generation, owned map[int]*task) {
+func (g *Group) startStandbys(gen *kafkago.Generation, owned map[int]*partition.Task) {
 	var ids []int
 	if g.cfg.StandbyReplicas > 0 {
 		for _, pa := range gen.Assignments[g.cfg.ChangelogTopic] {
@@ -88,10 +70,9 @@ func (g *Group) startStandbys(gen *kafkago.Generation, owned map[int]*task) {
 		}
 	}
 	slices.Sort(ids)
-	sbs := make(map[int]*standby, len(ids))
+	sbs := make(map[int]*partition.Standby, len(ids))
 	for _, p := range ids {
-		sbs[p] = &standby{g: g, p: p, log: g.log.With("partition", p, "generation", gen.ID, "standby", true),
-			st: StandbyStatus{Partition: p, State: StandbyOpening, Generation: gen.ID}}
+		sbs[p] = partition.NewStandby(g.env, gen, p)
 	}
 	g.mu.Lock()
 	g.standbys = sbs
@@ -101,7 +82,7 @@ func (g *Group) startStandbys(gen *kafkago.Generation, owned map[int]*task) {
 			"changelog_topic", g.cfg.ChangelogTopic, "partitions", ids)
 	}
 	for _, s := range sbs {
-		gen.Start(s.run)
+		gen.Start(s.Run)
 	}
 }
 
@@ -109,279 +90,8 @@ func (g *Group) startStandbys(gen *kafkago.Generation, owned map[int]*task) {
 // during a rebalance, the last) generation, sorted by partition: empty
 // without Config.StandbyReplicas.
 func (g *Group) Standbys() []StandbyStatus {
-	return sortedStatuses(&g.mu, &g.standbys, (*standby).status, func(s StandbyStatus) int { return s.Partition })
-}
-
-func (s *standby) status() StandbyStatus {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st := s.st
-	st.Lag = max(st.End-st.Applied, 0)
-	return st
-}
-
-func (s *standby) update(fn func(*StandbyStatus)) {
-	s.mu.Lock()
-	fn(&s.st)
-	s.mu.Unlock()
-}
-
-// run keeps the standby until gctx ends, retrying with backoff when it
-// fails. It returns only then: kafka-go ends the generation as soon as one
-// of its functions returns.
-func (s *standby) run(gctx context.Context) {
-	b := newBackoff(s.g.cfg)
-	for {
-		err := s.tail(gctx)
-		if gctx.Err() != nil {
-			s.update(func(st *StandbyStatus) { st.State = StandbyStopped })
-			return
-		}
-		s.g.standbyFailures.Add(1)
-		s.update(func(st *StandbyStatus) { st.State, st.Error = StandbyFailed, err.Error() })
-		s.log.Warn("kafka: standby of the partition failed; retrying", "err", err)
-		if !sleepCtx(gctx, b.NextBackOff()) {
-			s.update(func(st *StandbyStatus) { st.State = StandbyStopped })
-			return
-		}
-	}
-}
-
-// tail opens the standby's store and applies the changelog partition to it
-// until gctx ends (nil) or something fails; either way it closes the store,
-// with a checkpoint of what it applied unless applying failed.
-func (s *standby) tail(gctx context.Context) error {
-	g := s.g
-	ctx, cancel := context.WithTimeout(gctx, g.cfg.DialTimeout)
-	pr, err := g.changelogRange(ctx, s.p)
-	cancel()
-	if err != nil {
-		return err
-	}
-	o, mode, from, epoch, err := s.open(pr)
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	s.store, s.begun = o, time.Now()
-	s.st.State, s.st.Error, s.st.Mode = StandbyTailing, "", mode
-	s.st.Applied, s.st.End = from, max(pr.last, from)
-	s.mu.Unlock()
-	s.log.Info("kafka: standby started", "mode", mode, "from", from, "to", pr.last)
-
-	applied, epoch, applyErr, readErr := s.follow(gctx, o, from, epoch)
-
-	s.mu.Lock()
-	s.store = nil
-	s.mu.Unlock()
-	kept := s.close(o, applied, epoch, applyErr == nil)
-	st := s.status()
-	s.log.Info("kafka: standby stopped", "applied", applied, "lag", st.Lag, "records", st.Records, "checkpoint", kept)
-	if applyErr != nil {
-		return applyErr
-	}
-	if gctx.Err() == nil {
-		return readErr
-	}
-	return nil
-}
-
-// open opens the partition's local store for a standby: the kept one when
-// its checkpoint is usable (it resumes from there), else a new one that is
-// built from the changelog partition's first offset. The checkpoint is
-// removed before the store changes, as an owner's restore does, so that a
-// crash leaves none that vouches for it.
-func (s *standby) open(pr partRange) (o *outbox.Outbox, mode string, from, epoch int64, err error) {
-	g := s.g
-	path := g.storePath(s.p)
-	cfg := g.partitionConfig(s.p)
-	mode, from = RestoreRebuild, pr.first
-	o, cp, why, err := keptStore(g, s.p, pr)
-	if why != "" {
-		s.log.Info("kafka: building the standby store anew", "reason", why)
-	}
-	if err != nil {
-		return nil, "", 0, 0, err
-	}
-	if cp != nil {
-		mode, from, epoch = RestoreCheckpoint, cp.Offset, cp.Epoch
-	}
-	if o == nil {
-		if err := removeDurably(path, path+".restoring"); err != nil {
-			return nil, "", 0, 0, err
-		}
-		if o, err = outbox.Open(path, cfg); err != nil {
-			return nil, "", 0, 0, fmt.Errorf("creating the standby store %s: %w", path, err)
-		}
-	}
-	return o, mode, from, epoch, nil
-}
-
-// follow reads the changelog partition from offset from and applies it to
-// o, as an owner's restore does (in offset order, fenced records skipped,
-// a tombstone deletes), in batches of what has arrived, until gctx ends or
-// reading or applying fails. It returns the offset every record below which
-// is applied, the highest epoch seen, and what failed.
-func (s *standby) follow(gctx context.Context, o *outbox.Outbox, from, epoch int64) (applied, maxEpoch int64, applyErr, readErr error) {
-	g := s.g
-	topic := g.cfg.ChangelogTopic
-	r := kafkago.NewReader(kafkago.ReaderConfig{
-		Brokers:        g.cfg.brokers(),
-		Topic:          topic,
-		Partition:      s.p,
-		Dialer:         g.conns.dialer,
-		MinBytes:       1,
-		MaxBytes:       restoreFetchBytes,
-		MaxWait:        250 * time.Millisecond,
-		QueueCapacity:  restoreBatch,
-		ReadBackoffMin: g.cfg.RetryBackoff,
-		ReadBackoffMax: g.cfg.RetryBackoffMax,
-	})
-	defer r.Close()
-	if err := r.SetOffset(from); err != nil {
-		return from, epoch, nil, err
-	}
-	rctx, stopReading := context.WithCancel(gctx)
-	msgs := make(chan kafkago.Message, taskApplyBatch)
-	readDone := make(chan error, 1)
-	go func() {
-		defer close(msgs)
-		for {
-			m, err := r.FetchMessage(rctx)
-			if err != nil {
-				readDone <- err
-				return
-			}
-			end := m.Offset + 1 + r.Lag()
-			s.update(func(st *StandbyStatus) { st.End = max(st.End, end) })
-			select {
-			case msgs <- m:
-			case <-rctx.Done():
-				readDone <- rctx.Err()
-				return
-			}
-		}
-	}()
-	defer func() {
-		stopReading()
-		for range msgs { // let the reader goroutine finish
-		}
-		if err := <-readDone; readErr == nil && gctx.Err() == nil {
-			readErr = fmt.Errorf("kafka: standby %s/%d: read: %w", topic, s.p, err)
-		}
-	}()
-
-	applied, maxEpoch = from, epoch
-	batch := make([]outbox.ChangelogEntry, 0, taskApplyBatch)
-	maintained, every := time.Now(), o.Config().MaintenanceInterval
-	for {
-		var m kafkago.Message
-		var ok bool
-		select {
-		case m, ok = <-msgs:
-		case <-gctx.Done():
-			return applied, maxEpoch, nil, nil
-		}
-		if !ok {
-			return applied, maxEpoch, nil, nil // the deferred read error says why
-		}
-		// One batch: this record and whatever else has arrived.
-		batch = batch[:0]
-		pos, size, fenced := applied, 0, int64(0)
-		for {
-			en, ok, e, skipped, err := fencedEntry(&m, topic, s.p, maxEpoch)
-			maxEpoch = e
-			if err != nil {
-				return applied, maxEpoch, err, nil
-			}
-			if skipped {
-				fenced++
-			}
-			if ok {
-				batch = append(batch, en)
-				size += len(m.Key) + len(m.Value)
-			}
-			pos = m.Offset + 1
-			if len(batch) == cap(batch) || size >= taskApplyBytes {
-				break
-			}
-			more := false
-			select {
-			case m, more = <-msgs:
-			default:
-			}
-			if !more {
-				break
-			}
-		}
-		if len(batch) > 0 {
-			// Not gctx: a restore cut short by the end of the generation
-			// may still be under way, and the checkpoint must say what the
-			// store holds.
-			if err := o.Restore(g.work, batch); err != nil {
-				return applied, maxEpoch, fmt.Errorf("kafka: standby %s/%d: apply: %w", topic, s.p, err), nil
-			}
-		}
-		applied = pos
-		s.applied(applied, int64(len(batch)), fenced)
-		if len(batch) > 0 && time.Since(maintained) >= every {
-			// The store is never started: trim what its own changelog
-			// holds (all of it in the changelog topic already) as a
-			// started store's maintenance would.
-			maintained = time.Now()
-			if err := o.Changelog().MarkShipped(g.work, o.Changelog().LastLSN()); err != nil {
-				return applied, maxEpoch, fmt.Errorf("kafka: standby %s/%d: %w", topic, s.p, err), nil
-			}
-			if err := o.Maintain(g.work); err != nil {
-				return applied, maxEpoch, fmt.Errorf("kafka: standby %s/%d: %w", topic, s.p, err), nil
-			}
-		}
-	}
-}
-
-// applied records progress, and logs the first catch-up of the generation.
-func (s *standby) applied(to, records, fenced int64) {
-	s.mu.Lock()
-	s.st.Applied = to
-	s.st.Records += records
-	s.st.Fenced += fenced
-	first := !s.caughtUp && s.st.Applied >= s.st.End
-	if first {
-		s.caughtUp = true
-	}
-	st, took := s.st, time.Since(s.begun)
-	s.mu.Unlock()
-	if first {
-		s.log.Info("kafka: standby caught up", "mode", st.Mode, "applied", st.Applied, "records", st.Records,
-			"took", took.Round(time.Millisecond))
-	}
-}
-
-// close closes the standby's store and, when keep is true, writes its
-// checkpoint at applied, so that the next ownership or standby of the
-// partition here resumes from there. It reports whether it wrote it.
-func (s *standby) close(o *outbox.Outbox, applied, epoch int64, keep bool) bool {
-	var err error
-	if keep {
-		// What the standby wrote is in the changelog already.
-		err = o.Changelog().MarkShipped(s.g.work, o.Changelog().LastLSN())
-	}
-	last := o.Changelog().LastLSN()
-	err = errors.Join(err, o.Stop(context.Background()))
-	if err != nil {
-		s.log.Warn("kafka: closing the standby store", "err", err)
-		return false
-	}
-	if !keep {
-		return false
-	}
-	cp := checkpoint{Topic: s.g.cfg.Topic, ChangelogTopic: s.g.cfg.ChangelogTopic, Partition: s.p,
-		Offset: applied, Epoch: epoch, LastLSN: last}
-	if err := writeCheckpoint(s.g.checkpointPath(s.p), cp); err != nil {
-		s.log.Warn("kafka: writing the standby checkpoint", "err", err)
-		return false
-	}
-	return true
+	return sortedStatuses(&g.mu, &g.standbys, func(s *partition.Standby) StandbyStatus { return StandbyStatus(s.Status()) },
+		func(s StandbyStatus) int { return s.Partition })
 }
 
 // partitionConfig is the configuration of partition p's store.

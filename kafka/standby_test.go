@@ -21,9 +21,7 @@ func standbyStore(g *Group, p int) *outbox.Outbox {
 	if s == nil {
 		return nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.store
+	return s.Store()
 }
 
 // ownedStore returns g's active store of partition p, or nil.
@@ -34,7 +32,7 @@ func ownedStore(g *Group, p int) *outbox.Outbox {
 	if t == nil {
 		return nil
 	}
-	return t.activeStore()
+	return t.ActiveStore()
 }
 
 // allEvents lists every pending event and dead letter of o, in ID order.

@@ -13,6 +13,8 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/outboxd/outbox/internal/testkit"
+	"github.com/outboxd/outbox/kafka/internal/changelog"
+	"github.com/outboxd/outbox/kafka/internal/partition"
 	"github.com/outboxd/outbox/outbox"
 )
 
@@ -43,19 +45,19 @@ func tombstones(first, n int, lsn uint64) []outbox.ChangelogEntry {
 // before it, and records of an owner fenced off in the meantime are skipped
 // whichever batch they fall in.
 func TestGroupRebuildAppliesBatchesInOrder(t *testing.T) {
-	n := 2*taskApplyBatch + 500
+	n := 2*partition.ApplyBatch + 500
 	c := newCluster(t, kfakeSeed(1, "in")...)
 	brokers := c.ListenAddrs()
 	newChangelogTopic(t, brokers, "in-changelog")
 	p := newProducer(t, brokers, "in-changelog")
-	old, zombie, owner := stamp{epoch: 1, generation: 1}, stamp{epoch: 2, generation: 2}, stamp{epoch: 3, generation: 3}
-	p.produce(t, fenceMessage(old))
+	old, zombie, owner := changelog.Stamp{Epoch: 1, Generation: 1}, changelog.Stamp{Epoch: 2, Generation: 2}, changelog.Stamp{Epoch: 3, Generation: 3}
+	p.produce(t, changelog.FenceMessage(old))
 	p.produce(t, stamped(old, storeEntries(t, 0, n)...)...)
 	// Delivered by the first owner: events 0 to 99, in the last batch.
 	p.produce(t, stamped(old, tombstones(0, 100, uint64(n+1))...)...)
 	// The third owner's fence, then a zombie of the second one delivers
 	// 100 to 199 (skipped) and the third owner 200 to 209.
-	p.produce(t, fenceMessage(owner))
+	p.produce(t, changelog.FenceMessage(owner))
 	p.produce(t, stamped(zombie, tombstones(100, 100, 1)...)...)
 	p.produce(t, stamped(owner, tombstones(200, 10, 1)...)...)
 
@@ -71,8 +73,8 @@ func TestGroupRebuildAppliesBatchesInOrder(t *testing.T) {
 	if want := n - 110; st.Pending != want {
 		t.Errorf("%d pending, want %d", st.Pending, want)
 	}
-	if st.Epoch <= owner.epoch {
-		t.Errorf("epoch %d, want above the last owner's %d", st.Epoch, owner.epoch)
+	if st.Epoch <= owner.Epoch {
+		t.Errorf("epoch %d, want above the last owner's %d", st.Epoch, owner.Epoch)
 	}
 	o := g.Stores()[0]
 	for _, tc := range []struct {
@@ -92,17 +94,17 @@ func TestGroupRebuildAppliesBatchesInOrder(t *testing.T) {
 // naming the topic, partition and offset; the partition is not delivered
 // from what was applied before it, and no store file is left.
 func TestGroupRestoreOfAnUndecodableRecordLeavesNoStore(t *testing.T) {
-	n := taskApplyBatch + 500
+	n := partition.ApplyBatch + 500
 	c := newCluster(t, kfakeSeed(1, "in")...)
 	brokers := c.ListenAddrs()
 	newChangelogTopic(t, brokers, "in-changelog")
 	p := newProducer(t, brokers, "in-changelog")
-	st := stamp{epoch: 1, generation: 1}
-	p.produce(t, fenceMessage(st))
+	st := changelog.Stamp{Epoch: 1, Generation: 1}
+	p.produce(t, changelog.FenceMessage(st))
 	p.produce(t, stamped(st, storeEntries(t, 0, n)...)...)
 	bad := kafkago.Message{Key: []byte(RecordID("in", 0, int64(n))), Value: []byte("not an entry"),
 		Headers: []kafkago.Header{{Key: HeaderOp, Value: []byte("enqueue")}, {Key: HeaderLSN, Value: []byte(strconv.Itoa(n + 1))}}}
-	st.apply(&bad)
+	st.Apply(&bad)
 	p.produce(t, bad)
 	badOffset := n + 1 // after the fence and the n entries
 

@@ -630,7 +630,23 @@ func (s *Store) commitLoop() {
 	}
 }
 
+// commit runs a batch of ops in one write transaction and releases their
+// callers: ops whose ctx ended while queued are released first, with that
+// error; an app op that fails is dropped and the transaction run again
+// without it (see runBatch).
 func (s *Store) commit(batch []*op) {
+	live := dropCancelled(batch)
+	if len(live) == 0 {
+		return
+	}
+	start := s.startCommit(live)
+	w, live, err := s.runBatch(live)
+	s.finishCommit(start, w, live, err)
+}
+
+// dropCancelled releases the ops whose ctx ended while they were queued,
+// with that error, and returns the others.
+func dropCancelled(batch []*op) []*op {
 	live := batch[:0:0]
 	for _, o := range batch {
 		if err := o.ctx.Err(); err != nil {
@@ -640,9 +656,12 @@ func (s *Store) commit(batch []*op) {
 		}
 		live = append(live, o)
 	}
-	if len(live) == 0 {
-		return
-	}
+	return live
+}
+
+// startCommit marks the committer busy and counts the commit, its calls
+// and their records. It returns when the commit started (since s.epoch).
+func (s *Store) startCommit(live []*op) time.Duration {
 	start := time.Since(s.epoch)
 	s.runningSince.Store(int64(start) + 1)
 	s.commits.Add(1)
@@ -652,11 +671,19 @@ func (s *Store) commit(batch []*op) {
 		weight += o.weight
 	}
 	s.records.Add(uint64(weight))
-	// App ops first: each may fail after its writes, and the transaction is
-	// then run again without it, which only the ops that ran before it
-	// must bear. App ops may run again (AppUpdate says so); the others'
-	// functions (some call user code) run once, after the last app op
-	// succeeded, when nothing can make the transaction run again.
+	return start
+}
+
+// runBatch runs live in one write transaction until it commits or fails
+// for another reason than an app op's failure. App ops run first: each may
+// fail after its writes, and the transaction is then run again without it,
+// which only the ops that ran before it must bear. App ops may run again
+// (AppUpdate says so); the others' functions (some call user code) run
+// once, after the last app op succeeded, when nothing can make the
+// transaction run again. It returns the transaction that ran last (nil
+// when every op was dropped), the ops still in the batch (the dropped
+// ones are released), and the transaction's error.
+func (s *Store) runBatch(live []*op) (*wtx, []*op, error) {
 	var apps, rest []*op
 	for _, o := range live {
 		if o.app {
@@ -665,59 +692,72 @@ func (s *Store) commit(batch []*op) {
 			rest = append(rest, o)
 		}
 	}
-	var w *wtx
-	var err error
 	for {
-		var dropped *op
-		w = nil
-		err = func() (err error) {
-			defer func() {
-				if p := recover(); p != nil {
-					err = fmt.Errorf("%w: %v", ErrCorrupt, p)
-				}
-			}()
-			return s.db.Update(func(tx *bolt.Tx) error {
-				w = s.begin(tx)
-				for _, o := range apps {
-					o.err = w.call(o)
-					if w.err != nil {
-						return w.err
-					}
-					if o.err != nil || o.panic != nil {
-						dropped = o
-						return errRetry
-					}
-				}
-				// The last moment an app op's ctx can stop it: past this,
-				// the transaction commits unless the disk fails.
-				for _, o := range apps {
-					if e := o.ctx.Err(); e != nil {
-						o.err = e
-						dropped = o
-						return errRetry
-					}
-				}
-				for _, o := range rest {
-					o.err = w.call(o)
-					if w.err != nil {
-						return w.err
-					}
-				}
-				return w.finish()
-			})
-		}()
+		w, dropped, err := s.runTx(apps, rest)
 		if dropped == nil || err != errRetry {
-			break
+			return w, live, err
 		}
 		close(dropped.done)
 		apps = slices.DeleteFunc(apps, func(o *op) bool { return o == dropped })
 		live = slices.DeleteFunc(live, func(o *op) bool { return o == dropped })
 		if len(live) == 0 {
-			err = nil
-			w = nil
-			break
+			return nil, live, nil
 		}
 	}
+}
+
+// runTx runs apps, then rest, in one write transaction. A panic that is
+// not a caller's (such as a fault on the mapped file, under
+// debug.SetPanicOnFault) is returned as ErrCorrupt. When an app op fails,
+// or its ctx ends before the others run, the transaction is rolled back
+// with errRetry and that op is returned as dropped.
+func (s *Store) runTx(apps, rest []*op) (w *wtx, dropped *op, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %v", ErrCorrupt, p)
+		}
+	}()
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		w = s.begin(tx)
+		var err error
+		dropped, err = runOps(w, apps, rest)
+		return err
+	})
+	return w, dropped, err
+}
+
+// runOps runs the ops of one transaction: apps, then rest, then w.finish.
+func runOps(w *wtx, apps, rest []*op) (dropped *op, err error) {
+	for _, o := range apps {
+		o.err = w.call(o)
+		if w.err != nil {
+			return nil, w.err
+		}
+		if o.err != nil || o.panic != nil {
+			return o, errRetry
+		}
+	}
+	// The last moment an app op's ctx can stop it: past this, the
+	// transaction commits unless the disk fails.
+	for _, o := range apps {
+		if e := o.ctx.Err(); e != nil {
+			o.err = e
+			return o, errRetry
+		}
+	}
+	for _, o := range rest {
+		o.err = w.call(o)
+		if w.err != nil {
+			return nil, w.err
+		}
+	}
+	return nil, w.finish()
+}
+
+// finishCommit records the commit's LSN or its failure, marks the
+// committer idle and releases the callers of live, with err unless an op
+// has an error or a panic of its own.
+func (s *Store) finishCommit(start time.Duration, w *wtx, live []*op, err error) {
 	if err == nil && w != nil {
 		s.lastLSN.Store(w.lsn)
 	}

@@ -125,83 +125,76 @@ func (d *demoReceiver) room(w http.ResponseWriter, r *http.Request) {
 // run sends the demo traffic to the service at base, waits for the outbox to
 // settle and checks what the receiver ended up with.
 func (d *demoReceiver) run(ctx context.Context, base string, box *outbox.Outbox) error {
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: time.Minute}
-	defer client.CloseIdleConnections()
-	post := func(path, body string) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, strings.NewReader(body))
-		if err != nil {
-			return err
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode/100 != 2 {
-			return fmt.Errorf("POST %s: %d %s", path, resp.StatusCode, bytes.TrimSpace(b))
-		}
-		return nil
+	c := newDemoClient(ctx, base)
+	defer c.close()
+	if err := d.sendOrders(c); err != nil {
+		return err
 	}
-	concurrently := func(n int, fn func(i int) error) error {
-		errs := make([]error, n)
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Go(func() { errs[i] = fn(i) })
-		}
-		wg.Wait()
-		for _, err := range errs {
-			if err != nil {
-				return err
-			}
-		}
-		return nil
+	members, err := d.changeLobby(c)
+	if err != nil {
+		return err
 	}
+	// Wait until every event was delivered or dead.
+	if err := d.out.WaitIdle(ctx, box, 2*time.Minute, nil); err != nil {
+		return err
+	}
+	return d.summarize(ctx, box, members)
+}
 
-	orders := []Order{{ID: "o-1", Customer: "ada", TotalCents: 1999}, {ID: "o-2", Customer: "grace", TotalCents: 4500}, {ID: "o-3", Customer: "alan", TotalCents: 0}}
+// demoOrders are the demo's orders: o-2's first event fails once, and o-3,
+// a free sample, is refused.
+var demoOrders = []Order{
+	{ID: "o-1", Customer: "ada", TotalCents: 1999},
+	{ID: "o-2", Customer: "grace", TotalCents: 4500},
+	{ID: "o-3", Customer: "alan", TotalCents: 0},
+}
+
+// sendOrders creates, pays and ships each order, the orders at once.
+func (d *demoReceiver) sendOrders(c *demoClient) error {
 	d.out.Printf("▶ 3 orders, each created, paid and shipped (o-3 is a free sample)")
-	err := concurrently(len(orders), func(i int) error {
-		o := orders[i]
+	return concurrently(len(demoOrders), func(i int) error {
+		o := demoOrders[i]
 		b, _ := json.Marshal(o)
 		for _, step := range []struct{ path, body string }{{"/orders", string(b)}, {"/orders/" + o.ID + "/pay", ""}, {"/orders/" + o.ID + "/ship", ""}} {
-			if err := post(step.path, step.body); err != nil {
+			if err := c.post(step.path, step.body); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
-	if err != nil {
-		return err
-	}
+}
 
+// changeLobby has 100 users join the lobby at once, then 60 of them leave
+// while 140 others join, and returns the members the lobby must end with.
+func (d *demoReceiver) changeLobby(c *demoClient) ([]string, error) {
 	d.out.Printf("▶ room lobby: 100 users join at once")
-	err = concurrently(100, func(i int) error { return post("/rooms/lobby/join", fmt.Sprintf(`{"user":"u%03d"}`, i)) })
+	err := concurrently(100, func(i int) error { return c.post("/rooms/lobby/join", fmt.Sprintf(`{"user":"u%03d"}`, i)) })
 	if err != nil {
-		return err
+		return nil, err
 	}
 	d.out.Printf("▶ room lobby: 60 of them leave while 140 others join, 200 requests at once")
 	err = concurrently(200, func(i int) error {
 		if i < 60 {
-			return post("/rooms/lobby/leave", fmt.Sprintf(`{"user":"u%03d"}`, i))
+			return c.post("/rooms/lobby/leave", fmt.Sprintf(`{"user":"u%03d"}`, i))
 		}
-		return post("/rooms/lobby/join", fmt.Sprintf(`{"user":"u%03d"}`, i+40))
+		return c.post("/rooms/lobby/join", fmt.Sprintf(`{"user":"u%03d"}`, i+40))
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var want []string
 	for i := 60; i < 240; i++ {
 		want = append(want, fmt.Sprintf("u%03d", i))
 	}
+	return want, nil
+}
 
-	// Wait until every event was delivered or dead.
-	if err := d.out.WaitIdle(ctx, box, 2*time.Minute, nil); err != nil {
-		return err
-	}
-
+// summarize prints what reached the receiver and the dead letters, and
+// checks that the receiver's lobby has exactly the members it must have.
+func (d *demoReceiver) summarize(ctx context.Context, box *outbox.Outbox, want []string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, o := range orders {
+	for _, o := range demoOrders {
 		d.out.Printf("summary: order %s reached the receiver as %s", o.ID, strings.Join(d.orders[o.ID], " → "))
 	}
 	dead, _, err := box.List(ctx, outbox.ListOptions{State: outbox.StateDead})
@@ -217,5 +210,54 @@ func (d *demoReceiver) run(ctx context.Context, base string, box *outbox.Outbox)
 		return fmt.Errorf("the receiver's lobby has %d members, want the %d u060..u239", len(lobby.Members), len(want))
 	}
 	d.out.Printf("summary: the receiver's lobby has exactly the expected %d members u060..u239 (revision %d) ✓", len(lobby.Members), lobby.Revision)
+	return nil
+}
+
+// demoClient sends the demo's requests to the service.
+type demoClient struct {
+	ctx    context.Context
+	base   string
+	client *http.Client
+}
+
+func newDemoClient(ctx context.Context, base string) *demoClient {
+	return &demoClient{ctx: ctx, base: base,
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: time.Minute}}
+}
+
+func (c *demoClient) close() { c.client.CloseIdleConnections() }
+
+// post POSTs body to the service's path and wants a 2xx answer.
+func (c *demoClient) post(path, body string) error {
+	req, err := http.NewRequestWithContext(c.ctx, http.MethodPost, c.base+path, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("POST %s: %d %s", path, resp.StatusCode, bytes.TrimSpace(b))
+	}
+	return nil
+}
+
+// concurrently runs fn(0) to fn(n-1) at once and returns the first error
+// by index.
+func concurrently(n int, fn func(i int) error) error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { errs[i] = fn(i) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
 	return nil
 }

@@ -222,9 +222,39 @@ func (d *demoEnv) startRelays(ctx context.Context, s relaySettings, dir string) 
 // takes its partitions over, rebuilds them from the changelog and, once
 // the receivers are back, delivers every event.
 func (d *demoEnv) run(ctx context.Context, topic, changelog string, n int, a, b *relay) error {
-	const limit = 2 * time.Minute
+	if err := d.waitShared(ctx, a, b); err != nil {
+		return err
+	}
+	if err := d.produce(ctx, topic, n); err != nil {
+		return err
+	}
+	aParts, err := d.waitStored(ctx, changelog, n, a, b)
+	if err != nil {
+		return err
+	}
+	d.out.Printf("✗ %s crashes: its Group is closed with an already-cancelled context (deliveries in flight are cancelled, its hand-over gives up at once) "+
+		"and its directory %s is deleted", a.name, a.dir)
+	if err := a.crash(); err != nil {
+		return fmt.Errorf("crashing %s: %w", a.name, err)
+	}
+	if err := d.waitTakenOver(ctx, n, a, b); err != nil {
+		return err
+	}
+	d.down.Store(false)
+	d.out.Printf("▶ the receivers are back up")
+	if err := d.waitDelivered(ctx, n, b); err != nil {
+		return err
+	}
+	return d.summarize(ctx, topic, aParts, a, b)
+}
+
+// demoLimit bounds each of the demo's waits.
+const demoLimit = 2 * time.Minute
+
+// waitShared waits until the two relays share the partitions.
+func (d *demoEnv) waitShared(ctx context.Context, a, b *relay) error {
 	var aParts, bParts []int
-	err := waitFor(ctx, limit, "the two relays sharing the partitions", func() bool {
+	err := waitFor(ctx, demoLimit, "the two relays sharing the partitions", func() bool {
 		aParts, _, _ = a.owned()
 		bParts, _, _ = b.owned()
 		return len(aParts) > 0 && len(bParts) > 0 && len(aParts)+len(bParts) == demoPartitions
@@ -233,7 +263,12 @@ func (d *demoEnv) run(ctx context.Context, topic, changelog string, n int, a, b 
 		return err
 	}
 	d.out.Printf("▶ the group shares the partitions: %s owns %v, %s owns %v", a.name, aParts, b.name, bParts)
+	return nil
+}
 
+// produce produces n records to topic, spread over its partitions, each
+// for shipping or email, and one for "fax", an endpoint nobody configured.
+func (d *demoEnv) produce(ctx context.Context, topic string, n int) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(d.brokers...), kgo.DefaultProduceTopic(topic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
@@ -259,32 +294,35 @@ func (d *demoEnv) run(ctx context.Context, topic, changelog string, n int, a, b 
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		return fmt.Errorf("produce: %w", err)
 	}
+	return nil
+}
 
-	// Every record is a pending event (or the dead letter) in the store of
-	// its partition, a's were attempted (their failed attempts are part of
-	// their state), and every change is shipped to the changelog.
+// waitStored waits until every record is a pending event (or the dead
+// letter) in the store of its partition, a's were attempted (their failed
+// attempts are part of their state), and every change is shipped to the
+// changelog. It returns the partitions a holds.
+func (d *demoEnv) waitStored(ctx context.Context, changelog string, n int, a, b *relay) ([]int, error) {
+	var aParts, bParts []int
 	var aPending, aDead, bPending, bDead int
-	err = waitFor(ctx, limit, "every record stored, attempted and shipped", func() bool {
+	err := waitFor(ctx, demoLimit, "every record stored, attempted and shipped", func() bool {
 		aParts, aPending, aDead = a.owned()
 		bParts, bPending, bDead = b.owned()
 		return aPending+bPending == n && aDead+bDead == 1 && d.triedBy(a.name) == aPending && a.shipped() && b.shipped()
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	d.out.Printf("▶ %s holds %d pending and %d dead of partitions %v, %s %d pending and %d dead of %v; every change is shipped to %s",
 		a.name, aPending, aDead, aParts, b.name, bPending, bDead, bParts, changelog)
+	return aParts, nil
+}
 
-	d.out.Printf("✗ %s crashes: its Group is closed with an already-cancelled context (deliveries in flight are cancelled, its hand-over gives up at once) "+
-		"and its directory %s is deleted", a.name, a.dir)
-	if err := a.crash(); err != nil {
-		return fmt.Errorf("crashing %s: %w", a.name, err)
-	}
-
-	// b rebuilds a's partitions from the changelog: nothing a held is lost.
+// waitTakenOver waits until b owns every partition, a's rebuilt from the
+// changelog: nothing a held is lost.
+func (d *demoEnv) waitTakenOver(ctx context.Context, n int, a, b *relay) error {
 	var parts []int
 	var pending, dead int
-	err = waitFor(ctx, limit, b.name+" owning every partition with every event", func() bool {
+	err := waitFor(ctx, demoLimit, b.name+" owning every partition with every event", func() bool {
 		parts, pending, dead = b.owned()
 		return len(parts) == demoPartitions && pending == n && dead == 1
 	})
@@ -292,18 +330,22 @@ func (d *demoEnv) run(ctx context.Context, topic, changelog string, n int, a, b 
 		return err
 	}
 	d.out.Printf("▶ %s owns every partition %v: %d pending and %d dead, nothing %s held is lost", b.name, parts, pending, dead, a.name)
+	return nil
+}
 
-	d.down.Store(false)
-	d.out.Printf("▶ the receivers are back up")
-	err = waitFor(ctx, limit, "every record delivered", func() bool {
+// waitDelivered waits until b delivered every record and shipped the
+// deletes; the dead letter stays.
+func (d *demoEnv) waitDelivered(ctx context.Context, n int, b *relay) error {
+	return waitFor(ctx, demoLimit, "every record delivered", func() bool {
 		all, _ := d.deliveredBy(b.name)
 		_, pending, dead := b.owned()
 		return all == n && pending == 0 && dead == 1 && b.shipped()
 	})
-	if err != nil {
-		return err
-	}
+}
 
+// summarize prints who delivered what, how b restored the partitions a
+// held (aParts), and the dead letter.
+func (d *demoEnv) summarize(ctx context.Context, topic string, aParts []int, a, b *relay) error {
 	d.mu.Lock()
 	ship, email := len(d.got["shipping"]), len(d.got["email"])
 	fromA := 0

@@ -126,6 +126,34 @@ func loadConfig(path string) (*Config, error) {
 // prepare fills the defaults, resolves secrets from the environment, builds
 // the verifiers and checks that everything refers to something that exists.
 func (c *Config) prepare(getenv func(string) string) error {
+	if err := c.fillDefaults(); err != nil {
+		return err
+	}
+	if err := c.Admin.prepare(getenv); err != nil {
+		return err
+	}
+	if len(c.Targets) == 0 {
+		return errors.New("targets: at least one target is needed")
+	}
+	if len(c.Sources) == 0 {
+		return errors.New("sources: at least one source is needed")
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Targets)) {
+		if err := prepareTarget(name, c.Targets[name], getenv); err != nil {
+			return err
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Sources)) {
+		if err := prepareSource(name, c.Sources[name], getenv); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fillDefaults puts the defaults in the settings left out, and refuses
+// negative ones.
+func (c *Config) fillDefaults() error {
 	if c.Listen == "" {
 		c.Listen = defaultListen
 	}
@@ -144,73 +172,69 @@ func (c *Config) prepare(getenv func(string) string) error {
 	if c.MaxBody < 0 {
 		return errors.New("max_body_bytes: must not be negative")
 	}
-	if err := c.Admin.prepare(getenv); err != nil {
-		return err
+	return nil
+}
+
+// prepareTarget checks the target called name and resolves its secrets.
+func prepareTarget(name string, t *Target, getenv func(string) string) error {
+	if !names.MatchString(name) {
+		return fmt.Errorf("targets.%s: a name is 1-32 of a-z, 0-9, _ and -", name)
 	}
-	if len(c.Targets) == 0 {
-		return errors.New("targets: at least one target is needed")
+	if t == nil {
+		return fmt.Errorf("targets.%s: url is required", name)
 	}
-	if len(c.Sources) == 0 {
-		return errors.New("sources: at least one source is needed")
+	u, err := url.Parse(t.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("targets.%s.url: want an absolute http(s) URL", name)
 	}
-	for _, name := range slices.Sorted(maps.Keys(c.Targets)) {
-		t := c.Targets[name]
-		if !names.MatchString(name) {
-			return fmt.Errorf("targets.%s: a name is 1-32 of a-z, 0-9, _ and -", name)
-		}
-		if t == nil {
-			return fmt.Errorf("targets.%s: url is required", name)
-		}
-		u, err := url.Parse(t.URL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("targets.%s.url: want an absolute http(s) URL", name)
-		}
-		s, err := secrets(t.Secrets, t.SecretEnv, getenv)
-		if err != nil {
-			return fmt.Errorf("targets.%s: %w", name, err)
-		}
-		t.Secrets = s
-		if t.Timeout < 0 {
-			return fmt.Errorf("targets.%s.timeout: must not be negative", name)
-		}
-		if len(t.Topics) == 0 {
-			return fmt.Errorf("targets.%s.topics: at least one topic or pattern, such as \"stripe.*\"", name)
-		}
-		for i, p := range t.Topics {
-			if err := outbox.ValidateTopicPattern(p); err != nil {
-				return fmt.Errorf("targets.%s.topics[%d]: %q %v", name, i, p, err)
-			}
-		}
-		for k, v := range t.Filter {
-			if !outbox.ValidHeaderName(k) || !outbox.ValidHeaderValue(v) {
-				return fmt.Errorf("targets.%s.filter: %q is not a valid header name and value", name, k)
-			}
+	s, err := secrets(t.Secrets, t.SecretEnv, getenv)
+	if err != nil {
+		return fmt.Errorf("targets.%s: %w", name, err)
+	}
+	t.Secrets = s
+	if t.Timeout < 0 {
+		return fmt.Errorf("targets.%s.timeout: must not be negative", name)
+	}
+	if len(t.Topics) == 0 {
+		return fmt.Errorf("targets.%s.topics: at least one topic or pattern, such as \"stripe.*\"", name)
+	}
+	for i, p := range t.Topics {
+		if err := outbox.ValidateTopicPattern(p); err != nil {
+			return fmt.Errorf("targets.%s.topics[%d]: %q %v", name, i, p, err)
 		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(c.Sources)) {
-		src := c.Sources[name]
-		if !names.MatchString(name) {
-			return fmt.Errorf("sources.%s: a name is 1-32 of a-z, 0-9, _ and -", name)
+	for k, v := range t.Filter {
+		if !outbox.ValidHeaderName(k) || !outbox.ValidHeaderValue(v) {
+			return fmt.Errorf("targets.%s.filter: %q is not a valid header name and value", name, k)
 		}
-		if src == nil {
-			return fmt.Errorf("sources.%s: scheme and secret are required", name)
-		}
-		s, err := secrets(src.Secrets, src.SecretEnv, getenv)
-		if err != nil {
-			return fmt.Errorf("sources.%s: %w", name, err)
-		}
-		if len(s) == 0 {
-			return fmt.Errorf("sources.%s: a secret is required (secrets or secret_env)", name)
-		}
-		if src.Tolerance < 0 {
-			return fmt.Errorf("sources.%s.tolerance: must not be negative", name)
-		}
-		v, err := newVerifier(src.Scheme, s, src.Tolerance)
-		if err != nil {
-			return fmt.Errorf("sources.%s: %w", name, err)
-		}
-		src.verifier = v
 	}
+	return nil
+}
+
+// prepareSource checks the source called name, resolves its secrets and
+// builds its verifier.
+func prepareSource(name string, src *Source, getenv func(string) string) error {
+	if !names.MatchString(name) {
+		return fmt.Errorf("sources.%s: a name is 1-32 of a-z, 0-9, _ and -", name)
+	}
+	if src == nil {
+		return fmt.Errorf("sources.%s: scheme and secret are required", name)
+	}
+	s, err := secrets(src.Secrets, src.SecretEnv, getenv)
+	if err != nil {
+		return fmt.Errorf("sources.%s: %w", name, err)
+	}
+	if len(s) == 0 {
+		return fmt.Errorf("sources.%s: a secret is required (secrets or secret_env)", name)
+	}
+	if src.Tolerance < 0 {
+		return fmt.Errorf("sources.%s.tolerance: must not be negative", name)
+	}
+	v, err := newVerifier(src.Scheme, s, src.Tolerance)
+	if err != nil {
+		return fmt.Errorf("sources.%s: %w", name, err)
+	}
+	src.verifier = v
 	return nil
 }
 

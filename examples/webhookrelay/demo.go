@@ -180,12 +180,39 @@ func (d *demoTargets) serve(w http.ResponseWriter, r *http.Request) {
 // event was delivered or dead-lettered and prints a summary; then it replays
 // the dead letter through the admin API at adminBase and prints the outcome.
 func (d *demoTargets) run(ctx context.Context, base, adminBase string, box *outbox.Outbox) error {
+	if err := d.sendWebhooks(ctx, base); err != nil {
+		return err
+	}
+	if err := d.out.WaitIdle(ctx, box, 2*time.Minute, nil); err != nil {
+		return err
+	}
+	dead, err := d.summary(ctx, box)
+	if err != nil || len(dead) == 0 {
+		return err
+	}
+	if err := d.replayDeadLetters(ctx, adminBase, dead); err != nil {
+		return err
+	}
+	if err := d.out.WaitIdle(ctx, box, 2*time.Minute, nil); err != nil {
+		return err
+	}
+	_, err = d.summary(ctx, box)
+	return err
+}
+
+// demoWebhook is one request of the demo's providers, and the relay's
+// answer it expects.
+type demoWebhook struct {
+	what   string
+	req    func() (*http.Request, error)
+	status int
+}
+
+// webhooks are the demo's requests to the relay at base, in order: genuine
+// ones, a forged one, a stale one and redeliveries.
+func (d *demoTargets) webhooks(base string) []demoWebhook {
 	gh := newID()
-	steps := []struct {
-		what   string
-		req    func() (*http.Request, error)
-		status int
-	}{
+	return []demoWebhook{
 		{"github sends a push event", func() (*http.Request, error) {
 			return d.github(base, gh, "push", `{"ref":"refs/heads/main","after":"9fceb02"}`, false)
 		}, http.StatusAccepted},
@@ -211,7 +238,12 @@ func (d *demoTargets) run(ctx context.Context, base, adminBase string, box *outb
 			return d.acme(base, "msg_2001", `{"type":"customer.created","data":{"customer":"cus_9"}}`, time.Now())
 		}, http.StatusOK},
 	}
-	for _, s := range steps {
+}
+
+// sendWebhooks sends the demo's webhooks to the relay at base, one after
+// the other, and checks each answer.
+func (d *demoTargets) sendWebhooks(ctx context.Context, base string) error {
+	for _, s := range d.webhooks(base) {
 		d.out.Printf("▶ %s", s.what)
 		req, err := s.req()
 		if err != nil {
@@ -227,16 +259,12 @@ func (d *demoTargets) run(ctx context.Context, base, adminBase string, box *outb
 			return fmt.Errorf("%s: relay answered %d, want %d", s.what, resp.StatusCode, s.status)
 		}
 	}
+	return nil
+}
 
-	if err := d.out.WaitIdle(ctx, box, 2*time.Minute, nil); err != nil {
-		return err
-	}
-	dead, err := d.summary(ctx, box)
-	if err != nil || len(dead) == 0 {
-		return err
-	}
-
-	// The dead letter's target is fixed: replay it through the admin API.
+// replayDeadLetters fixes the dead letters' target and replays them
+// through the admin API at adminBase.
+func (d *demoTargets) replayDeadLetters(ctx context.Context, adminBase string, dead []outbox.Event) error {
 	d.mu.Lock()
 	d.fixed = true
 	d.mu.Unlock()
@@ -255,11 +283,7 @@ func (d *demoTargets) run(ctx context.Context, base, adminBase string, box *outb
 			return fmt.Errorf("replay %s: admin API answered %d", ev.ID, resp.StatusCode)
 		}
 	}
-	if err := d.out.WaitIdle(ctx, box, 2*time.Minute, nil); err != nil {
-		return err
-	}
-	_, err = d.summary(ctx, box)
-	return err
+	return nil
 }
 
 // summary prints what each target got and the dead letters, and returns them.

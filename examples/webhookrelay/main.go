@@ -76,30 +76,16 @@ func main() {
 	}
 }
 
+// run is the program: it reads the flags, starts the demo targets with
+// --demo (or loads the configuration file), opens the outbox, starts the
+// deliveries, serves the webhooks and the admin API, runs the demo
+// traffic (or waits for Ctrl-C) and shuts down: webhooks first, then the
+// admin API, then the outbox.
 func run(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("webhookrelay", flag.ContinueOnError)
-	configPath := fs.String("config", "", "YAML configuration file (required unless --demo)")
-	listen := fs.String("listen", "", "address to receive webhooks on (default: the config's listen; --demo: a free port on 127.0.0.1)")
-	admin := fs.String("admin", "", "address of the outbox's admin API: dead letters, replay, stats (default: the config's admin.listen; --demo: a free port on 127.0.0.1)")
-	db := fs.String("db", "", "the outbox's file (default: the config's db; --demo: a temporary file)")
-	interval := fs.Duration("interval", time.Second, "how often due deliveries are picked up")
-	park := fs.Duration("park-interval", 30*time.Second, "how long a delivery answered 404 waits before the target is asked again")
-	backoff := fs.Duration("backoff", time.Second, "wait before the first retry of a failed delivery (then doubling, jittered)")
-	maxAttempts := fs.Int("max-attempts", outbox.DefaultMaxAttempts, "failed attempts (parks not counted) before a delivery becomes a dead letter")
-	demo := fs.Bool("demo", false, "start demo targets and send demo webhooks to this relay")
-	demoExit := fs.Bool("demo-exit", false, "with --demo: exit once the demo traffic has settled")
-	if err := fs.Parse(args); err != nil {
+	opts, err := parseFlags(args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	if *demoExit && !*demo {
-		return errors.New("--demo-exit needs --demo")
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	out := console.New(stdout)
@@ -107,70 +93,24 @@ func run(args []string, stdout io.Writer) error {
 	var (
 		cfg     *Config
 		targets *demoTargets
-		err     error
 	)
-	if *demo {
-		if *configPath != "" {
-			return errors.New("--demo brings its own configuration: drop --config")
-		}
-		console.DemoPace(set, interval, park, backoff)
-		targets, err = startDemoTargets(out)
-		if err != nil {
+	if opts.demo {
+		var cleanup func()
+		if cfg, targets, cleanup, err = startDemo(opts, out); err != nil {
 			return err
 		}
-		defer targets.close()
-		cfg = targets.config()
-		if *db == "" {
-			dir, err := os.MkdirTemp("", "webhookrelay-demo-")
-			if err != nil {
-				return err
-			}
-			defer os.RemoveAll(dir)
-			cfg.DB = filepath.Join(dir, "relay.db")
-		}
-	} else {
-		if *configPath == "" {
-			return errors.New("--config is required (or try --demo)")
-		}
-		if cfg, err = loadConfig(*configPath); err != nil {
-			return err
-		}
+		defer cleanup()
+	} else if cfg, err = opts.loadConfig(); err != nil {
+		return err
 	}
-	if *listen != "" {
-		cfg.Listen = *listen
+	if err := opts.override(cfg); err != nil {
+		return err
 	}
-	if *db != "" {
-		cfg.DB = *db
-	}
-	if *admin != "" {
-		if cfg.Admin == nil {
-			cfg.Admin = &Admin{}
-		}
-		cfg.Admin.Listen = *admin
-		if err := cfg.Admin.prepare(os.Getenv); err != nil {
-			return err
-		}
-	}
-
-	sink, err := newSink(cfg)
+	box, closeSink, err := openOutbox(cfg, opts, out)
 	if err != nil {
 		return err
 	}
-	defer sink.Close()
-	box, err := outbox.Open(cfg.DB, outbox.Config{
-		Sink:               sink,
-		Subscriptions:      subscriptions(cfg),
-		UnroutedRetention:  cfg.DedupWindow,
-		Hooks:              outbox.Hooks{OnDelivery: out.PrintDelivery},
-		Interval:           *interval,
-		ParkInterval:       *park,
-		BackoffInitial:     *backoff,
-		MaxAttempts:        *maxAttempts,
-		TombstoneRetention: cfg.DedupWindow,
-	})
-	if err != nil {
-		return err
-	}
+	defer closeSink()
 	stopped := false
 	defer func() {
 		if !stopped {
@@ -180,66 +120,214 @@ func run(args []string, stdout io.Writer) error {
 	if err := box.Start(); err != nil {
 		return err
 	}
-
-	ln, err := net.Listen("tcp", cfg.Listen)
+	serveErr := make(chan error, 2)
+	srv, base, err := serveHooks(cfg, box, out, serveErr)
 	if err != nil {
 		return err
+	}
+	adminSrv, adminBase, err := serveAdmin(cfg, box, out, serveErr)
+	if err != nil {
+		_ = srv.Close()
+		return err
+	}
+
+	runErr := runDemo(ctx, out, opts, targets, base, adminBase, box, serveErr)
+	stopped = true
+	runErr = shutdown(runErr, box, srv, adminSrv)
+	if runErr == nil {
+		reportStop(out, opts, cfg)
+	}
+	return runErr
+}
+
+// options are the program's flags.
+type options struct {
+	configPath, listen, admin, db string
+	interval, park, backoff       time.Duration
+	maxAttempts                   int
+	demo, demoExit                bool
+	set                           map[string]bool // the flags given on the command line
+}
+
+// parseFlags reads the command line.
+func parseFlags(args []string) (*options, error) {
+	o := &options{set: map[string]bool{}}
+	fs := flag.NewFlagSet("webhookrelay", flag.ContinueOnError)
+	fs.StringVar(&o.configPath, "config", "", "YAML configuration file (required unless --demo)")
+	fs.StringVar(&o.listen, "listen", "", "address to receive webhooks on (default: the config's listen; --demo: a free port on 127.0.0.1)")
+	fs.StringVar(&o.admin, "admin", "", "address of the outbox's admin API: dead letters, replay, stats (default: the config's admin.listen; --demo: a free port on 127.0.0.1)")
+	fs.StringVar(&o.db, "db", "", "the outbox's file (default: the config's db; --demo: a temporary file)")
+	fs.DurationVar(&o.interval, "interval", time.Second, "how often due deliveries are picked up")
+	fs.DurationVar(&o.park, "park-interval", 30*time.Second, "how long a delivery answered 404 waits before the target is asked again")
+	fs.DurationVar(&o.backoff, "backoff", time.Second, "wait before the first retry of a failed delivery (then doubling, jittered)")
+	fs.IntVar(&o.maxAttempts, "max-attempts", outbox.DefaultMaxAttempts, "failed attempts (parks not counted) before a delivery becomes a dead letter")
+	fs.BoolVar(&o.demo, "demo", false, "start demo targets and send demo webhooks to this relay")
+	fs.BoolVar(&o.demoExit, "demo-exit", false, "with --demo: exit once the demo traffic has settled")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if o.demoExit && !o.demo {
+		return nil, errors.New("--demo-exit needs --demo")
+	}
+	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	return o, nil
+}
+
+// startDemo starts the demo targets and returns the configuration that
+// relays to them, with a temporary outbox file unless --db is given, at
+// the demo's quick pace. cleanup removes the file and closes the targets.
+func startDemo(o *options, out *console.Console) (cfg *Config, targets *demoTargets, cleanup func(), err error) {
+	if o.configPath != "" {
+		return nil, nil, nil, errors.New("--demo brings its own configuration: drop --config")
+	}
+	console.DemoPace(o.set, &o.interval, &o.park, &o.backoff)
+	if targets, err = startDemoTargets(out); err != nil {
+		return nil, nil, nil, err
+	}
+	cfg = targets.config()
+	dir := ""
+	if o.db == "" {
+		if dir, err = os.MkdirTemp("", "webhookrelay-demo-"); err != nil {
+			targets.close()
+			return nil, nil, nil, err
+		}
+		cfg.DB = filepath.Join(dir, "relay.db")
+	}
+	return cfg, targets, func() {
+		_ = os.RemoveAll(dir)
+		targets.close()
+	}, nil
+}
+
+// loadConfig reads the configuration file.
+func (o *options) loadConfig() (*Config, error) {
+	if o.configPath == "" {
+		return nil, errors.New("--config is required (or try --demo)")
+	}
+	return loadConfig(o.configPath)
+}
+
+// override puts the flags that replace a setting of the configuration
+// (--listen, --db, --admin) in cfg.
+func (o *options) override(cfg *Config) error {
+	if o.listen != "" {
+		cfg.Listen = o.listen
+	}
+	if o.db != "" {
+		cfg.DB = o.db
+	}
+	if o.admin == "" {
+		return nil
+	}
+	if cfg.Admin == nil {
+		cfg.Admin = &Admin{}
+	}
+	cfg.Admin.Listen = o.admin
+	return cfg.Admin.prepare(os.Getenv)
+}
+
+// openOutbox opens the outbox file, delivering to each target the topics
+// it subscribes to through the HTTP sink, and keeping delivered and
+// unrouted webhooks' IDs for the dedup window. closeSink closes the sink.
+func openOutbox(cfg *Config, o *options, out *console.Console) (box *outbox.Outbox, closeSink func(), err error) {
+	sink, err := newSink(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	box, err = outbox.Open(cfg.DB, outbox.Config{
+		Sink:               sink,
+		Subscriptions:      subscriptions(cfg),
+		UnroutedRetention:  cfg.DedupWindow,
+		Hooks:              outbox.Hooks{OnDelivery: out.PrintDelivery},
+		Interval:           o.interval,
+		ParkInterval:       o.park,
+		BackoffInitial:     o.backoff,
+		MaxAttempts:        o.maxAttempts,
+		TombstoneRetention: cfg.DedupWindow,
+	})
+	if err != nil {
+		_ = sink.Close()
+		return nil, nil, err
+	}
+	return box, func() { _ = sink.Close() }, nil
+}
+
+// serveHooks receives the providers' webhooks at POST /hooks/{source};
+// serveErr receives what Serve returned.
+func serveHooks(cfg *Config, box *outbox.Outbox, out *console.Console, serveErr chan<- error) (srv *http.Server, base string, err error) {
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, "", err
 	}
 	mux := http.NewServeMux()
 	mux.Handle("POST /hooks/{source}", &relay{cfg: cfg, box: box, out: out, now: time.Now})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute}
-	serveErr := make(chan error, 2)
+	srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute}
 	go func() { serveErr <- srv.Serve(ln) }()
-	base := "http://" + ln.Addr().String()
+	base = "http://" + ln.Addr().String()
 	out.Printf("webhookrelay listening on %s/hooks/{source} (outbox file %s)", base, cfg.DB)
+	return srv, base, nil
+}
 
-	var adminSrv *http.Server
-	adminBase := ""
-	if cfg.Admin != nil {
-		aln, err := net.Listen("tcp", cfg.Admin.Listen)
-		if err != nil {
-			_ = srv.Close()
-			return fmt.Errorf("admin: %w", err)
-		}
-		adminSrv = &http.Server{Handler: httpapi.New(box, httpapi.Config{Token: cfg.Admin.token}), ReadHeaderTimeout: 10 * time.Second}
-		go func() { serveErr <- adminSrv.Serve(aln) }()
-		adminBase = "http://" + aln.Addr().String()
-		out.Printf("admin API on %s/v1/ (dead letters: GET /v1/events?state=dead, replay: POST /v1/events/{id}/replay)", adminBase)
+// serveAdmin serves the outbox's admin API (package outbox/httpapi) when
+// the configuration has an admin address; otherwise it returns nil.
+func serveAdmin(cfg *Config, box *outbox.Outbox, out *console.Console, serveErr chan<- error) (srv *http.Server, base string, err error) {
+	if cfg.Admin == nil {
+		return nil, "", nil
 	}
+	ln, err := net.Listen("tcp", cfg.Admin.Listen)
+	if err != nil {
+		return nil, "", fmt.Errorf("admin: %w", err)
+	}
+	srv = &http.Server{Handler: httpapi.New(box, httpapi.Config{Token: cfg.Admin.token}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { serveErr <- srv.Serve(ln) }()
+	base = "http://" + ln.Addr().String()
+	out.Printf("admin API on %s/v1/ (dead letters: GET /v1/events?state=dead, replay: POST /v1/events/{id}/replay)", base)
+	return srv, base, nil
+}
 
-	// The demo runs until it is done or the program stops, whichever comes
-	// first; it is joined before the shutdown.
+// runDemo runs the demo traffic (with --demo) until it is done or the
+// program stops, whichever comes first, and then, unless --demo-exit,
+// keeps relaying until Ctrl-C. The demo is joined before it returns.
+func runDemo(ctx context.Context, out *console.Console, o *options, targets *demoTargets, base, adminBase string, box *outbox.Outbox, serveErr <-chan error) error {
 	var demoRun func(context.Context) error
-	if *demo {
+	if o.demo {
 		demoRun = func(ctx context.Context) error { return targets.run(ctx, base, adminBase, box) }
 	}
-	runErr := out.RunDemo(ctx, serveErr, demoRun, *demoExit,
+	return out.RunDemo(ctx, serveErr, demoRun, o.demoExit,
 		fmt.Sprintf("the relay keeps running: post your own signed webhooks to %s/hooks/{source}, Ctrl-C to stop", base))
+}
 
-	// Stop taking webhooks first, then let deliveries in flight finish.
-	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+// shutdown stops taking webhooks first, then the admin API (nil: none),
+// then lets deliveries in flight finish. It returns runErr, or else the
+// first error of the three.
+func shutdown(runErr error, box *outbox.Outbox, srv, adminSrv *http.Server) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(shutCtx); err != nil && runErr == nil {
+	if err := srv.Shutdown(ctx); err != nil && runErr == nil {
 		runErr = err
 	}
 	if adminSrv != nil {
-		if err := adminSrv.Shutdown(shutCtx); err != nil && runErr == nil {
+		if err := adminSrv.Shutdown(ctx); err != nil && runErr == nil {
 			runErr = err
 		}
 	}
-	stopped = true
-	if err := box.Stop(shutCtx); err != nil && runErr == nil {
+	if err := box.Stop(ctx); err != nil && runErr == nil {
 		runErr = err
 	}
-	if runErr == nil {
-		if *demo && *db == "" {
-			out.Printf("stopped cleanly (the demo's temporary files are removed)")
-		} else {
-			out.Printf("stopped cleanly; undelivered events stay in %s for the next start", cfg.DB)
-		}
-	}
 	return runErr
+}
+
+// reportStop says where undelivered events are kept.
+func reportStop(out *console.Console, o *options, cfg *Config) {
+	if o.demo && o.db == "" {
+		out.Printf("stopped cleanly (the demo's temporary files are removed)")
+	} else {
+		out.Printf("stopped cleanly; undelivered events stay in %s for the next start", cfg.DB)
+	}
 }
 
 // subscriptions subscribes each target to its topics.

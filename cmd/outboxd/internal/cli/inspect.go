@@ -413,6 +413,8 @@ type listFilter struct {
 	only, topic string
 }
 
+// inspectSummary writes the store's counts, its endpoints and the first
+// events of each list, as text or as JSON.
 func inspectSummary(w io.Writer, o *outbox.Outbox, f listFilter, limit int, asJSON bool) error {
 	ctx := context.Background()
 	stats := o.Stats()
@@ -420,6 +422,26 @@ func inspectSummary(w io.Writer, o *outbox.Outbox, f listFilter, limit int, asJS
 	if err != nil {
 		return err
 	}
+	lists, more, err := summaryLists(ctx, o, stats, f, limit)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return writeSummaryJSON(w, o.Path(), stats, eps, lists)
+	}
+	writeStatsText(w, o.Path(), stats)
+	writeEndpointsText(w, eps)
+	for _, ls := range listStates {
+		if recs, ok := lists[ls.name]; ok {
+			writeEventsText(w, ls.name, recs, more[ls.name], f.topic, limit)
+		}
+	}
+	return nil
+}
+
+// summaryLists lists up to limit events of each state f asks for, by name,
+// and whether there are more.
+func summaryLists(ctx context.Context, o *outbox.Outbox, stats outbox.Stats, f listFilter, limit int) (map[string][]outbox.Event, map[string]bool, error) {
 	lists := map[string][]outbox.Event{}
 	more := map[string]bool{}
 	for _, s := range listStates {
@@ -429,39 +451,46 @@ func inspectSummary(w io.Writer, o *outbox.Outbox, f listFilter, limit int, asJS
 		}
 		evs, m, err := listUpTo(ctx, o, outbox.ListOptions{State: s.state, Unrouted: s.name == "unrouted", Topic: f.topic}, limit)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		lists[s.name], more[s.name] = evs, m
 	}
-	if asJSON {
-		views := map[string][]*recordView{}
-		for name, recs := range lists {
-			v := make([]*recordView, len(recs))
-			for i := range recs {
-				v[i] = viewRecord(&recs[i])
-			}
-			views[name] = v
+	return lists, more, nil
+}
+
+// writeSummaryJSON writes the summary as one JSON object.
+func writeSummaryJSON(w io.Writer, path string, stats outbox.Stats, eps []outbox.EndpointState, lists map[string][]outbox.Event) error {
+	views := map[string][]*recordView{}
+	for name, recs := range lists {
+		v := make([]*recordView, len(recs))
+		for i := range recs {
+			v[i] = viewRecord(&recs[i])
 		}
-		epViews := make([]endpointView, len(eps))
-		for i, ep := range eps {
-			epViews[i] = endpointView{
-				Name: ep.Name, Disabled: ep.Disabled, DisabledReason: ep.DisabledReason, DisabledAt: ts(ep.DisabledAt),
-				ThrottledUntil: ts(ep.ThrottledUntil), FailureStreak: ep.FailureStreak, LastStatus: ep.LastStatus,
-				Breaker: ep.Breaker.String(), BreakerUntil: ts(ep.BreakerUntil), BreakerOpens: ep.BreakerOpens,
-			}
-		}
-		return writeJSONTo(w, struct {
-			File      string                   `json:"file"`
-			Stats     statsView                `json:"stats"`
-			Endpoints []endpointView           `json:"endpoints"`
-			Events    map[string][]*recordView `json:"events"`
-		}{o.Path(), statsView{
-			Pending: stats.Pending, Dead: stats.Dead, Unrouted: stats.Unrouted, Tombstones: stats.Tombstones, Endpoints: stats.Endpoints,
-			ChangelogEntries: stats.ChangelogEntries, FileSize: stats.FileSize, LastLSN: stats.LastLSN, ShippedLSN: stats.ShippedLSN,
-			KeyIndex: stats.KeyIndex,
-		}, epViews, views})
+		views[name] = v
 	}
-	fmt.Fprintf(w, "database %s (%d bytes)\n", o.Path(), stats.FileSize)
+	epViews := make([]endpointView, len(eps))
+	for i, ep := range eps {
+		epViews[i] = endpointView{
+			Name: ep.Name, Disabled: ep.Disabled, DisabledReason: ep.DisabledReason, DisabledAt: ts(ep.DisabledAt),
+			ThrottledUntil: ts(ep.ThrottledUntil), FailureStreak: ep.FailureStreak, LastStatus: ep.LastStatus,
+			Breaker: ep.Breaker.String(), BreakerUntil: ts(ep.BreakerUntil), BreakerOpens: ep.BreakerOpens,
+		}
+	}
+	return writeJSONTo(w, struct {
+		File      string                   `json:"file"`
+		Stats     statsView                `json:"stats"`
+		Endpoints []endpointView           `json:"endpoints"`
+		Events    map[string][]*recordView `json:"events"`
+	}{path, statsView{
+		Pending: stats.Pending, Dead: stats.Dead, Unrouted: stats.Unrouted, Tombstones: stats.Tombstones, Endpoints: stats.Endpoints,
+		ChangelogEntries: stats.ChangelogEntries, FileSize: stats.FileSize, LastLSN: stats.LastLSN, ShippedLSN: stats.ShippedLSN,
+		KeyIndex: stats.KeyIndex,
+	}, epViews, views})
+}
+
+// writeStatsText writes the store's counts.
+func writeStatsText(w io.Writer, path string, stats outbox.Stats) {
+	fmt.Fprintf(w, "database %s (%d bytes)\n", path, stats.FileSize)
 	fmt.Fprintf(w, "  pending %d, dead %d, unrouted %d, tombstones %d, changelog entries %d (last LSN %d, shipped %d)\n",
 		stats.Pending, stats.Dead, stats.Unrouted, stats.Tombstones, stats.ChangelogEntries, stats.LastLSN, stats.ShippedLSN)
 	if stats.KeyIndex {
@@ -469,72 +498,82 @@ func inspectSummary(w io.Writer, o *outbox.Outbox, f listFilter, limit int, asJS
 	} else {
 		fmt.Fprintln(w, "  no key index (serve without --ordered; --ordered rebuilds it at start)")
 	}
-	if len(eps) > 0 {
-		fmt.Fprintln(w, "endpoints:")
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  NAME\tSTATE\tBREAKER\tFAILURE STREAK\tLAST STATUS")
-		for _, ep := range eps {
-			s := "enabled"
-			switch {
-			case ep.Disabled:
-				s = "disabled since " + tsText(ep.DisabledAt) + ": " + ep.DisabledReason
-			case ep.ThrottledUntil.After(time.Now()):
-				s = "throttled until " + tsText(ep.ThrottledUntil)
-			}
-			b := ep.Breaker.String()
-			switch ep.Breaker {
-			case outbox.BreakerOpen:
-				b = fmt.Sprintf("open until %s (opened %d times in a row)", tsText(ep.BreakerUntil), ep.BreakerOpens)
-			case outbox.BreakerHalfOpen:
-				b = fmt.Sprintf("half-open since %s (opened %d times in a row)", tsText(ep.BreakerUntil), ep.BreakerOpens)
-			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%d\n", ep.Name, s, b, ep.FailureStreak, ep.LastStatus)
-		}
-		tw.Flush()
+}
+
+// writeEndpointsText writes the endpoints' table, when there are any.
+func writeEndpointsText(w io.Writer, eps []outbox.EndpointState) {
+	if len(eps) == 0 {
+		return
 	}
-	for _, ls := range listStates {
-		name := ls.name
-		recs, ok := lists[name]
-		if !ok {
-			continue
-		}
-		of := ""
-		if f.topic != "" {
-			of = " of topic " + f.topic
-		}
-		fmt.Fprintf(w, "%s events%s (first %d by ID):\n", name, of, limit)
-		if len(recs) == 0 {
-			fmt.Fprintln(w, "  none")
-			continue
-		}
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "endpoints:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  NAME\tSTATE\tBREAKER\tFAILURE STREAK\tLAST STATUS")
+	for _, ep := range eps {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%d\n", ep.Name, endpointStateText(ep), breakerText(ep), ep.FailureStreak, ep.LastStatus)
+	}
+	tw.Flush()
+}
+
+// endpointStateText is the STATE column of an endpoint.
+func endpointStateText(ep outbox.EndpointState) string {
+	switch {
+	case ep.Disabled:
+		return "disabled since " + tsText(ep.DisabledAt) + ": " + ep.DisabledReason
+	case ep.ThrottledUntil.After(time.Now()):
+		return "throttled until " + tsText(ep.ThrottledUntil)
+	}
+	return "enabled"
+}
+
+// breakerText is the BREAKER column of an endpoint.
+func breakerText(ep outbox.EndpointState) string {
+	switch ep.Breaker {
+	case outbox.BreakerOpen:
+		return fmt.Sprintf("open until %s (opened %d times in a row)", tsText(ep.BreakerUntil), ep.BreakerOpens)
+	case outbox.BreakerHalfOpen:
+		return fmt.Sprintf("half-open since %s (opened %d times in a row)", tsText(ep.BreakerUntil), ep.BreakerOpens)
+	}
+	return ep.Breaker.String()
+}
+
+// writeEventsText writes the table of one list: name is "pending", "dead"
+// or "unrouted"; more, that the list goes on past recs.
+func writeEventsText(w io.Writer, name string, recs []outbox.Event, more bool, topic string, limit int) {
+	of := ""
+	if topic != "" {
+		of = " of topic " + topic
+	}
+	fmt.Fprintf(w, "%s events%s (first %d by ID):\n", name, of, limit)
+	if len(recs) == 0 {
+		fmt.Fprintln(w, "  none")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	switch name {
+	case "pending":
+		fmt.Fprintln(tw, "  ID\tDESTINATION\tTOPIC\tENDPOINT\tATTEMPTS\tNEXT ATTEMPT\tLAST")
+	case "dead":
+		fmt.Fprintln(tw, "  ID\tDESTINATION\tTOPIC\tENDPOINT\tATTEMPTS\tDEAD AT\tREASON")
+	case "unrouted":
+		fmt.Fprintln(tw, "  ID\tTOPIC\tKEY\tCREATED\tDEAD-LETTERED AT")
+	}
+	for i := range recs {
+		r := &recs[i]
 		switch name {
 		case "pending":
-			fmt.Fprintln(tw, "  ID\tDESTINATION\tTOPIC\tENDPOINT\tATTEMPTS\tNEXT ATTEMPT\tLAST")
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, destinationText(r), orDash(r.Topic), orDash(r.Endpoint),
+				r.Attempts, tsText(r.NextAttemptAt), oneLine(lastOutcome(r)))
 		case "dead":
-			fmt.Fprintln(tw, "  ID\tDESTINATION\tTOPIC\tENDPOINT\tATTEMPTS\tDEAD AT\tREASON")
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, destinationText(r), orDash(r.Topic), orDash(r.Endpoint),
+				r.Attempts, tsText(r.DeadAt), oneLine(r.DeadReason))
 		case "unrouted":
-			fmt.Fprintln(tw, "  ID\tTOPIC\tKEY\tCREATED\tDEAD-LETTERED AT")
-		}
-		for i := range recs {
-			r := &recs[i]
-			switch name {
-			case "pending":
-				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, destinationText(r), orDash(r.Topic), orDash(r.Endpoint),
-					r.Attempts, tsText(r.NextAttemptAt), oneLine(lastOutcome(r)))
-			case "dead":
-				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, destinationText(r), orDash(r.Topic), orDash(r.Endpoint),
-					r.Attempts, tsText(r.DeadAt), oneLine(r.DeadReason))
-			case "unrouted":
-				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", r.ID, r.Topic, orDash(r.Key), tsText(r.CreatedAt), tsText(r.NextAttemptAt))
-			}
-		}
-		tw.Flush()
-		if more[name] {
-			fmt.Fprintf(w, "  ... more (use --limit, or --state %s --json)\n", name)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", r.ID, r.Topic, orDash(r.Key), tsText(r.CreatedAt), tsText(r.NextAttemptAt))
 		}
 	}
-	return nil
+	tw.Flush()
+	if more {
+		fmt.Fprintf(w, "  ... more (use --limit, or --state %s --json)\n", name)
+	}
 }
 
 // listStates are the lists of inspect's summary, in order.

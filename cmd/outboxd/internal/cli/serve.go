@@ -69,6 +69,18 @@ type server struct {
 	stopping atomic.Bool
 	// lastPunct is when the local store's punctuation last ran (Unix ns).
 	lastPunct atomic.Int64
+
+	// Set by the components as they start.
+	endTracing func()               // flushes and shuts the tracer provider down
+	sink       *httpsink.Sink       // delivers the local store's events
+	ocfg       outbox.Config        // the local store's settings
+	reg        *prometheus.Registry // what GET /metrics serves
+	collector  *outboxprom.Collector
+	hooks      outbox.Hooks // the collector's, for the partition stores
+	ln         net.Listener
+	srv        *http.Server
+	served     chan error // receives what srv.Serve returned
+	serveDone  bool       // what srv.Serve returned was received
 }
 
 // fail reports an error that stops serve from starting.
@@ -77,115 +89,306 @@ func (s *server) fail(code int, format string, args ...any) int {
 	return code
 }
 
+// run starts the components in order, serves until a signal or a failure
+// of the HTTP server, and stops them in reverse order.
 func (s *server) run(sigs <-chan os.Signal) int {
-	cfg := s.cfg
-	tp, stopTracing, err := newTracerProvider(s.env.Getenv, s.log)
-	if err != nil {
-		return s.fail(exitUsage, "tracing: %v", err)
+	cs := []component{
+		{name: "tracing", start: s.startTracing, stop: s.stopTracing},
+		{name: "sink", start: s.startSink, stop: s.closeSink},
+		{name: "outbox", start: s.openOutbox, stop: s.stopOutbox},
+		{name: "endpoints", start: s.loadEndpoints},
+		{name: "metrics", start: s.startMetrics},
+		{name: "listener", start: s.listen, stop: s.closeListener},
+		{name: "delivery", start: s.startDelivery},
 	}
-	defer stopTracing() // after the outbox stopped: its last spans are flushed
-	s.tracer = tp
-	scfg, err := cfg.SinkConfig(s.log)
-	if err != nil {
-		return s.fail(exitUsage, "%v", err)
+	if s.cfg.Kafka.Enabled() {
+		cs = append(cs,
+			component{name: "kafka", start: s.startKafka, stop: s.stopKafka},
+			component{name: "producer", start: s.startKafkaProducer, stop: s.closeProducer})
 	}
-	sink, err := httpsink.New(scfg)
-	if err != nil {
-		return s.fail(exitUsage, "%v", config.Explain(err))
-	}
-	defer sink.Close()
+	cs = append(cs,
+		component{name: "console", start: s.openConsole, stop: s.closeConsole},
+		component{name: "http", start: s.serveHTTP, stop: s.stopHTTP, requests: true})
 
-	ocfg, err := cfg.OutboxConfig(sink, s.log)
+	started, err := startAll(context.Background(), cs)
 	if err != nil {
-		return s.fail(exitUsage, "%v", err)
+		_ = stopAll(started, context.Background(), context.Background())
+		var se *startError
+		if !errors.As(err, &se) {
+			se = &startError{code: exitError, msg: err.Error()}
+		}
+		return s.fail(se.code, "%s", se.msg)
 	}
-	ocfg.TracerProvider = tp
-	o, err := outbox.Open(cfg.DB, ocfg)
+	code := s.wait(sigs)
+	done := make(chan struct{})
+	defer close(done)
+	go s.exitOnSecondSignal(sigs, done)
+	if err := s.shutdown(started); err != nil {
+		code = exitError
+	}
+	return code
+}
+
+// component is one part of outboxd serve: run starts the components in
+// order and stops those that started in reverse order.
+type component struct {
+	name  string
+	start func(ctx context.Context) error
+	// stop, when not nil, undoes start within ctx's deadline; it logs
+	// its own failure, and an error it returns makes serve exit with
+	// exitError.
+	stop func(ctx context.Context) error
+	// requests: stopped within the requests' share of the grace period,
+	// not the deliveries'.
+	requests bool
+}
+
+// startError is why a component did not start: what serve prints, and its
+// exit code.
+type startError struct {
+	code int
+	msg  string
+}
+
+func (e *startError) Error() string { return e.msg }
+
+// failed returns the startError that ends serve with code and the message.
+func failed(code int, format string, args ...any) error {
+	return &startError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// startAll starts cs in order until one fails, and returns those started.
+func startAll(ctx context.Context, cs []component) ([]component, error) {
+	for i, c := range cs {
+		if err := c.start(ctx); err != nil {
+			return cs[:i], err
+		}
+	}
+	return cs, nil
+}
+
+// stopAll stops cs in reverse order: those serving requests within
+// requests, the others within work. It returns their errors joined.
+func stopAll(cs []component, requests, work context.Context) error {
+	var errs []error
+	for i := len(cs) - 1; i >= 0; i-- {
+		c := cs[i]
+		if c.stop == nil {
+			continue
+		}
+		ctx := work
+		if c.requests {
+			ctx = requests
+		}
+		if err := c.stop(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// startTracing makes the tracer provider the outbox and the API use.
+func (s *server) startTracing(context.Context) error {
+	tp, end, err := newTracerProvider(s.env.Getenv, s.log)
 	if err != nil {
-		if errors.Is(err, outbox.ErrLocked) {
-			return s.fail(exitError, "database %s is locked by another process (is another outboxd serve running on it?): %v", cfg.DB, err)
-		}
-		if errors.Is(err, outbox.ErrInvalidConfig) {
-			return s.fail(exitUsage, "%v", config.Explain(err))
-		}
-		return s.fail(exitError, "opening database %s: %v", cfg.DB, err)
+		return failed(exitUsage, "tracing: %v", err)
+	}
+	s.tracer, s.endTracing = tp, end
+	return nil
+}
+
+// stopTracing flushes the last spans, after the outbox stopped.
+func (s *server) stopTracing(context.Context) error {
+	s.endTracing()
+	return nil
+}
+
+// startSink makes the HTTP sink that delivers the local store's events.
+func (s *server) startSink(context.Context) error {
+	scfg, err := s.cfg.SinkConfig(s.log)
+	if err != nil {
+		return failed(exitUsage, "%v", err)
+	}
+	if s.sink, err = httpsink.New(scfg); err != nil {
+		return failed(exitUsage, "%v", config.Explain(err))
+	}
+	return nil
+}
+
+func (s *server) closeSink(context.Context) error {
+	_ = s.sink.Close()
+	return nil
+}
+
+// openOutbox opens the local store (it delivers once startDelivery ran).
+func (s *server) openOutbox(context.Context) error {
+	ocfg, err := s.cfg.OutboxConfig(s.sink, s.log)
+	if err != nil {
+		return failed(exitUsage, "%v", err)
+	}
+	ocfg.TracerProvider = s.tracer
+	s.ocfg = ocfg
+	db := s.cfg.DB
+	o, err := outbox.Open(db, ocfg)
+	switch {
+	case errors.Is(err, outbox.ErrLocked):
+		return failed(exitError, "database %s is locked by another process (is another outboxd serve running on it?): %v", db, err)
+	case errors.Is(err, outbox.ErrInvalidConfig):
+		return failed(exitUsage, "%v", config.Explain(err))
+	case err != nil:
+		return failed(exitError, "opening database %s: %v", db, err)
 	}
 	s.o = o
-	stopOutbox := func(ctx context.Context) error {
-		if err := o.Stop(ctx); err != nil {
-			s.log.Error("stopping the outbox", "err", err)
-			return err
-		}
+	return nil
+}
+
+// stopOutbox finishes or cancels the deliveries in flight, commits their
+// outcomes and closes the store. Deliveries cancelled at the deadline stay
+// pending and are attempted again after a restart: that is not an error.
+func (s *server) stopOutbox(ctx context.Context) error {
+	err := s.o.Stop(ctx)
+	switch {
+	case err == nil:
 		return nil
+	case errors.Is(err, context.DeadlineExceeded):
+		s.log.Warn("deliveries still in flight at the grace deadline were cancelled; they stay pending", "err", err)
+		return nil
+	default:
+		s.log.Error("stopping the outbox", "err", err)
+		return err
 	}
+}
 
-	if s.eps, err = s.openEndpoints(o, sink, ocfg.RateLimits); err != nil {
-		_ = stopOutbox(context.Background())
-		return s.fail(exitError, "loading the endpoints managed through the API: %v", err)
+// loadEndpoints puts the named endpoints in force, before deliveries start.
+func (s *server) loadEndpoints(context.Context) error {
+	eps, err := s.openEndpoints(s.o, s.sink, s.ocfg.RateLimits)
+	if err != nil {
+		return failed(exitError, "loading the endpoints managed through the API: %v", err)
 	}
+	s.eps = eps
+	return nil
+}
 
-	reg := prometheus.NewRegistry()
-	collector, hooks := outboxprom.New(o) // installs its hooks on o
-	reg.MustRegister(collector,
+// startMetrics makes the registry of GET /metrics, with the collector of
+// the local store (it installs its hooks on it).
+func (s *server) startMetrics(context.Context) error {
+	s.reg = prometheus.NewRegistry()
+	s.collector, s.hooks = outboxprom.New(s.o)
+	s.reg.MustRegister(s.collector,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return nil
+}
 
-	ln, err := net.Listen("tcp", cfg.Listen)
+// listen binds the API's address (before Kafka starts: group mode
+// advertises the bound port).
+func (s *server) listen(context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
-		_ = stopOutbox(context.Background())
-		return s.fail(exitError, "listening on %s: %v", cfg.Listen, err)
+		return failed(exitError, "listening on %s: %v", s.cfg.Listen, err)
 	}
-	s.watchPunctuator()
-	if err := o.Start(); err != nil {
-		ln.Close()
-		_ = stopOutbox(context.Background())
-		return s.fail(exitError, "starting the outbox: %v", err)
-	}
-	if cfg.Kafka.Enabled() {
-		// In group mode every partition store counts into the same
-		// collector as the local store, and shares its rate limits.
-		pcfg := ocfg
-		pcfg.Hooks = hooks
-		if s.kcfg, err = s.kafkaSettings(ln); err != nil {
-			ln.Close()
-			_ = stopOutbox(context.Background())
-			return s.fail(exitUsage, "%v", err)
-		}
-		r, err := startKafka(context.Background(), o, s.kcfg, partitionStores(cfg.DB, pcfg), s.log)
-		if err != nil {
-			ln.Close()
-			_ = stopOutbox(context.Background())
-			var se *config.SettingError
-			if errors.As(config.Explain(err), &se) {
-				return s.fail(exitUsage, "%v", se)
-			}
-			return s.fail(exitError, "starting Kafka: %v", err)
-		}
-		s.kafka = r
-		if err := s.startProducer(); err != nil {
-			ln.Close()
-			_ = r.Close(context.Background())
-			_ = stopOutbox(context.Background())
-			return s.fail(exitError, "starting the Kafka producer: %v", err)
-		}
-		if g, ok := r.(*kafka.Group); ok {
-			// The outbox_* gauges sum the local and the partition stores.
-			collector.AttachSource(union.New(o, g.Stores))
-		}
-		reg.MustRegister(kafkaprom.New(r))
-		if s.producer != nil {
-			reg.MustRegister(kafkaprom.NewProducer(s.producer))
-		}
-	}
+	s.ln = ln
+	return nil
+}
 
-	if s.ui, err = s.startConsole(); err != nil {
-		ln.Close()
-		_ = stopOutbox(context.Background())
-		return s.fail(exitError, "starting the console: %v", err)
+// closeListener closes the listener if nothing serves it yet (stopping
+// the HTTP server closed it already).
+func (s *server) closeListener(context.Context) error {
+	_ = s.ln.Close()
+	return nil
+}
+
+// startDelivery starts the local store's punctuator, watched by /readyz.
+func (s *server) startDelivery(context.Context) error {
+	s.watchPunctuator()
+	if err := s.o.Start(); err != nil {
+		return failed(exitError, "starting the outbox: %v", err)
 	}
-	lim := cfg.Limits
-	srv := &http.Server{
-		Handler:           overLimit(lim.MaxConnections, s.routes(reg)),
+	return nil
+}
+
+// startKafka starts the Kafka integration: group mode or changelog
+// shipping. In group mode every partition store counts into the same
+// collector as the local store, and shares its rate limits.
+func (s *server) startKafka(ctx context.Context) error {
+	var err error
+	if s.kcfg, err = s.kafkaSettings(s.ln); err != nil {
+		return failed(exitUsage, "%v", err)
+	}
+	pcfg := s.ocfg
+	pcfg.Hooks = s.hooks
+	r, err := startKafka(ctx, s.o, s.kcfg, partitionStores(s.cfg.DB, pcfg), s.log)
+	if err != nil {
+		var se *config.SettingError
+		if errors.As(config.Explain(err), &se) {
+			return failed(exitUsage, "%v", se)
+		}
+		return failed(exitError, "starting Kafka: %v", err)
+	}
+	s.kafka = r
+	if g, ok := r.(*kafka.Group); ok {
+		// The outbox_* gauges sum the local and the partition stores.
+		s.collector.AttachSource(union.New(s.o, g.Stores))
+	}
+	s.reg.MustRegister(kafkaprom.New(r))
+	return nil
+}
+
+// stopKafka closes the cluster API over the group, then the Kafka
+// integration.
+func (s *server) stopKafka(ctx context.Context) error {
+	if s.cluster != nil {
+		s.cluster.Close()
+	}
+	if err := s.kafka.Close(ctx); err != nil {
+		s.log.Error("stopping Kafka", "err", err)
+		return err
+	}
+	return nil
+}
+
+// startKafkaProducer starts the producer of POST /v1/events in group mode.
+func (s *server) startKafkaProducer(context.Context) error {
+	if err := s.startProducer(); err != nil {
+		return failed(exitError, "starting the Kafka producer: %v", err)
+	}
+	if s.producer != nil {
+		s.reg.MustRegister(kafkaprom.NewProducer(s.producer))
+	}
+	return nil
+}
+
+func (s *server) closeProducer(context.Context) error {
+	if s.producer != nil {
+		_ = s.producer.Close()
+	}
+	return nil
+}
+
+// openConsole builds the web console when the ui setting is on.
+func (s *server) openConsole(context.Context) error {
+	ui, err := s.startConsole()
+	if err != nil {
+		return failed(exitError, "starting the console: %v", err)
+	}
+	s.ui = ui
+	return nil
+}
+
+// closeConsole stops its sampler and a replay by filter under way.
+func (s *server) closeConsole(context.Context) error {
+	if s.ui != nil {
+		s.ui.Close()
+	}
+	return nil
+}
+
+// serveHTTP serves the API, the metrics, the health checks and the console
+// on the listener, and says so.
+func (s *server) serveHTTP(context.Context) error {
+	lim := s.cfg.Limits
+	s.srv = &http.Server{
+		Handler:           overLimit(lim.MaxConnections, s.routes(s.reg)),
 		ReadHeaderTimeout: lim.ReadHeaderTimeout,
 		// The API sets a body's deadline itself when it starts reading
 		// it; this one bounds every other request (a body nobody reads
@@ -197,47 +400,69 @@ func (s *server) run(sigs <-chan os.Signal) int {
 		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	if s.cluster != nil {
-		reg.MustRegister(newClusterCollector(s.cluster))
+		s.reg.MustRegister(newClusterCollector(s.cluster))
 	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(newConnLimiter(ln, lim.MaxConnections)) }()
-	if cfg.Token == "" && !loopback(ln.Addr()) {
-		s.log.Warn("the HTTP API listens beyond loopback WITHOUT A TOKEN: anyone who can reach "+ln.Addr().String()+
+	s.served = make(chan error, 1)
+	go func() { s.served <- s.srv.Serve(newConnLimiter(s.ln, lim.MaxConnections)) }()
+	s.logListening()
+	return nil
+}
+
+// logListening logs the address served, and warns when anyone who can
+// reach it may use the API.
+func (s *server) logListening() {
+	cfg, addr := s.cfg, s.ln.Addr()
+	if cfg.Token == "" && !loopback(addr) {
+		s.log.Warn("the HTTP API listens beyond loopback WITHOUT A TOKEN: anyone who can reach "+addr.String()+
 			" can enqueue, list, replay and delete events; set a token (OUTBOXD_TOKEN, or token in the file) or listen on 127.0.0.1",
-			"addr", ln.Addr().String())
+			"addr", addr.String())
 	}
-	s.log.Info("listening", "addr", ln.Addr().String(), "db", cfg.DB,
+	s.log.Info("listening", "addr", addr.String(), "db", cfg.DB,
 		"endpoints", len(cfg.Endpoints), "managed_endpoints", s.eps.Managed(), "kafka", cfg.Kafka.Enabled())
 	if hint := noEndpointHint(cfg); hint != "" && s.eps.Managed() == 0 {
 		s.log.Info(hint)
 	}
+}
 
-	code := exitOK
+// stopHTTP stops accepting requests and lets those under way finish until
+// ctx's deadline, then closes their connections; it returns once Serve
+// returned.
+func (s *server) stopHTTP(ctx context.Context) error {
+	if err := s.srv.Shutdown(ctx); err != nil {
+		s.log.Warn("requests still running at the deadline: closing their connections", "err", err)
+		_ = s.srv.Close()
+	}
+	if !s.serveDone {
+		<-s.served
+		s.serveDone = true
+	}
+	return nil
+}
+
+// wait returns when a signal came (exitOK) or the HTTP server failed
+// (exitError).
+func (s *server) wait(sigs <-chan os.Signal) int {
 	select {
 	case sig := <-sigs:
-		s.log.Info("shutting down", "signal", sig.String(), "grace", cfg.ShutdownGrace.String())
-	case err := <-served:
+		s.log.Info("shutting down", "signal", sig.String(), "grace", s.cfg.ShutdownGrace.String())
+		return exitOK
+	case err := <-s.served:
+		s.serveDone = true
 		s.log.Error("HTTP server failed", "err", err)
-		code = exitError
+		return exitError
 	}
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		// A second signal ends the process at once. Everything
-		// acknowledged is already durable; in-flight deliveries are
-		// attempted again after the restart.
-		select {
-		case sig := <-sigs:
-			s.log.Warn("second signal: exiting at once", "signal", sig.String())
-			s.env.Exit(exitError)
-		case <-done:
-		}
-	}()
-	if err := s.shutdown(srv); err != nil {
-		code = exitError
+}
+
+// exitOnSecondSignal ends the process at once on a second signal, until
+// done is closed. Everything acknowledged is already durable; in-flight
+// deliveries are attempted again after the restart.
+func (s *server) exitOnSecondSignal(sigs <-chan os.Signal, done <-chan struct{}) {
+	select {
+	case sig := <-sigs:
+		s.log.Warn("second signal: exiting at once", "signal", sig.String())
+		s.env.Exit(exitError)
+	case <-done:
 	}
-	<-served
-	return code
 }
 
 // loopback reports whether addr is a loopback address (127.0.0.0/8 or
@@ -247,12 +472,11 @@ func loopback(addr net.Addr) bool {
 	return ok && ta.IP.IsLoopback()
 }
 
-// shutdown stops accepting requests, lets those under way finish, stops the
-// Kafka runner and the outbox (finishing or cancelling in-flight deliveries
-// and committing their outcomes), all within the shutdown grace period.
-// Deliveries cancelled at the deadline stay pending and are attempted again
-// after a restart: that is not an error.
-func (s *server) shutdown(srv *http.Server) error {
+// shutdown stops the components in reverse order within the shutdown
+// grace period: the HTTP server stops accepting requests and lets those
+// under way finish, then the console, Kafka and the outbox stop (finishing
+// or cancelling in-flight deliveries and committing their outcomes).
+func (s *server) shutdown(cs []component) error {
 	s.stopping.Store(true)
 	start := time.Now()
 	grace := s.cfg.ShutdownGrace
@@ -266,36 +490,9 @@ func (s *server) shutdown(srv *http.Server) error {
 	defer httpCancel()
 	stopCtx, stopCancel := context.WithDeadline(context.Background(), start.Add(grace-reserve))
 	defer stopCancel()
-	var errs []error
-	if err := srv.Shutdown(httpCtx); err != nil {
-		s.log.Warn("requests still running at the deadline: closing their connections", "err", err)
-		_ = srv.Close()
-	}
-	if s.ui != nil {
-		s.ui.Close() // stops its sampler and a replay by filter under way
-	}
-	if s.producer != nil {
-		_ = s.producer.Close()
-	}
-	if s.cluster != nil {
-		s.cluster.Close()
-	}
-	if s.kafka != nil {
-		if err := s.kafka.Close(stopCtx); err != nil {
-			s.log.Error("stopping Kafka", "err", err)
-			errs = append(errs, err)
-		}
-	}
-	if err := s.o.Stop(stopCtx); err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			s.log.Warn("deliveries still in flight at the grace deadline were cancelled; they stay pending", "err", err)
-		} else {
-			s.log.Error("stopping the outbox", "err", err)
-			errs = append(errs, err)
-		}
-	}
+	err := stopAll(cs, httpCtx, stopCtx)
 	s.log.Info("stopped", "took", time.Since(start).Round(time.Millisecond))
-	return errors.Join(errs...)
+	return err
 }
 
 // routes is the process's mux: the API, metrics, health checks and the

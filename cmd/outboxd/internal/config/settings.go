@@ -85,10 +85,23 @@ func commaList(f func(*Config) *[]string) func(*Config, string) error {
 	}
 }
 
-// settings lists every setting that has a flag or an environment variable.
-// Settings only the YAML file can hold (endpoint headers, Kafka TLS...) are
-// documented in outboxd.example.yaml.
+// settings lists every setting that has a flag or an environment variable,
+// group by group. Settings only the YAML file can hold (endpoint headers,
+// Kafka TLS...) are documented in outboxd.example.yaml.
 func settings() []setting {
+	var all []setting
+	for _, group := range [][]setting{
+		serverSettings(), limitSettings(), deliverySettings(), retentionSettings(),
+		outcomeSettings(), endpointSettings(), kafkaSettings(),
+	} {
+		all = append(all, group...)
+	}
+	return all
+}
+
+// serverSettings are the process's own: its database, its listener, its
+// console, its shutdown and its log.
+func serverSettings() []setting {
 	return []setting{
 		{path: "db", flag: "db", env: "OUTBOXD_DB", usage: "database `file`",
 			set: str(func(c *Config) *string { return &c.DB })},
@@ -104,6 +117,13 @@ func settings() []setting {
 			set: str(func(c *Config) *string { return &c.Log.Level })},
 		{path: "log.format", flag: "log-format", env: "OUTBOXD_LOG_FORMAT", usage: "log `format`: text or json",
 			set: str(func(c *Config) *string { return &c.Log.Format })},
+	}
+}
+
+// limitSettings bound what a client may send and hold: sizes, connections
+// and timeouts.
+func limitSettings() []setting {
+	return []setting{
 		{path: "limits.max_body_bytes", flag: "max-body-bytes", env: "OUTBOXD_MAX_BODY_BYTES", usage: "largest request `size` (e.g. 5MiB)",
 			set: size(func(c *Config) *ByteSize { return &c.Limits.MaxBodyBytes })},
 		{path: "limits.max_payload_bytes", flag: "max-payload-bytes", env: "OUTBOXD_MAX_PAYLOAD_BYTES", usage: "largest event payload `size` (e.g. 1MiB)",
@@ -124,6 +144,13 @@ func settings() []setting {
 			set: dur(func(c *Config) *time.Duration { return &c.Limits.ReadBodyTimeout })},
 		{path: "limits.idle_timeout", flag: "idle-timeout", env: "OUTBOXD_IDLE_TIMEOUT", usage: "how long an idle keep-alive connection stays open",
 			set: dur(func(c *Config) *time.Duration { return &c.Limits.IdleTimeout })},
+	}
+}
+
+// deliverySettings pace the deliveries: punctuation, concurrency, attempts,
+// backoff, commits and circuit breakers.
+func deliverySettings() []setting {
+	return []setting{
 		{path: "delivery.interval", flag: "interval", env: "OUTBOXD_INTERVAL", usage: "delivery punctuation period",
 			set: dur(func(c *Config) *time.Duration { return &c.Delivery.Interval })},
 		{path: "delivery.batch_size", flag: "batch-size", env: "OUTBOXD_BATCH_SIZE", usage: "most events taken in one punctuation",
@@ -160,6 +187,13 @@ func settings() []setting {
 			set: dur(func(c *Config) *time.Duration { return &c.Delivery.BreakerCoolDown })},
 		{path: "delivery.breaker_max_cool_down", flag: "breaker-max-cool-down", env: "OUTBOXD_BREAKER_MAX_COOL_DOWN", usage: "cap of the circuit breaker's cool-down",
 			set: dur(func(c *Config) *time.Duration { return &c.Delivery.BreakerMaxCoolDown })},
+	}
+}
+
+// retentionSettings say how long tombstones and the changelog are kept, and
+// how often they are trimmed.
+func retentionSettings() []setting {
+	return []setting{
 		{path: "delivery.tombstone_retention", flag: "tombstone-retention", env: "OUTBOXD_TOMBSTONE_RETENTION", usage: "dedup window for delivered and dropped IDs",
 			set: dur(func(c *Config) *time.Duration { return &c.Delivery.TombstoneRetention })},
 		{path: "delivery.changelog_retention", flag: "changelog-retention", env: "OUTBOXD_CHANGELOG_RETENTION", usage: "how long changelog entries (event history) are kept (0: the default; negative: no age limit)",
@@ -168,6 +202,13 @@ func settings() []setting {
 			set: integer(func(c *Config) *int { return &c.Delivery.ChangelogMaxEntries })},
 		{path: "delivery.maintenance_interval", flag: "maintenance-interval", env: "OUTBOXD_MAINTENANCE_INTERVAL", usage: "period of the trimming of tombstones and changelog",
 			set: dur(func(c *Config) *time.Duration { return &c.Delivery.MaintenanceInterval })},
+	}
+}
+
+// outcomeSettings say what an answer means, what an attempt leaves on record
+// and what becomes of an event no endpoint subscribes to.
+func outcomeSettings() []setting {
+	return []setting{
 		{path: "delivery.policy", flag: "policy", env: "OUTBOXD_POLICY", usage: "status policy `rule` such as 404=retry, 4xx=dead, error=throttle (repeatable; env: space or comma separated)",
 			list: true, split: splitSpaceOrComma,
 			set: func(c *Config, v string) error { c.Delivery.Policy = append(c.Delivery.Policy, v); return nil }},
@@ -179,6 +220,12 @@ func settings() []setting {
 			set: boolean(func(c *Config) *bool { return &c.Delivery.DropUnrouted })},
 		{path: "delivery.unrouted_retention", flag: "unrouted-retention", env: "OUTBOXD_UNROUTED_RETENTION", usage: "how long an event on a topic nobody subscribes to waits for a subscriber (0: max_age)",
 			set: dur(func(c *Config) *time.Duration { return &c.Delivery.UnroutedRetention })},
+	}
+}
+
+// endpointSettings name the endpoints and where events may be delivered.
+func endpointSettings() []setting {
+	return []setting{
 		{path: "allow_raw_urls", flag: "allow-raw-urls", env: "OUTBOXD_ALLOW_RAW_URLS", usage: "let events name an absolute URL as destination", isBool: true,
 			set: boolean(func(c *Config) *bool { return &c.AllowRawURLs })},
 		{path: "allow_private_networks", flag: "allow-private-networks", env: "OUTBOXD_ALLOW_PRIVATE_NETWORKS", usage: "let deliveries reach private, loopback and link-local addresses", isBool: true,
@@ -186,6 +233,13 @@ func settings() []setting {
 		{path: "endpoints", flag: "endpoint", env: "OUTBOXD_ENDPOINTS",
 			usage: "named `endpoint` as NAME=URL[,secret=whsec_...][,timeout=D][,max-in-flight=N][,rate=PER_SECOND[,burst=N]][,allow-private][,topic=PATTERN...] (repeatable; env: space separated); replaces a file endpoint of that name",
 			list:  true, split: strings.Fields, set: addEndpointSpec},
+	}
+}
+
+// kafkaSettings connect the Kafka ingest, the changelog shipping and the
+// group.
+func kafkaSettings() []setting {
+	return []setting{
 		{path: "kafka.brokers", flag: "kafka-brokers", env: "OUTBOXD_KAFKA_BROKERS", usage: "Kafka broker `addresses`, comma separated",
 			set: commaList(func(c *Config) *[]string { return &c.Kafka.Brokers })},
 		{path: "kafka.topic", flag: "kafka-topic", env: "OUTBOXD_KAFKA_TOPIC", usage: "Kafka `topic` to ingest events from (empty: no ingest)",

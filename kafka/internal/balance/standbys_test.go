@@ -1,9 +1,7 @@
-package kafka
+package balance
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"reflect"
 	"slices"
 	"testing"
@@ -13,16 +11,16 @@ import (
 
 // standbyBalancer is the assignor of a group leader configured with n
 // standby replicas on ingest topic "in" and changelog topic "cl".
-func standbyBalancer(n int) warmBalancer {
-	return warmBalancer{g: &Group{cfg: Config{Topic: "in", ChangelogTopic: "cl", StandbyReplicas: n}}}
+func standbyBalancer(n int) Balancer {
+	return Balancer{Topic: "in", ChangelogTopic: "cl", StandbyReplicas: n}
 }
 
 // groupOf builds the members (subscribed to both topics unless listed in
 // ownersOnly) with their warm partitions, and the partitions of both topics.
-func groupOf(members []string, warm map[string]warmData, parts int, ownersOnly ...string) ([]kafkago.GroupMember, []kafkago.Partition) {
+func groupOf(members []string, warm map[string]Warm, parts int, ownersOnly ...string) ([]kafkago.GroupMember, []kafkago.Partition) {
 	var ms []kafkago.GroupMember
 	for _, id := range members {
-		data, _ := json.Marshal(memberData{Warm: warm[id]})
+		data, _ := json.Marshal(MemberData{Warm: warm[id]})
 		topics := []string{"in", "cl"}
 		if slices.Contains(ownersOnly, id) {
 			topics = []string{"in"}
@@ -147,9 +145,9 @@ func TestStandbyAssignmentFollowsWarmStores(t *testing.T) {
 	// Each member then holds warm what it owned (checkpointed at the
 	// hand-over, offset 100) and its standbys (caught up to 100 too, or a
 	// little behind).
-	warm := map[string]warmData{}
+	warm := map[string]Warm{}
 	for m, topics := range g1 {
-		warm[m] = warmData{}
+		warm[m] = Warm{}
 		for _, p := range topics["in"] {
 			warm[m][p] = 100
 		}
@@ -196,34 +194,10 @@ func TestWarmAssignmentFindsAWarmHomeForEveryPartition(t *testing.T) {
 	// nothing: quotas are one each. Greedy by partition would give 0 to a,
 	// then 1 (whose best holder a is full) to b: both warm. Make it harder:
 	// a is best for 0 and 1, b holds only 0.
-	warm := map[string]warmData{"a": {0: 9, 1: 9}, "b": {0: 5}}
+	warm := map[string]Warm{"a": {0: 9, 1: 9}, "b": {0: 5}}
 	got := assignWarm([]string{"a", "b", "c"}, []int{0, 1, 2}, warm)
 	want := map[string][]int{"a": {1}, "b": {0}, "c": {2}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %v, want %v: both warm partitions on warm stores", got, want)
-	}
-}
-
-// StandbyReplicas is checked: a count out of range, or standbys asked of a
-// Runner (one outbox, no partition stores to keep warm), is an error naming
-// the field, and nothing starts.
-func TestStandbyReplicasAreCheckedAndForGroupsOnly(t *testing.T) {
-	cfg := testConfig([]string{"127.0.0.1:1"}, "in")
-	for _, n := range []int{-1, MaxStandbyReplicas + 1} {
-		cfg.StandbyReplicas = n
-		var ce *ConfigError
-		if err := cfg.Validate(); !errors.As(err, &ce) || ce.Field != "StandbyReplicas" {
-			t.Errorf("StandbyReplicas %d: %v, want an error naming StandbyReplicas", n, err)
-		}
-	}
-	cfg.StandbyReplicas = 1
-	o := openOutbox(t, dbPath(t, "runner"), newRecorder("r"), nil)
-	r, err := Start(context.Background(), o, cfg, nil)
-	var ce *ConfigError
-	if !errors.As(err, &ce) || ce.Field != "StandbyReplicas" {
-		if r != nil {
-			closeRunner(t, r)
-		}
-		t.Errorf("Start with standby replicas: %v, want an error naming StandbyReplicas", err)
 	}
 }

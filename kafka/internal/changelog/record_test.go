@@ -1,9 +1,10 @@
-package kafka
+package changelog
 
 import (
 	"bytes"
 	"errors"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 
@@ -48,14 +49,14 @@ func sampleStoreEntry(op store.Op) *store.Entry {
 func TestChangelogRecordRoundTrip(t *testing.T) {
 	for op := outbox.OpEnqueue; op <= outbox.OpSupersede; op++ {
 		e := sampleEntry(t, op)
-		m := entryMessage(e)
+		m := EntryMessage(e)
 		if string(m.Key) != e.ID || (op.Deleting() != (m.Value == nil)) {
 			t.Fatalf("%v: key %q value %d bytes", op, m.Key, len(m.Value))
 		}
 		if !op.Deleting() && !bytes.Equal(m.Value, store.EncodeEntry(sampleStoreEntry(store.Op(op)))) {
 			t.Fatalf("%v: the record's value is not the store's encoding of the entry", op)
 		}
-		got, err := decodeChangelogRecord(m.Key, m.Value, m.Headers, e.Time)
+		got, err := DecodeRecord(m.Key, m.Value, m.Headers, e.Time)
 		if err != nil {
 			t.Fatalf("%v: %v", op, err)
 		}
@@ -71,7 +72,7 @@ func TestChangelogRecordRoundTrip(t *testing.T) {
 }
 
 func TestDecodeChangelogRecordRejects(t *testing.T) {
-	good := entryMessage(sampleEntry(t, outbox.OpEnqueue))
+	good := EntryMessage(sampleEntry(t, outbox.OpEnqueue))
 	for name, m := range map[string]kafkago.Message{
 		"no key":        {Value: good.Value, Headers: good.Headers},
 		"other key":     {Key: []byte("other"), Value: good.Value, Headers: good.Headers},
@@ -81,23 +82,23 @@ func TestDecodeChangelogRecordRejects(t *testing.T) {
 		"null enqueue":  {Key: good.Key, Headers: []kafkago.Header{{Key: HeaderOp, Value: []byte("enqueue")}}},
 		"delete value":  {Key: good.Key, Value: store.EncodeEntry(sampleStoreEntry(store.OpDelete))},
 	} {
-		if _, err := decodeChangelogRecord(m.Key, m.Value, m.Headers, time.Now()); !errors.Is(err, ErrBadChangelogRecord) {
-			t.Errorf("%s: %v, want ErrBadChangelogRecord", name, err)
+		if _, err := DecodeRecord(m.Key, m.Value, m.Headers, time.Now()); !errors.Is(err, ErrBadRecord) {
+			t.Errorf("%s: %v, want ErrBadRecord", name, err)
 		}
 	}
 	// A bare tombstone (written by another tool) is a delete.
-	e, err := decodeChangelogRecord([]byte("id"), nil, nil, time.Unix(5, 0))
+	e, err := DecodeRecord([]byte("id"), nil, nil, time.Unix(5, 0))
 	if err != nil || e.Op != outbox.OpDelete || e.ID != "id" {
 		t.Errorf("bare tombstone: %+v %v", e, err)
 	}
 }
 
-// FuzzDecodeChangelogRecord feeds arbitrary changelog topic records to the
+// FuzzDecodeRecord feeds arbitrary changelog topic records to the
 // restore decoder: it must never panic, and what it accepts must encode back
 // to a record that decodes to the same entry.
-func FuzzDecodeChangelogRecord(f *testing.F) {
+func FuzzDecodeRecord(f *testing.F) {
 	for _, op := range []outbox.ChangelogOp{outbox.OpEnqueue, outbox.OpDead, outbox.OpDelete} {
-		m := entryMessage(sampleEntry(f, op))
+		m := EntryMessage(sampleEntry(f, op))
 		f.Add(m.Key, m.Value, op.String(), "42")
 	}
 	f.Add([]byte("id"), []byte{}, "", "")
@@ -109,10 +110,10 @@ func FuzzDecodeChangelogRecord(f *testing.F) {
 		if lsn != "" {
 			hs = append(hs, kafkago.Header{Key: HeaderLSN, Value: []byte(lsn)})
 		}
-		e, err := decodeChangelogRecord(key, value, hs, time.Unix(1, 0))
+		e, err := DecodeRecord(key, value, hs, time.Unix(1, 0))
 		if err != nil {
-			if !errors.Is(err, ErrBadChangelogRecord) {
-				t.Fatalf("error %v does not wrap ErrBadChangelogRecord", err)
+			if !errors.Is(err, ErrBadRecord) {
+				t.Fatalf("error %v does not wrap ErrBadRecord", err)
 			}
 			return
 		}
@@ -122,8 +123,8 @@ func FuzzDecodeChangelogRecord(f *testing.F) {
 		if len(value) == 0 {
 			return
 		}
-		m := entryMessage(e)
-		again, err := decodeChangelogRecord(m.Key, m.Value, m.Headers, e.Time)
+		m := EntryMessage(e)
+		again, err := DecodeRecord(m.Key, m.Value, m.Headers, e.Time)
 		if err != nil {
 			t.Fatalf("re-encoded record refused: %v", err)
 		}
@@ -131,6 +132,33 @@ func FuzzDecodeChangelogRecord(f *testing.F) {
 		againEv, _ := again.Event()
 		if again.ID != e.ID || again.Op != e.Op || !reflect.DeepEqual(againEv, ev) {
 			t.Fatalf("round trip changed %+v into %+v", e, again)
+		}
+	})
+}
+
+// FuzzRecordEpoch feeds arbitrary epoch and op headers to the fencing
+// decoder: it never panics; an epoch it accepts is the header's decimal
+// value, and a malformed one wraps ErrBadRecord.
+func FuzzRecordEpoch(f *testing.F) {
+	f.Add("7", "enqueue")
+	f.Add("0", opFence)
+	f.Add("-1", "")
+	f.Add("x", "delete")
+	f.Add("99999999999999999999", "")
+	f.Fuzz(func(t *testing.T, epoch, op string) {
+		hs := []kafkago.Header{{Key: HeaderEpoch, Value: []byte(epoch)}, {Key: HeaderOp, Value: []byte(op)}}
+		e, fence, err := RecordEpoch(hs)
+		if err != nil {
+			if !errors.Is(err, ErrBadRecord) {
+				t.Fatalf("error %v does not wrap ErrBadRecord", err)
+			}
+			return
+		}
+		if n, perr := strconv.ParseInt(epoch, 10, 64); perr != nil || n != e || n < 0 {
+			t.Fatalf("epoch %q read as %d", epoch, e)
+		}
+		if fence != (op == opFence) {
+			t.Fatalf("op %q read as fence=%v", op, fence)
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package kafka
+package partition
 
 import (
 	"encoding/json"

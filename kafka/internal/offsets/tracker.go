@@ -1,32 +1,34 @@
-package kafka
+package offsets
 
 import "sync"
 
-// tracker keeps, for one partition, which consumed offset ranges are durable
+// Tracker keeps, for one partition, which consumed offset ranges are durable
 // in the store, and from that the offset that may be committed: the highest
 // offset below which every consumed record is durable. A range that failed to
 // enqueue holds the committable offset below it, however many later ranges
 // are durable, until it is retried successfully.
-type tracker struct {
+type Tracker struct {
 	mu sync.Mutex
 	// base is the committable offset: every record below it is durable
 	// (or was never ours). -1 until the first range is added when the
 	// partition started from a logical offset (earliest/latest).
 	base int64
 	// spans are the consumed ranges at and above base, contiguous and in
-	// offset order: spans[0].start == base.
-	spans []span
+	// offset order: spans[0].Start == base.
+	spans []Span
 	// committed is the last offset committed to the group.
 	committed int64
 	// marks are the offsets base advanced to, each with the highest store
 	// LSN written by the records below it, in offset order. In group mode
 	// an offset may be committed only once its records' changelog entries
-	// are shipped: toCommit(shipped) takes the last mark at or below it.
+	// are shipped: ToCommit(shipped) takes the last mark at or below it.
 	marks []mark
 }
 
-type span struct {
-	start, end int64 // [start, end)
+// Span is a range of consumed offsets, [Start, End).
+type Span struct {
+	// Start is the first offset of the range, End the offset after it.
+	Start, End int64
 	done       bool
 	lsn        uint64 // the store's last LSN once the range was durable
 }
@@ -37,24 +39,25 @@ type mark struct {
 	lsn    uint64
 }
 
-// newTracker starts at the offset the partition was assigned at; a negative
-// (logical) offset means "unknown until the first record".
-func newTracker(start int64) *tracker {
+// New returns a Tracker that starts at the offset the partition was
+// assigned at; a negative (logical) offset means "unknown until the first
+// record".
+func New(start int64) *Tracker {
 	if start < 0 {
 		start = -1
 	}
-	return &tracker{base: start, committed: start}
+	return &Tracker{base: start, committed: start}
 }
 
-// add registers consumed records up to (excluding) end, starting where the
+// Add registers consumed records up to (excluding) end, starting where the
 // previous range ended, or at first when nothing was consumed yet. The range
 // spans gaps in the offsets (compaction, transaction markers).
-func (t *tracker) add(first, end int64) span {
+func (t *Tracker) Add(first, end int64) Span {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	start := first
 	if n := len(t.spans); n > 0 {
-		start = t.spans[n-1].end
+		start = t.spans[n-1].End
 	} else if t.base >= 0 {
 		start = t.base
 	} else {
@@ -65,18 +68,18 @@ func (t *tracker) add(first, end int64) span {
 	if start > first {
 		start = first // a rewind (never expected from one reader); stay safe
 	}
-	s := span{start: start, end: end}
+	s := Span{Start: start, End: end}
 	t.spans = append(t.spans, s)
 	return s
 }
 
-// done marks the range starting at start as durable, its entries in the
+// Done marks the range starting at start as durable, its entries in the
 // store's changelog up to lsn (0 when the changelog does not matter).
-func (t *tracker) done(start int64, lsn uint64) {
+func (t *Tracker) Done(start int64, lsn uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for i := range t.spans {
-		if t.spans[i].start == start {
+		if t.spans[i].Start == start {
 			t.spans[i].done = true
 			t.spans[i].lsn = lsn
 			break
@@ -84,7 +87,7 @@ func (t *tracker) done(start int64, lsn uint64) {
 	}
 	n := 0
 	for n < len(t.spans) && t.spans[n].done {
-		t.base = t.spans[n].end
+		t.base = t.spans[n].End
 		need := t.spans[n].lsn
 		if k := len(t.marks); k > 0 {
 			need = max(need, t.marks[k-1].lsn)
@@ -97,11 +100,11 @@ func (t *tracker) done(start int64, lsn uint64) {
 	}
 }
 
-// toCommit returns the committable offset when it is past the last commit:
+// ToCommit returns the committable offset when it is past the last commit:
 // the highest offset below which every record is durable and, with shipped
 // > 0, whose changelog entries are shipped up to shipped. Pass ^uint64(0)
 // when shipping does not matter.
-func (t *tracker) toCommit(shipped uint64) (int64, bool) {
+func (t *Tracker) ToCommit(shipped uint64) (int64, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	off := int64(-1)
@@ -117,8 +120,8 @@ func (t *tracker) toCommit(shipped uint64) (int64, bool) {
 	return off, true
 }
 
-// committedAt records a successful commit of offset.
-func (t *tracker) committedAt(offset int64) {
+// CommittedAt records a successful commit of offset.
+func (t *Tracker) CommittedAt(offset int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if offset > t.committed {
@@ -131,9 +134,9 @@ func (t *tracker) committedAt(offset int64) {
 	t.marks = append(t.marks[:0], t.marks[n:]...)
 }
 
-// durable returns the committable offset (-1 when unknown) and the number of
+// Durable returns the committable offset (-1 when unknown) and the number of
 // ranges still waiting to become durable.
-func (t *tracker) durable() (offset int64, waiting int) {
+func (t *Tracker) Durable() (offset int64, waiting int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.base, len(t.spans)

@@ -1,4 +1,4 @@
-package kafka
+package balance
 
 import (
 	"encoding/json"
@@ -15,25 +15,25 @@ func TestWarmAssignmentKeepsPartitionsWhereTheirStoresAre(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		members []string
-		warm    map[string]warmData
+		warm    map[string]Warm
 		want    map[string][]int
 	}{
 		{
 			name:    "a survivor keeps its partitions, the lost member's are spread",
 			members: []string{"a", "b"},
-			warm:    map[string]warmData{"a": {1: 10, 4: 10}, "b": {2: 10, 5: 10}},
+			warm:    map[string]Warm{"a": {1: 10, 4: 10}, "b": {2: 10, 5: 10}},
 			want:    map[string][]int{"a": {0, 1, 4}, "b": {2, 3, 5}},
 		},
 		{
 			name:    "a joining member takes what no one holds warm, then the overflow",
 			members: []string{"a", "b", "c"},
-			warm:    map[string]warmData{"a": {0: 1, 1: 1, 2: 1, 3: 1, 4: 1, 5: 1}},
+			warm:    map[string]Warm{"a": {0: 1, 1: 1, 2: 1, 3: 1, 4: 1, 5: 1}},
 			want:    map[string][]int{"a": {0, 1}, "b": {2, 3}, "c": {4, 5}},
 		},
 		{
 			name:    "the most caught-up holder wins",
 			members: []string{"a", "b", "c"},
-			warm:    map[string]warmData{"a": {0: 5}, "b": {0: 9}},
+			warm:    map[string]Warm{"a": {0: 5}, "b": {0: 9}},
 			want:    map[string][]int{"a": {1, 2}, "b": {0, 3}, "c": {4, 5}},
 		},
 		{
@@ -52,7 +52,7 @@ func TestWarmAssignmentKeepsPartitionsWhereTheirStoresAre(t *testing.T) {
 			for p := range 6 {
 				parts = append(parts, kafkago.Partition{Topic: "in", ID: p})
 			}
-			got := warmBalancer{}.AssignGroups(ms, parts)
+			got := Balancer{}.AssignGroups(ms, parts)
 			for m, want := range tc.want {
 				if !reflect.DeepEqual(got[m]["in"], want) {
 					t.Errorf("%s got %v, want %v (all: %v)", m, got[m]["in"], want, got)
@@ -69,7 +69,7 @@ func TestWarmAssignmentToleratesForeignUserData(t *testing.T) {
 		{ID: "a", Topics: []string{"in"}, UserData: []byte("\x00garbage")},
 		{ID: "b", Topics: []string{"in"}},
 	}
-	got := warmBalancer{}.AssignGroups(ms, []kafkago.Partition{{Topic: "in", ID: 0}, {Topic: "in", ID: 1}})
+	got := Balancer{}.AssignGroups(ms, []kafkago.Partition{{Topic: "in", ID: 0}, {Topic: "in", ID: 1}})
 	if len(got["a"]["in"]) != 1 || len(got["b"]["in"]) != 1 {
 		t.Errorf("got %v, want one partition each", got)
 	}
@@ -78,26 +78,26 @@ func TestWarmAssignmentToleratesForeignUserData(t *testing.T) {
 // A member's UserData decodes in the current form and in the older bare
 // map, so members of two versions can share a group during an upgrade.
 func TestMemberDataDecodesBothForms(t *testing.T) {
-	cur, _ := json.Marshal(memberData{Warm: warmData{0: 5, 3: 9}})
+	cur, _ := json.Marshal(MemberData{Warm: Warm{0: 5, 3: 9}})
 	for name, b := range map[string][]byte{
 		"current": cur,
 		"older":   []byte(`{"0":5,"3":9}`),
 	} {
-		if got := decodeMemberData(b).Warm; !reflect.DeepEqual(got, warmData{0: 5, 3: 9}) {
+		if got := DecodeMemberData(b).Warm; !reflect.DeepEqual(got, Warm{0: 5, 3: 9}) {
 			t.Errorf("%s form %s: warm = %v, want map[0:5 3:9]", name, b, got)
 		}
 	}
-	if got := decodeMemberData([]byte("\x00garbage")).Warm; len(got) != 0 {
+	if got := DecodeMemberData([]byte("\x00garbage")).Warm; len(got) != 0 {
 		t.Errorf("garbage: warm = %v, want none", got)
 	}
-	withAPI, _ := json.Marshal(memberData{Warm: warmData{}, API: "http://10.0.0.7:8080"})
-	if got := decodeMemberData(withAPI); got.API != "http://10.0.0.7:8080" {
+	withAPI, _ := json.Marshal(MemberData{Warm: Warm{}, API: "http://10.0.0.7:8080"})
+	if got := DecodeMemberData(withAPI); got.API != "http://10.0.0.7:8080" {
 		t.Errorf("%s: api = %q, want the advertised address", withAPI, got.API)
 	}
-	if got := decodeMemberData([]byte(`{"api":"http://10.0.0.7:8080"}`)); got.API != "http://10.0.0.7:8080" {
+	if got := DecodeMemberData([]byte(`{"api":"http://10.0.0.7:8080"}`)); got.API != "http://10.0.0.7:8080" {
 		t.Errorf("api without warm partitions: %+v", got)
 	}
-	if got := decodeMemberData([]byte(`{"0":5}`)); got.API != "" {
+	if got := DecodeMemberData([]byte(`{"0":5}`)); got.API != "" {
 		t.Errorf("older form: api = %q, want none", got.API)
 	}
 }
@@ -110,6 +110,6 @@ func FuzzDecodeMemberData(f *testing.F) {
 	f.Add([]byte(`{"warm":{},"api":"http://10.0.0.7:8080"}`))
 	f.Add([]byte("\x00garbage"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_ = decodeMemberData(b)
+		_ = DecodeMemberData(b)
 	})
 }

@@ -1,13 +1,10 @@
-package kafka
+package partition
 
 import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
-
-	kafkago "github.com/segmentio/kafka-go"
 )
 
 func TestCheckpointRoundTrip(t *testing.T) {
@@ -56,33 +53,6 @@ func FuzzReadCheckpoint(f *testing.F) {
 		}
 		if cp.Version != checkpointVersion || cp.Offset < 0 {
 			t.Fatalf("accepted %+v", cp)
-		}
-	})
-}
-
-// FuzzRecordEpoch feeds arbitrary epoch and op headers to the fencing
-// decoder: it never panics; an epoch it accepts is the header's decimal
-// value, and a malformed one wraps ErrBadChangelogRecord.
-func FuzzRecordEpoch(f *testing.F) {
-	f.Add("7", "enqueue")
-	f.Add("0", opFence)
-	f.Add("-1", "")
-	f.Add("x", "delete")
-	f.Add("99999999999999999999", "")
-	f.Fuzz(func(t *testing.T, epoch, op string) {
-		hs := []kafkago.Header{{Key: HeaderEpoch, Value: []byte(epoch)}, {Key: HeaderOp, Value: []byte(op)}}
-		e, fence, err := recordEpoch(hs)
-		if err != nil {
-			if !errors.Is(err, ErrBadChangelogRecord) {
-				t.Fatalf("error %v does not wrap ErrBadChangelogRecord", err)
-			}
-			return
-		}
-		if n, perr := strconv.ParseInt(epoch, 10, 64); perr != nil || n != e || n < 0 {
-			t.Fatalf("epoch %q read as %d", epoch, e)
-		}
-		if fence != (op == opFence) {
-			t.Fatalf("op %q read as fence=%v", op, fence)
 		}
 	})
 }
