@@ -193,6 +193,7 @@ func TestStopWithHangingReceiver(t *testing.T) {
 	defer sink.close()
 	cfg := testConfig(sink)
 	cfg.Concurrency = 8
+	cfg.InitialPerEndpoint = 8 // all eight workers hang from the start
 	path := t.TempDir() + "/outbox.db"
 	o, err := outbox.Open(path, cfg)
 	if err != nil {

@@ -101,6 +101,13 @@ type Delivery struct {
 	// MaxPerEndpoint caps the deliveries in flight to one endpoint.
 	// Default: concurrency.
 	MaxPerEndpoint int `yaml:"max_per_endpoint"`
+	// InitialPerEndpoint is the in-flight limit each endpoint starts with;
+	// it adapts between 1 and MaxPerEndpoint. Default 4.
+	InitialPerEndpoint int `yaml:"initial_per_endpoint"`
+	// AdaptiveConcurrency adapts each endpoint's in-flight limit to what
+	// its receiver shows it can take; false keeps every endpoint at
+	// MaxPerEndpoint. Default true.
+	AdaptiveConcurrency bool `yaml:"adaptive_concurrency"`
 	// MaxAttempts moves an event to the dead letters after this many
 	// attempts (parks do not count). Default 25.
 	MaxAttempts int `yaml:"max_attempts"`
@@ -265,6 +272,7 @@ func Default() Config {
 			ChangelogMaxEntries: outbox.DefaultChangelogMaxEntries,
 			MaintenanceInterval: outbox.DefaultMaintenanceInterval,
 			AttemptLog:          true,
+			AdaptiveConcurrency: true,
 			AttemptExcerpt:      outbox.DefaultAttemptExcerptBytes,
 		},
 	}

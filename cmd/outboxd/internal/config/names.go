@@ -123,8 +123,9 @@ var outboxNames = sync.OnceValue(func() fieldNames {
 		"MaxCommitBatch":  "limits.max_batch",
 		// Named otherwise than the settings: an off switch and a size whose
 		// zero keeps none (see OutboxConfig).
-		"NoAttemptLog":        "delivery.attempt_log",
-		"AttemptExcerptBytes": "delivery.attempt_excerpt",
+		"NoAttemptLog":          "delivery.attempt_log",
+		"NoAdaptiveConcurrency": "delivery.adaptive_concurrency",
+		"AttemptExcerptBytes":   "delivery.attempt_excerpt",
 
 		"Breaker.Threshold":   "delivery.breaker_threshold",
 		"Breaker.CoolDown":    "delivery.breaker_cool_down",
