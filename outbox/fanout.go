@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/outboxd/outbox/outbox/internal/records"
 	"github.com/outboxd/outbox/outbox/internal/route"
 	"github.com/outboxd/outbox/store"
 )
@@ -106,11 +107,11 @@ func mapDeliveryErr(op, id, endpoint string, err error) error {
 // afterInsert routes the events just kept unrouted when the subscriptions
 // changed while they were being stored: SetSubscriptions may have looked
 // for unrouted events before they were committed.
-func (o *Outbox) afterInsert(ctx context.Context, b *batch) {
-	if !b.unrouted {
+func (o *Outbox) afterInsert(ctx context.Context, routed *route.Router, unrouted bool) {
+	if !unrouted {
 		return
 	}
-	if rt := o.router.Load(); rt != b.rt {
+	if rt := o.router.Load(); rt != routed {
 		if err := o.routes.RouteUnrouted(ctx, rt); err != nil {
 			o.log.Warn("outbox: route unrouted events", "err", err)
 		}
@@ -363,16 +364,8 @@ func (o *Outbox) validateSubscription(s Subscription) *ValidationError {
 			return bad("topics", fmt.Sprintf("pattern %q %v", p, err))
 		}
 	}
-	for name, value := range s.Headers {
-		if !ValidHeaderName(name) {
-			return bad("headers", "invalid header name "+quote(name))
-		}
-		if !ValidHeaderValue(value) {
-			return bad("headers", "invalid value for header "+quote(name))
-		}
-	}
-	if a, b, ok := sameHeaderTwice(s.Headers); ok {
-		return bad("headers", "headers "+quote(a)+" and "+quote(b)+" are the same header (names are case-insensitive)")
+	if reason := records.CheckHeaders(s.Headers, false); reason != "" {
+		return bad("headers", reason)
 	}
 	return nil
 }
