@@ -241,39 +241,15 @@ func (o *Outbox) newRouter(subs []Subscription) (*route.Router, error) {
 
 // validateSubscription checks one subscription.
 func (o *Outbox) validateSubscription(s Subscription) *ValidationError {
-	bad := func(field, reason string) *ValidationError {
-		return &ValidationError{Field: field, Reason: reason, subscription: true}
-	}
-	if s.Endpoint == "" {
-		return bad("endpoint", "required")
-	}
-	if !ValidText(s.Endpoint) {
-		return bad("endpoint", "must be valid UTF-8 without control characters")
+	var resolve records.Resolver
+	if o.resolver != nil {
+		resolve = o.resolver.ResolveEndpoint
 	}
 	// A delivery is stored under the event's ID, a separator and the
 	// endpoint's name.
-	if n := store.MaxIDLen - o.cfg.MaxIDBytes - len(store.GroupSep); len(s.Endpoint) > n {
-		return bad("endpoint", "longer than "+itoa(n)+" bytes (the store's ID limit less Config.MaxIDBytes and a separator)")
-	}
-	if o.resolver != nil {
-		ep, err := o.resolver.ResolveEndpoint(s.Endpoint)
-		if err != nil {
-			return bad("endpoint", "unknown endpoint "+quote(s.Endpoint)+": "+err.Error())
-		}
-		if ep != s.Endpoint {
-			return bad("endpoint", quote(s.Endpoint)+" is not an endpoint name (it resolves to "+quote(ep)+")")
-		}
-	}
-	if len(s.Topics) == 0 {
-		return bad("topics", "at least one topic or pattern is required")
-	}
-	for _, p := range s.Topics {
-		if err := ValidateTopicPattern(p); err != nil {
-			return bad("topics", fmt.Sprintf("pattern %q %v", p, err))
-		}
-	}
-	if reason := records.CheckHeaders(s.Headers, false); reason != "" {
-		return bad("headers", reason)
+	maxEndpoint := store.MaxIDLen - o.cfg.MaxIDBytes - len(store.GroupSep)
+	if field, reason := records.CheckSubscription(s.Endpoint, s.Topics, s.Headers, maxEndpoint, resolve); field != "" {
+		return &ValidationError{Field: field, Reason: reason, subscription: true}
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package records
 
 import (
+	"fmt"
 	"net/textproto"
 	"strconv"
 	"time"
@@ -266,3 +267,39 @@ func Itoa(n int) string { return strconv.Itoa(n) }
 
 // Quote is strconv.Quote, for messages.
 func Quote(s string) string { return strconv.Quote(s) }
+
+// CheckSubscription checks a subscription of endpoint to topics with the
+// header filter headers, and returns the field it refuses and why ("" when
+// none). maxEndpoint is the longest endpoint name a delivery ID leaves room
+// for; resolve, when set, must resolve the endpoint to itself.
+func CheckSubscription(endpoint string, topics []string, headers map[string]string, maxEndpoint int, resolve Resolver) (field, reason string) {
+	switch {
+	case endpoint == "":
+		return "endpoint", "required"
+	case !ValidText(endpoint):
+		return "endpoint", "must be valid UTF-8 without control characters"
+	case len(endpoint) > maxEndpoint:
+		return "endpoint", "longer than " + Itoa(maxEndpoint) + " bytes (the store's ID limit less Config.MaxIDBytes and a separator)"
+	}
+	if resolve != nil {
+		ep, err := resolve(endpoint)
+		if err != nil {
+			return "endpoint", "unknown endpoint " + Quote(endpoint) + ": " + err.Error()
+		}
+		if ep != endpoint {
+			return "endpoint", Quote(endpoint) + " is not an endpoint name (it resolves to " + Quote(ep) + ")"
+		}
+	}
+	if len(topics) == 0 {
+		return "topics", "at least one topic or pattern is required"
+	}
+	for _, p := range topics {
+		if err := route.ValidateTopicPattern(p); err != nil {
+			return "topics", fmt.Sprintf("pattern %q %v", p, err)
+		}
+	}
+	if reason := CheckHeaders(headers, false); reason != "" {
+		return "headers", reason
+	}
+	return "", ""
+}
