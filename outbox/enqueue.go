@@ -6,10 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/outboxd/outbox/outbox/internal/records"
 	"github.com/outboxd/outbox/outbox/internal/route"
 	tracectx "github.com/outboxd/outbox/outbox/internal/traceparent"
@@ -62,10 +58,10 @@ func (o *Outbox) enqueue(ctx context.Context, events []Event, refuseDeleted bool
 	if err := o.refuseIfCorrupt(); err != nil {
 		return nil, err
 	}
-	ctx, span, tp, ts := o.startEnqueue(ctx, len(events))
+	ctx, span, tp, ts := tracectx.StartEnqueue(ctx, o.tracer, SpanEnqueue, len(events))
 	b, err := o.newRecords(events, tp, ts)
 	if err != nil {
-		endSpan(span, err)
+		tracectx.EndSpan(span, err)
 		return nil, err
 	}
 	var statuses []store.InsertStatus
@@ -73,7 +69,7 @@ func (o *Outbox) enqueue(ctx context.Context, events []Event, refuseDeleted bool
 		statuses, err = o.st.InsertWith(ctx, b.Recs, store.InsertOptions{RefuseDeleted: refuseDeleted})
 		if err != nil {
 			err = o.insertErr(b.IDs, err)
-			endSpan(span, err)
+			tracectx.EndSpan(span, err)
 			return nil, err
 		}
 	}
@@ -292,36 +288,3 @@ const (
 	// SpanDeliver covers one delivery attempt: the Sink's Deliver call.
 	SpanDeliver = "outbox.deliver"
 )
-
-// The attributes of the outbox's spans.
-const (
-	attrEvents = attribute.Key("outbox.events")
-)
-
-// The start options of the enqueue spans, made once: a call with no tracer
-// configured allocates as little as the no-op tracer lets it.
-var enqueueSpanOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)}
-
-// startEnqueue starts the span of an Enqueue or Ingest call of n events,
-// and returns the trace context its events take when they bring none of
-// their own: the span's, which is the caller's span context when no tracer
-// records (a no-op span carries its parent's), and empty when ctx has none.
-func (o *Outbox) startEnqueue(ctx context.Context, n int) (context.Context, trace.Span, string, string) {
-	ctx, span := o.tracer.Start(ctx, SpanEnqueue, enqueueSpanOpts...)
-	if span.IsRecording() {
-		span.SetAttributes(attrEvents.Int(n))
-	}
-	sc := span.SpanContext()
-	if !sc.IsValid() {
-		return ctx, span, "", ""
-	}
-	return ctx, span, tracectx.Format(sc), sc.TraceState().String()
-}
-
-// endSpan ends span, with an error status when err is not nil.
-func endSpan(span trace.Span, err error) {
-	if err != nil && span.IsRecording() {
-		span.SetStatus(codes.Error, err.Error())
-	}
-	span.End()
-}
