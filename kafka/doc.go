@@ -139,8 +139,9 @@
 // A standby store writes a changelog entry of its own per change it
 // applies (outbox.Outbox.Restore); as it is never started, the standby
 // trims that changelog and the store's tombstones itself
-// (outbox.Outbox.Maintain) every MaintenanceInterval of its store's
-// configuration while records arrive.
+// (outbox.Outbox.Maintain) when it opens the store and then every
+// MaintenanceInterval of its store's configuration, whether records arrive
+// or not, as a started store does.
 //
 // # Members and their API addresses
 //

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outboxd/outbox/outbox/internal/admin"
 	"github.com/outboxd/outbox/outbox/internal/engine"
 	"github.com/outboxd/outbox/store"
 )
@@ -79,20 +80,6 @@ type ListOptions struct {
 	CreatedFrom, CreatedTo time.Time
 }
 
-// match reports whether r passes the options' filters.
-func (opt ListOptions) match(r *store.Record) bool {
-	switch {
-	case opt.State != StateDead && opt.Unrouted != r.Unrouted(),
-		opt.Topic != "" && r.Topic != opt.Topic,
-		opt.Destination != "" && r.Destination != opt.Destination,
-		opt.KeyPrefix != "" && !strings.HasPrefix(r.Key, opt.KeyPrefix),
-		!opt.CreatedFrom.IsZero() && r.CreatedAt.Before(opt.CreatedFrom),
-		!opt.CreatedTo.IsZero() && !r.CreatedAt.Before(opt.CreatedTo):
-		return false
-	}
-	return true
-}
-
 // Maximum and default page sizes of List.
 const (
 	DefaultListLimit = 100
@@ -130,12 +117,9 @@ func (o *Outbox) List(ctx context.Context, opt ListOptions) ([]Event, string, er
 		limit = DefaultListLimit
 	}
 	limit = min(limit, MaxListLimit)
-	q := store.ListQuery{State: store.State(state), After: opt.After, Limit: limit}
-	if opt.Destination != "" || opt.KeyPrefix != "" || !opt.CreatedFrom.IsZero() || !opt.CreatedTo.IsZero() ||
-		opt.Topic != "" || opt.Unrouted || (state == StatePending && o.hasUnrouted()) {
-		q.Filter = opt.match
-	}
-	recs, next, err := o.st.List(q)
+	recs, next, err := o.admin.List(store.State(state), opt.After, limit, admin.ListFilter{
+		Unrouted: opt.Unrouted, Topic: opt.Topic, Destination: opt.Destination, KeyPrefix: opt.KeyPrefix,
+		CreatedFrom: opt.CreatedFrom, CreatedTo: opt.CreatedTo})
 	if err != nil {
 		return nil, "", mapErr("list", "", err)
 	}
@@ -214,19 +198,6 @@ type ReplayFilter struct {
 // DefaultReplayRate is ReplayFilter.Rate's default, in events per second.
 const DefaultReplayRate = 100
 
-func (f ReplayFilter) match(r *store.Record) bool {
-	switch {
-	case f.Topic != "" && r.Topic != f.Topic,
-		f.Destination != "" && r.Destination != f.Destination,
-		f.Status != 0 && r.LastStatus != f.Status,
-		f.KeyPrefix != "" && !strings.HasPrefix(r.Key, f.KeyPrefix),
-		!f.From.IsZero() && r.DeadAt.Before(f.From),
-		!f.To.IsZero() && !r.DeadAt.Before(f.To):
-		return false
-	}
-	return true
-}
-
 // ReplayDead moves the dead events matching f back to pending at f.Rate per
 // second, so that a receiver that just recovered is not flooded, and
 // returns how many it replayed. It stops early, returning the count so far
@@ -244,64 +215,8 @@ func (o *Outbox) ReplayDead(ctx context.Context, f ReplayFilter) (int, error) {
 		rate = DefaultReplayRate
 	}
 	interval := time.Duration(float64(time.Second) / rate)
-	start := time.Now()
-	n := 0
-	after := ""
-	for {
-		page := MaxListLimit
-		if f.Limit > 0 {
-			page = min(page, f.Limit-n)
-		}
-		recs, next, err := o.st.List(store.ListQuery{State: store.StateDead, After: after, Limit: page, Filter: f.match})
-		if err != nil {
-			return n, mapErr("replay dead", "", err)
-		}
-		for _, r := range recs {
-			if err := o.pace(ctx, start.Add(time.Duration(n)*interval)); err != nil {
-				return n, err
-			}
-			if _, err := o.st.Replay(ctx, r.ID, o.clock.Now().UTC()); err != nil {
-				if isGone(err) {
-					continue // dropped or replayed meanwhile
-				}
-				return n, mapErr("replay dead", r.ID, err)
-			}
-			n++
-			if n == 1 || n%64 == 0 {
-				o.wake()
-			}
-		}
-		if next == "" || (f.Limit > 0 && n >= f.Limit) {
-			break
-		}
-		after = next
-	}
-	if n > 0 {
-		o.wake()
-	}
-	return n, nil
-}
-
-func isGone(err error) bool {
-	return errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrNotDead)
-}
-
-// pace waits until t (monotonic), ctx is done, or the outbox stops.
-func (o *Outbox) pace(ctx context.Context, t time.Time) error {
-	d := time.Until(t)
-	if d <= 0 {
-		return ctx.Err()
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-o.stopCh:
-		return ErrClosed
-	}
+	return o.admin.ReplayDead(ctx, admin.DeadFilter{Destination: f.Destination, KeyPrefix: f.KeyPrefix, Topic: f.Topic,
+		Status: f.Status, From: f.From, To: f.To}, f.Limit, interval, MaxListLimit)
 }
 
 // EndpointState is the delivery state of one endpoint.
@@ -508,11 +423,15 @@ func (o *Outbox) Attempts(ctx context.Context, id string) ([]Attempt, error) {
 	}
 	as, err := o.st.Attempts(id)
 	if errors.Is(err, store.ErrNotFound) && validEventID(id) {
-		out, ok, gerr := o.attemptsOfGroup(id)
+		gas, ok, gerr := o.admin.GroupAttempts(id)
 		if gerr != nil {
 			return nil, mapErr("attempts", id, gerr)
 		}
 		if ok {
+			out := make([]Attempt, len(gas))
+			for i, a := range gas {
+				out[i] = attemptFromStore(a.Attempt, a.Endpoint)
+			}
 			return out, nil
 		}
 	}

@@ -128,6 +128,14 @@ func entryFromStore(en *store.Entry) ChangelogEntry {
 		Time: en.Time, Reason: en.Reason, rec: en.Record}
 }
 
+func entriesFromStore(es []*store.Entry) []ChangelogEntry {
+	out := make([]ChangelogEntry, len(es))
+	for i, e := range es {
+		out[i] = entryFromStore(e)
+	}
+	return out
+}
+
 func (e ChangelogEntry) toStore() *store.Entry {
 	return &store.Entry{LSN: e.LSN, Op: store.Op(e.Op), ID: e.ID, Version: e.Version,
 		Time: e.Time, Reason: e.Reason, Record: e.rec}
@@ -153,11 +161,7 @@ func (c *Changelog) Entries(from uint64, limit int) ([]ChangelogEntry, error) {
 	if err != nil {
 		return nil, mapErr("changelog", "", err)
 	}
-	out := make([]ChangelogEntry, len(es))
-	for i, e := range es {
-		out[i] = entryFromStore(e)
-	}
-	return out, nil
+	return entriesFromStore(es), nil
 }
 
 // History returns every kept entry of the event with that ID, in LSN order:
@@ -173,11 +177,7 @@ func (c *Changelog) History(id string) ([]ChangelogEntry, error) {
 	if err != nil {
 		return nil, mapErr("history", id, err)
 	}
-	out := make([]ChangelogEntry, len(es))
-	for i, e := range es {
-		out[i] = entryFromStore(e)
-	}
-	return out, nil
+	return entriesFromStore(es), nil
 }
 
 // LastLSN returns the LSN of the last entry written (0 for none).

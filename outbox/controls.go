@@ -1,16 +1,14 @@
 package outbox
 
 import (
+	"errors"
 	"fmt"
-	"maps"
-	"math"
-	"slices"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/outboxd/outbox/outbox/internal/ratelimit"
 )
 
 // RateLimit caps how fast deliveries to one endpoint start: PerSecond on
@@ -37,50 +35,35 @@ type RateLimit struct {
 // endpoint with a backlog are rescheduled, in order, to when the limit will
 // let them go.
 type RateLimits struct {
-	mu    sync.Mutex // serializes Set and Remove
-	state atomic.Pointer[rateLimitsState]
-}
-
-// rateLimitsState is one version of the limits; never changed once
-// published, so readers need no lock.
-type rateLimitsState struct {
-	limits   map[string]RateLimit
-	limiters map[string]*rate.Limiter
+	set *ratelimit.Set
 }
 
 // NewRateLimits validates limits and returns them ready for Config. The
 // error is a *ConfigError naming the endpoint and the field it refuses.
 // NewRateLimits(nil) gives an empty set to which Set can add limits later.
 func NewRateLimits(limits map[string]RateLimit) (*RateLimits, error) {
-	st := &rateLimitsState{limits: maps.Clone(limits), limiters: make(map[string]*rate.Limiter, len(limits))}
-	if st.limits == nil {
-		st.limits = map[string]RateLimit{}
+	var ls map[string]ratelimit.Limit
+	if limits != nil {
+		ls = make(map[string]ratelimit.Limit, len(limits))
 	}
-	for _, name := range slices.Sorted(maps.Keys(limits)) {
-		l := limits[name]
-		if err := checkRateLimit(name, l); err != nil {
-			return nil, err
-		}
-		st.limiters[name] = rate.NewLimiter(rate.Limit(l.PerSecond), l.Burst)
+	for name, l := range limits {
+		ls[name] = ratelimit.Limit(l)
 	}
-	rl := &RateLimits{}
-	rl.state.Store(st)
-	return rl, nil
+	set, err := ratelimit.New(ls)
+	if err != nil {
+		return nil, rateLimitErr(err)
+	}
+	return &RateLimits{set: set}, nil
 }
 
-// checkRateLimit validates the limit of an endpoint.
-func checkRateLimit(name string, l RateLimit) error {
-	field := "RateLimits[" + strconv.Quote(name) + "]"
-	if name == "" {
-		return &ConfigError{Field: "RateLimits", Reason: "an endpoint name is empty"}
+// rateLimitErr turns a limit the ratelimit package refuses into a
+// *ConfigError.
+func rateLimitErr(err error) error {
+	var bad *ratelimit.Invalid
+	if errors.As(err, &bad) {
+		return &ConfigError{Field: bad.Field, Reason: bad.Reason}
 	}
-	if !(l.PerSecond > 0) || math.IsInf(l.PerSecond, 0) {
-		return &ConfigError{Field: field + ".PerSecond", Reason: "must be a positive number of deliveries per second"}
-	}
-	if l.Burst < 1 {
-		return &ConfigError{Field: field + ".Burst", Reason: "must be at least 1"}
-	}
-	return nil
+	return err
 }
 
 // Set sets the rate limit of an endpoint, adding it or replacing the one it
@@ -93,59 +76,21 @@ func checkRateLimit(name string, l RateLimit) error {
 // An outbox started with a nil Config.RateLimits cannot take limits later:
 // give it NewRateLimits(nil) to set them at run time.
 func (rl *RateLimits) Set(endpoint string, l RateLimit) error {
-	if err := checkRateLimit(endpoint, l); err != nil {
-		return err
-	}
-	rl.mu.Lock()
-	defer rl.mu.Unlock()
-	old := rl.state.Load()
-	if cur, ok := old.limits[endpoint]; ok && cur == l {
-		return nil
-	}
-	next := &rateLimitsState{limits: maps.Clone(old.limits), limiters: maps.Clone(old.limiters)}
-	next.limits[endpoint] = l
-	if lim := old.limiters[endpoint]; lim != nil {
-		now := time.Now()
-		lim.SetLimitAt(now, rate.Limit(l.PerSecond))
-		lim.SetBurstAt(now, l.Burst)
-	} else {
-		next.limiters[endpoint] = rate.NewLimiter(rate.Limit(l.PerSecond), l.Burst)
-	}
-	rl.state.Store(next)
-	return nil
+	return rateLimitErr(rl.set.Set(endpoint, ratelimit.Limit(l)))
 }
 
 // Remove removes the rate limit of an endpoint, if it has one: deliveries
 // that start after it returns are not paced. Events already rescheduled to
 // the pace of the old limit keep their time.
-func (rl *RateLimits) Remove(endpoint string) {
-	rl.mu.Lock()
-	defer rl.mu.Unlock()
-	old := rl.state.Load()
-	if _, ok := old.limits[endpoint]; !ok {
-		return
-	}
-	next := &rateLimitsState{limits: maps.Clone(old.limits), limiters: maps.Clone(old.limiters)}
-	delete(next.limits, endpoint)
-	delete(next.limiters, endpoint)
-	rl.state.Store(next)
-}
+func (rl *RateLimits) Remove(endpoint string) { rl.set.Remove(endpoint) }
 
 // Limit returns the rate limit of an endpoint; ok is false when it has none.
 func (rl *RateLimits) Limit(endpoint string) (l RateLimit, ok bool) {
 	if rl == nil {
 		return RateLimit{}, false
 	}
-	l, ok = rl.state.Load().limits[endpoint]
-	return l, ok
-}
-
-// limiter returns the endpoint's limiter, nil when it has no limit.
-func (rl *RateLimits) limiter(endpoint string) *rate.Limiter {
-	if rl == nil {
-		return nil
-	}
-	return rl.state.Load().limiters[endpoint]
+	sl, ok := rl.set.Limit(endpoint)
+	return RateLimit(sl), ok
 }
 
 // engineLimiter is what the engine looks an endpoint's limit up with: nil
@@ -155,7 +100,7 @@ func (rl *RateLimits) engineLimiter() func(endpoint string) *rate.Limiter {
 	if rl == nil {
 		return nil
 	}
-	return rl.limiter
+	return rl.set.Limiter
 }
 
 // Breaker configures the circuit breaker every endpoint has. After

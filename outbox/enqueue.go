@@ -4,14 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"time"
 
-	"github.com/google/uuid"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
-
+	"github.com/outboxd/outbox/outbox/internal/records"
 	"github.com/outboxd/outbox/outbox/internal/route"
 	tracectx "github.com/outboxd/outbox/outbox/internal/traceparent"
 	"github.com/outboxd/outbox/store"
@@ -63,108 +58,50 @@ func (o *Outbox) enqueue(ctx context.Context, events []Event, refuseDeleted bool
 	if err := o.refuseIfCorrupt(); err != nil {
 		return nil, err
 	}
-	ctx, span, tp, ts := o.startEnqueue(ctx, len(events))
+	ctx, span, tp, ts := tracectx.StartEnqueue(ctx, o.tracer, SpanEnqueue, len(events))
 	b, err := o.newRecords(events, tp, ts)
 	if err != nil {
-		endSpan(span, err)
+		tracectx.EndSpan(span, err)
 		return nil, err
 	}
 	var statuses []store.InsertStatus
-	if len(b.recs) > 0 {
-		statuses, err = o.st.InsertWith(ctx, b.recs, store.InsertOptions{RefuseDeleted: refuseDeleted})
+	if len(b.Recs) > 0 {
+		statuses, err = o.st.InsertWith(ctx, b.Recs, store.InsertOptions{RefuseDeleted: refuseDeleted})
 		if err != nil {
-			err = o.insertErr(b.ids, err)
-			endSpan(span, err)
+			err = o.insertErr(b.IDs, err)
+			tracectx.EndSpan(span, err)
 			return nil, err
 		}
 	}
 	span.End()
-	o.countInserted(b.perEvent(statuses))
-	o.afterInsert(ctx, b)
-	return b.ids, nil
+	o.countInserted(b.PerEvent(statuses))
+	o.afterInsert(ctx, b.Router, b.Unrouted)
+	return b.IDs, nil
 }
 
-// batch is the records of the events of one enqueue call.
-type batch struct {
-	recs []*store.Record
-	ids  []string // the events' IDs
-	// owner is the index of each record's event: a topic event has one
-	// record per delivery, and an event dropped unrouted none.
-	owner []int
-	// rt is the router the topic events were routed with, and unrouted
-	// tells whether one of them was kept unrouted.
-	rt       *route.Router
-	unrouted bool
-	topics   bool // a topic event is among the events: owner is not the identity
-}
-
-// perEvent folds the statuses of the batch's records into one per stored
-// event: Inserted when its records were (all of them are, or none), the
-// status of one that was not otherwise (a duplicate). An event dropped
-// unrouted has none.
-func (b *batch) perEvent(statuses []store.InsertStatus) []store.InsertStatus {
-	if !b.topics {
-		return statuses // one record per event
-	}
-	out := make([]store.InsertStatus, 0, len(b.ids))
-	for i, s := range statuses {
-		if i > 0 && b.owner[i] == b.owner[i-1] {
-			if s != store.Inserted {
-				out[len(out)-1] = s
-			}
-			continue
-		}
-		out = append(out, s)
-	}
-	return out
-}
-
-// newRecords validates events and builds their records and IDs. An event
-// without a valid TraceParent of its own takes traceparent and tracestate
-// (the caller's trace context, or none). A topic event gets one record per
-// subscribed endpoint, one record kept unrouted, or none when it is
-// dropped unrouted (counted and logged here).
-func (o *Outbox) newRecords(events []Event, traceparent, tracestate string) (*batch, error) {
-	now := o.clock.Now().UTC()
-	b := &batch{recs: make([]*store.Record, 0, len(events)), ids: make([]string, len(events))}
-	dropped := 0
+// newRecords validates events and builds their records and IDs (see
+// records.NewBatch). An event without a valid TraceParent of its own takes
+// traceparent and tracestate (the caller's trace context, or none). Topic
+// events dropped unrouted are counted and logged here.
+func (o *Outbox) newRecords(events []Event, traceparent, tracestate string) (*records.Batch, error) {
+	fs := make([]records.Fields, len(events))
 	for i := range events {
-		ev := events[i]
-		if ev.TraceParent == "" || !tracectx.Valid(ev.TraceParent) {
-			ev.TraceParent, ev.TraceState = traceparent, tracestate
-		}
-		r, err := o.newRecord(i, ev, now)
-		if err != nil {
-			return nil, err
-		}
-		b.ids[i] = r.ID
-		if r.Topic == "" {
-			b.recs = append(b.recs, r)
-			b.owner = append(b.owner, i)
-			continue
-		}
-		if b.rt == nil {
-			b.rt = o.router.Load()
-			b.topics = true
-		}
-		n := len(b.recs)
-		b.recs = b.rt.FanOut(b.recs, r)
-		switch {
-		case len(b.recs) > n:
-		case o.cfg.Unrouted == UnroutedDrop:
-			dropped++
-			continue
-		default:
-			b.recs = append(b.recs, route.KeepUnrouted(r, o.cfg.UnroutedRetention))
-			b.unrouted = true
-		}
-		for range len(b.recs) - n {
-			b.owner = append(b.owner, i)
-		}
+		fs[i] = events[i].fields()
 	}
-	if dropped > 0 {
-		o.unroutedDropped.Add(uint64(dropped))
-		o.log.Warn("outbox: events dropped: no endpoint subscribes to their topic (Config.Unrouted is drop)", "dropped", dropped)
+	c := &records.BatchConfig{Limits: o.limits(), Router: o.router.Load,
+		DropUnrouted: o.cfg.Unrouted == UnroutedDrop, UnroutedRetention: o.cfg.UnroutedRetention,
+		TraceParent: traceparent, TraceState: tracestate}
+	if o.resolver != nil {
+		c.Resolve = o.resolver.ResolveEndpoint
+	}
+	now := o.clock.Now()
+	b, err := records.NewBatch(fs, c, now.UTC(), now)
+	if err != nil {
+		return nil, validationErr(err)
+	}
+	if b.Dropped > 0 {
+		o.unroutedDropped.Add(uint64(b.Dropped))
+		o.log.Warn("outbox: events dropped: no endpoint subscribes to their topic (Config.Unrouted is drop)", "dropped", b.Dropped)
 	}
 	return b, nil
 }
@@ -213,14 +150,7 @@ func (o *Outbox) EnqueueDead(ctx context.Context, ev Event, reason string) (stri
 }
 
 func (o *Outbox) countInserted(statuses []store.InsertStatus) {
-	inserted, dups := 0, 0
-	for _, s := range statuses {
-		if s == store.Inserted {
-			inserted++
-		} else {
-			dups++
-		}
-	}
+	inserted, dups := records.Count(statuses)
 	o.enqueuedTotal.Add(uint64(inserted))
 	o.duplicatesTotal.Add(uint64(dups))
 	o.hookEnqueue(inserted)
@@ -230,20 +160,11 @@ func (o *Outbox) countInserted(statuses []store.InsertStatus) {
 	}
 }
 
-// newRecord validates ev (index i of the call) and builds its record.
-func (o *Outbox) newRecord(i int, ev Event, now time.Time) (*store.Record, error) {
-	endpoint, err := o.validateEvent(i, &ev, true)
-	if err != nil {
-		return nil, err
-	}
-	return o.buildRecord(ev, endpoint, now)
-}
-
-// newRecordLax is newRecord for dead letters: a destination the Sink
-// rejects is kept as it is, as its own endpoint (that may be why the event is
-// dead); everything else is validated as usual.
+// newRecordLax validates ev and builds its record, for dead letters: a
+// destination the Sink rejects is kept as it is, as its own endpoint (that
+// may be why the event is dead); everything else is validated as usual.
 func (o *Outbox) newRecordLax(ev Event, now time.Time) (*store.Record, error) {
-	endpoint, err := o.validateEvent(0, &ev, false)
+	f, endpoint, err := o.check(0, &ev, false)
 	if err != nil {
 		return nil, err
 	}
@@ -252,41 +173,11 @@ func (o *Outbox) newRecordLax(ev Event, now time.Time) (*store.Record, error) {
 			endpoint = ep
 		}
 	}
-	r, err := o.buildRecord(ev, endpoint, now)
+	r, err := records.Build(f, endpoint, now)
 	if err == nil && r.Topic != "" {
 		r.ID = route.DeliveryID(r.ID, "") // a topic event dead before it was routed
 	}
 	return r, err
-}
-
-func (o *Outbox) buildRecord(ev Event, endpoint string, now time.Time) (*store.Record, error) {
-	if ev.ID == "" {
-		id, err := uuid.NewV7()
-		if err != nil {
-			return nil, fmt.Errorf("outbox: generate ID: %w", err)
-		}
-		ev.ID = id.String()
-	}
-	var deliverAt time.Time
-	if !ev.DeliverAt.IsZero() {
-		deliverAt = ev.DeliverAt.UTC()
-	}
-	traceparent, tracestate := tracectx.Normalize(ev.TraceParent, ev.TraceState)
-	return &store.Record{
-		ID:            ev.ID,
-		Key:           ev.Key,
-		Destination:   ev.Destination,
-		Endpoint:      endpoint,
-		Topic:         ev.Topic,
-		Method:        ev.Method,
-		Headers:       maps.Clone(ev.Headers),
-		Payload:       append([]byte(nil), ev.Payload...),
-		CreatedAt:     now,
-		NextAttemptAt: notBefore(now, deliverAt),
-		DeliverAt:     deliverAt,
-		TraceParent:   traceparent,
-		TraceState:    tracestate,
-	}, nil
 }
 
 // Upsert coalesces by key (latest state wins, as a compacted topic would):
@@ -355,29 +246,16 @@ func (o *Outbox) upsertFn(key string, fn func(current *Event) (Event, error), in
 		if ev.ID == "" && cur != nil {
 			ev.ID = cur.ID
 		}
-		endpoint, err := o.validateEvent(0, &ev, true)
+		f, endpoint, err := o.check(0, &ev, true)
 		if err != nil {
 			return nil, err
 		}
 		now := o.clock.Now().UTC()
 		if cur != nil && ev.ID == cur.ID {
-			r := *cur
-			r.Destination = ev.Destination
-			r.Endpoint = endpoint
-			r.Method = ev.Method
-			r.Headers = maps.Clone(ev.Headers)
-			r.Payload = append([]byte(nil), ev.Payload...)
-			if !ev.DeliverAt.Equal(cur.DeliverAt) {
-				r.DeliverAt = time.Time{}
-				if !ev.DeliverAt.IsZero() {
-					r.DeliverAt = ev.DeliverAt.UTC()
-				}
-				r.NextAttemptAt = notBefore(now, r.DeliverAt)
-			}
-			return &r, nil
+			return records.Update(cur, f, endpoint, now), nil
 		}
 		*inserted = true
-		return o.buildRecord(ev, endpoint, now)
+		return records.Build(f, endpoint, now)
 	}
 }
 
@@ -399,30 +277,6 @@ func (o *Outbox) checkUpsert(key string, fn func(current *Event) (Event, error))
 // DefaultMaxSchedule is Config.MaxSchedule's default: 30 days.
 const DefaultMaxSchedule = 30 * 24 * time.Hour
 
-// checkSchedule refuses an event (index i of the call) whose DeliverAt is
-// more than Config.MaxSchedule ahead of now. A DeliverAt that has passed is
-// fine: the event is due at once.
-func (o *Outbox) checkSchedule(i int, ev *Event) error {
-	if ev.DeliverAt.IsZero() {
-		return nil
-	}
-	now := o.clock.Now()
-	if limit := now.Add(o.cfg.MaxSchedule); ev.DeliverAt.After(limit) {
-		return &ValidationError{Index: i, Field: "deliver_at", Reason: ev.DeliverAt.UTC().Format(time.RFC3339Nano) +
-			" is more than " + o.cfg.MaxSchedule.String() + " ahead, past the scheduling horizon"}
-	}
-	return nil
-}
-
-// notBefore returns now, or deliverAt when that is later: when an event
-// with that not-before time may next be attempted.
-func notBefore(now, deliverAt time.Time) time.Time {
-	if deliverAt.After(now) {
-		return deliverAt
-	}
-	return now
-}
-
 // TracerName is the instrumentation scope of the outbox's spans.
 const TracerName = "github.com/outboxd/outbox/outbox"
 
@@ -434,36 +288,3 @@ const (
 	// SpanDeliver covers one delivery attempt: the Sink's Deliver call.
 	SpanDeliver = "outbox.deliver"
 )
-
-// The attributes of the outbox's spans.
-const (
-	attrEvents = attribute.Key("outbox.events")
-)
-
-// The start options of the enqueue spans, made once: a call with no tracer
-// configured allocates as little as the no-op tracer lets it.
-var enqueueSpanOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)}
-
-// startEnqueue starts the span of an Enqueue or Ingest call of n events,
-// and returns the trace context its events take when they bring none of
-// their own: the span's, which is the caller's span context when no tracer
-// records (a no-op span carries its parent's), and empty when ctx has none.
-func (o *Outbox) startEnqueue(ctx context.Context, n int) (context.Context, trace.Span, string, string) {
-	ctx, span := o.tracer.Start(ctx, SpanEnqueue, enqueueSpanOpts...)
-	if span.IsRecording() {
-		span.SetAttributes(attrEvents.Int(n))
-	}
-	sc := span.SpanContext()
-	if !sc.IsValid() {
-		return ctx, span, "", ""
-	}
-	return ctx, span, tracectx.Format(sc), sc.TraceState().String()
-}
-
-// endSpan ends span, with an error status when err is not nil.
-func endSpan(span trace.Span, err error) {
-	if err != nil && span.IsRecording() {
-		span.SetStatus(codes.Error, err.Error())
-	}
-	span.End()
-}

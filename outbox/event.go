@@ -1,15 +1,12 @@
 package outbox
 
 import (
-	"bytes"
-	"cmp"
+	"errors"
 	"maps"
-	"net/textproto"
-	"slices"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
+	"github.com/outboxd/outbox/outbox/internal/records"
 	"github.com/outboxd/outbox/store"
 )
 
@@ -183,81 +180,43 @@ func eventFromRecord(r *store.Record, st State) Event {
 	}
 }
 
-// validateEvent checks the caller-owned fields of ev, fills the defaults
-// (Method) and returns the endpoint the destination resolves to (itself
-// when resolve is false or the Sink resolves nothing).
-func (o *Outbox) validateEvent(i int, ev *Event, resolve bool) (endpoint string, err error) {
-	c := &o.cfg
-	bad := func(field, reason string) error {
-		return &ValidationError{Index: i, Field: field, Reason: reason}
+// check validates the caller-owned fields of ev (index i of the call) and
+// returns them, with the defaults filled (Method), and the endpoint the
+// destination resolves to (itself when resolve is false or the Sink
+// resolves nothing).
+func (o *Outbox) check(i int, ev *Event, resolve bool) (records.Fields, string, error) {
+	f := ev.fields()
+	var res records.Resolver
+	if resolve && o.resolver != nil {
+		res = o.resolver.ResolveEndpoint
 	}
-	if len(ev.ID) > c.MaxIDBytes {
-		return "", bad("id", "longer than the limit of "+itoa(c.MaxIDBytes)+" bytes")
+	endpoint, bad := records.Check(i, &f, o.limits(), res, o.clock.Now())
+	if bad != nil {
+		return f, "", validationErr(bad)
 	}
-	if ev.ID != "" && !ValidText(ev.ID) {
-		return "", bad("id", "must be valid UTF-8 without control characters")
+	return f, endpoint, nil
+}
+
+// fields returns the caller-owned fields of ev.
+func (ev *Event) fields() records.Fields {
+	return records.Fields{ID: ev.ID, Key: ev.Key, Destination: ev.Destination, Topic: ev.Topic, Method: ev.Method,
+		Headers: ev.Headers, Payload: ev.Payload, DeliverAt: ev.DeliverAt, TraceParent: ev.TraceParent, TraceState: ev.TraceState}
+}
+
+// limits are the limits events are checked against.
+func (o *Outbox) limits() records.Limits {
+	return records.Limits{MaxIDBytes: o.cfg.MaxIDBytes, MaxHeaderBytes: o.cfg.MaxHeaderBytes,
+		MaxPayloadBytes: o.cfg.MaxPayloadBytes, MaxSchedule: o.cfg.MaxSchedule}
+}
+
+// validationErr turns the records package's *Invalid into a
+// *ValidationError; other errors are returned as they are.
+func validationErr(err error) error {
+	var bad *records.Invalid
+	if errors.As(err, &bad) {
+		return &ValidationError{Index: bad.Index, Field: bad.Field, Reason: bad.Reason}
 	}
-	if len(ev.Key) > c.MaxIDBytes {
-		return "", bad("key", "longer than the limit of "+itoa(c.MaxIDBytes)+" bytes")
-	}
-	if !ValidText(ev.Key) {
-		return "", bad("key", "must be valid UTF-8 without control characters")
-	}
-	if ev.Topic != "" {
-		if ev.Destination != "" {
-			return "", bad("topic", "set together with destination: an event has a destination or a topic, not both")
-		}
-		if err := ValidateTopic(ev.Topic); err != nil {
-			return "", bad("topic", quote(ev.Topic)+" "+err.Error())
-		}
-	} else if ev.Destination == "" {
-		return "", bad("destination", "required (or a topic)")
-	}
-	if !ValidText(ev.Destination) {
-		return "", bad("destination", "must be valid UTF-8 without control characters")
-	}
-	endpoint = ev.Destination
-	if resolve && o.resolver != nil && ev.Topic == "" {
-		ep, err := o.resolver.ResolveEndpoint(ev.Destination)
-		if err != nil {
-			return "", bad("destination", err.Error())
-		}
-		if ep == "" {
-			return "", bad("destination", "resolves to no endpoint")
-		}
-		endpoint = ep
-	}
-	if ev.Method == "" {
-		ev.Method = "POST"
-	} else if !ValidMethod(ev.Method) {
-		return "", bad("method", quote(ev.Method)+" is not one of "+methodList+" (methods are case-sensitive)")
-	}
-	size := 0
-	for name, value := range ev.Headers {
-		if !ValidHeaderName(name) {
-			return "", bad("headers", "invalid header name "+quote(name))
-		}
-		if !ValidHeaderValue(value) {
-			return "", bad("headers", "invalid value for header "+quote(name))
-		}
-		if reason, ok := ReservedHeader(name); ok {
-			return "", bad("headers", "header "+quote(name)+" "+reason)
-		}
-		size += len(name) + len(value)
-	}
-	if a, b, ok := sameHeaderTwice(ev.Headers); ok {
-		return "", bad("headers", "headers "+quote(a)+" and "+quote(b)+" are the same header (names are case-insensitive); only one would be sent")
-	}
-	if size > c.MaxHeaderBytes {
-		return "", bad("headers", "larger than the limit of "+itoa(c.MaxHeaderBytes)+" bytes")
-	}
-	if len(ev.Payload) > c.MaxPayloadBytes {
-		return "", bad("payload", "larger than the limit of "+itoa(c.MaxPayloadBytes)+" bytes")
-	}
-	if err := o.checkSchedule(i, ev); err != nil {
-		return "", err
-	}
-	return endpoint, nil
+	return err
 }
 
 // ValidText reports whether s may be an event's ID, key or destination:
@@ -266,19 +225,8 @@ func (o *Outbox) validateEvent(i int, ev *Event, resolve bool) (endpoint string,
 // data to events (an HTTP decoder, a Kafka source) use it to say which
 // field is wrong before they enqueue.
 func ValidText(s string) bool {
-	if !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return false
-		}
-	}
-	return true
+	return records.ValidText(s)
 }
-
-// methodList names the methods ValidMethod accepts, for messages.
-const methodList = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
 
 // ValidMethod reports whether m is a method an event may carry: GET, HEAD,
 // POST, PUT, PATCH, DELETE or OPTIONS, spelt in capitals (methods are
@@ -286,38 +234,20 @@ const methodList = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
 // webhook receiver, and neither carries a payload there. Enqueue refuses an
 // event with another method.
 func ValidMethod(m string) bool {
-	switch m {
-	case "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS":
-		return true
-	}
-	return false
+	return records.ValidMethod(m)
 }
 
 // ValidHeaderName reports whether name is a valid header field name: an
 // RFC 9110 token (letters, digits and !#$%&'*+-.^_`|~).
 func ValidHeaderName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		if !isTokenByte(name[i]) {
-			return false
-		}
-	}
-	return true
+	return records.ValidHeaderName(name)
 }
 
 // ValidHeaderValue reports whether v is a valid header field value
 // (RFC 9110): no control characters other than tab, so no CR, LF or NUL
 // that could end the field or the header block.
 func ValidHeaderValue(v string) bool {
-	for i := 0; i < len(v); i++ {
-		b := v[i]
-		if (b < 0x20 && b != '\t') || b == 0x7f {
-			return false
-		}
-	}
-	return true
+	return records.ValidHeaderValue(v)
 }
 
 // ReservedHeader reports whether an event may not carry the header name
@@ -329,60 +259,7 @@ func ValidHeaderValue(v string) bool {
 // Enqueue refuses such an event, and httpsink refuses such an endpoint
 // header, so that no header is accepted and then silently dropped.
 func ReservedHeader(name string) (reason string, reserved bool) {
-	reason, reserved = reservedHeaders[textproto.CanonicalMIMEHeaderKey(name)]
-	return reason, reserved
-}
-
-const (
-	setBySink = "is set by the sink on every attempt"
-	setByHTTP = "is set by the HTTP transport for each request"
-	hopByHop  = "is a hop-by-hop header of one connection, not sent on to the receiver"
-)
-
-// reservedHeaders maps canonical header names to why events may not set them.
-var reservedHeaders = map[string]string{
-	"Idempotency-Key":   setBySink,
-	"Webhook-Id":        setBySink,
-	"Webhook-Timestamp": setBySink,
-	"Webhook-Signature": setBySink,
-	"Host":              setByHTTP,
-	"Content-Length":    setByHTTP,
-	"Transfer-Encoding": setByHTTP,
-	"Trailer":           setByHTTP,
-	"Connection":        hopByHop,
-	"Keep-Alive":        hopByHop,
-	"Proxy-Connection":  hopByHop,
-	"Te":                hopByHop,
-	"Upgrade":           hopByHop,
-}
-
-// sameHeaderTwice finds two names in h that differ only in case, returned
-// in sorted order: a sink sends one header for both.
-func sameHeaderTwice(h map[string]string) (a, b string, found bool) {
-	if len(h) < 2 {
-		return "", "", false
-	}
-	seen := make(map[string]string, len(h))
-	for name := range h {
-		c := textproto.CanonicalMIMEHeaderKey(name)
-		if prev, ok := seen[c]; ok {
-			return min(prev, name), max(prev, name), true
-		}
-		seen[c] = name
-	}
-	return "", "", false
-}
-
-func isTokenByte(b byte) bool {
-	switch {
-	case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
-		return true
-	}
-	switch b {
-	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
-		return true
-	}
-	return false
+	return records.ReservedHeader(name)
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
@@ -404,36 +281,16 @@ func quote(s string) string { return strconv.Quote(s) }
 // refused with the same answer as in single-machine mode instead of
 // becoming a dead letter on its owner.
 func (o *Outbox) Validate(events ...Event) error {
+	fs := make([]records.Fields, len(events))
 	for i := range events {
 		ev := events[i]
-		if _, err := o.validateEvent(i, &ev, true); err != nil {
+		if _, _, err := o.check(i, &ev, true); err != nil {
 			return err
 		}
+		fs[i] = events[i].fields()
 	}
-	if len(events) < 2 {
-		return nil
-	}
-	order := make([]int, len(events))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(events[a].ID, events[b].ID) })
-	for k := 1; k < len(order); k++ {
-		a, b := &events[order[k-1]], &events[order[k]]
-		if a.ID == "" || a.ID != b.ID {
-			continue
-		}
-		if !sameEventContent(a, b) {
-			return mapErr("enqueue", "", &store.ConflictError{ID: b.ID})
-		}
+	if id, found := records.FirstConflict(fs); found {
+		return mapErr("enqueue", "", &store.ConflictError{ID: id})
 	}
 	return nil
-}
-
-// sameEventContent reports whether a and b carry the same caller-owned
-// content, as the store compares records (an empty Method is POST).
-func sameEventContent(a, b *Event) bool {
-	return a.Key == b.Key && a.Destination == b.Destination &&
-		cmp.Or(a.Method, "POST") == cmp.Or(b.Method, "POST") &&
-		maps.Equal(a.Headers, b.Headers) && bytes.Equal(a.Payload, b.Payload)
 }

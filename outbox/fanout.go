@@ -1,13 +1,11 @@
 package outbox
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"fmt"
-	"slices"
 	"time"
 
+	"github.com/outboxd/outbox/outbox/internal/records"
 	"github.com/outboxd/outbox/outbox/internal/route"
 	"github.com/outboxd/outbox/store"
 )
@@ -106,11 +104,11 @@ func mapDeliveryErr(op, id, endpoint string, err error) error {
 // afterInsert routes the events just kept unrouted when the subscriptions
 // changed while they were being stored: SetSubscriptions may have looked
 // for unrouted events before they were committed.
-func (o *Outbox) afterInsert(ctx context.Context, b *batch) {
-	if !b.unrouted {
+func (o *Outbox) afterInsert(ctx context.Context, routed *route.Router, unrouted bool) {
+	if !unrouted {
 		return
 	}
-	if rt := o.router.Load(); rt != b.rt {
+	if rt := o.router.Load(); rt != routed {
 		if err := o.routes.RouteUnrouted(ctx, rt); err != nil {
 			o.log.Warn("outbox: route unrouted events", "err", err)
 		}
@@ -119,112 +117,23 @@ func (o *Outbox) afterInsert(ctx context.Context, b *batch) {
 
 // getGroup is Get for a topic event: the event with the state of each of
 // its deliveries. ok is false when id has no group.
-func (o *Outbox) getGroup(id string) (ev Event, ok bool, err error) {
-	members, err := o.st.Group(id)
-	if err != nil || len(members) == 0 {
+func (o *Outbox) getGroup(id string) (Event, bool, error) {
+	g, ok, err := o.admin.ReadGroup(id)
+	if !ok {
 		return Event{}, false, err
 	}
-	var (
-		base                 *store.Record
-		pending, dead, gone  bool
-		deleted, anyRecorded bool
-	)
-	ev.ID = id
-	for _, m := range members {
-		switch m.State {
-		case store.StatePending:
-			pending = true
-		case store.StateDead:
-			dead = true
-		case store.StateDeleted:
-			deleted = true
-		default:
-			gone = true
-		}
-		ep := m.ID[len(id)+len(store.GroupSep):]
-		if m.Record != nil {
-			anyRecorded = true
-			if base == nil || (base.Unrouted() && !m.Record.Unrouted()) {
-				base = m.Record
-			}
-		}
-		if ep == "" {
-			continue // the event while it was unrouted
-		}
-		ds := DeliveryStatus{Endpoint: ep, State: State(m.State)}
-		if r := m.Record; r != nil {
-			ds.Attempts, ds.Deliveries = r.Attempts, r.Deliveries
-			ds.NextAttemptAt = r.NextAttemptAt
-			ds.LastStatus, ds.LastError = r.LastStatus, r.LastError
-			ds.DeadReason, ds.DeadAt = r.DeadReason, r.DeadAt
-			ds.Version = r.Version
-		}
-		ev.DeliveryStates = append(ev.DeliveryStates, ds)
+	var states []DeliveryStatus
+	for _, d := range g.Deliveries {
+		states = append(states, DeliveryStatus{Endpoint: d.Endpoint, State: State(d.State), Attempts: d.Attempts,
+			Deliveries: d.Deliveries, NextAttemptAt: d.NextAttemptAt, LastStatus: d.LastStatus, LastError: d.LastError,
+			DeadReason: d.DeadReason, DeadAt: d.DeadAt, Version: d.Version})
 	}
-	state := StateDelivered
-	switch {
-	case pending:
-		state = StatePending
-	case dead:
-		state = StateDead
-	case deleted && !gone:
-		state = StateDeleted
+	if g.Record == nil {
+		return Event{ID: id, State: State(g.State), DeliveryStates: states}, true, nil
 	}
-	if !anyRecorded {
-		return Event{ID: id, State: state, DeliveryStates: ev.DeliveryStates}, true, nil
-	}
-	out := eventFromRecord(base, state)
-	out.DeliveryStates = ev.DeliveryStates
-	if !base.Unrouted() {
-		// The event, not one of its deliveries.
-		out.Destination, out.Endpoint = "", ""
-		out.Attempts, out.Deliveries, out.LastStatus, out.LastError = 0, 0, 0, ""
-		out.NextAttemptAt, out.DeadReason, out.DeadAt, out.Version = time.Time{}, "", time.Time{}, 0
-		for _, ds := range out.DeliveryStates {
-			if ds.State == StatePending && (out.NextAttemptAt.IsZero() || ds.NextAttemptAt.Before(out.NextAttemptAt)) {
-				out.NextAttemptAt = ds.NextAttemptAt
-			}
-			out.Attempts = max(out.Attempts, ds.Attempts)
-			out.Deliveries = max(out.Deliveries, ds.Deliveries)
-			out.Version = max(out.Version, ds.Version)
-		}
-	}
-	return out, true, nil
-}
-
-// attemptsOfGroup is Attempts for a topic event: the attempts of all its
-// deliveries, each with its Endpoint, in the order they started. ok is
-// false when id has no group.
-func (o *Outbox) attemptsOfGroup(id string) ([]Attempt, bool, error) {
-	members, err := o.st.Group(id)
-	if err != nil || len(members) == 0 {
-		return nil, false, err
-	}
-	var out []Attempt
-	for _, m := range members {
-		as, err := o.st.Attempts(m.ID)
-		if errors.Is(err, store.ErrNotFound) {
-			continue // trimmed meanwhile
-		}
-		if err != nil {
-			return nil, true, err
-		}
-		ep := m.ID[len(id)+len(store.GroupSep):]
-		for _, a := range as {
-			out = append(out, attemptFromStore(a, ep))
-		}
-	}
-	slices.SortStableFunc(out, func(a, b Attempt) int {
-		return cmp.Or(a.StartedAt.Compare(b.StartedAt), cmp.Compare(a.Endpoint, b.Endpoint), cmp.Compare(a.Seq, b.Seq))
-	})
-	return out, true, nil
-}
-
-// hasUnrouted reports whether events are kept unrouted (List then leaves
-// them out of the pending events).
-func (o *Outbox) hasUnrouted() bool {
-	ss, err := o.st.Stats()
-	return err != nil || ss.Unrouted > 0
+	ev := eventFromRecord(g.Record, State(g.State))
+	ev.DeliveryStates = states
+	return ev, true, nil
 }
 
 // Subscription subscribes an endpoint to topics: every event enqueued with
@@ -332,47 +241,15 @@ func (o *Outbox) newRouter(subs []Subscription) (*route.Router, error) {
 
 // validateSubscription checks one subscription.
 func (o *Outbox) validateSubscription(s Subscription) *ValidationError {
-	bad := func(field, reason string) *ValidationError {
-		return &ValidationError{Field: field, Reason: reason, subscription: true}
-	}
-	if s.Endpoint == "" {
-		return bad("endpoint", "required")
-	}
-	if !ValidText(s.Endpoint) {
-		return bad("endpoint", "must be valid UTF-8 without control characters")
+	var resolve records.Resolver
+	if o.resolver != nil {
+		resolve = o.resolver.ResolveEndpoint
 	}
 	// A delivery is stored under the event's ID, a separator and the
 	// endpoint's name.
-	if n := store.MaxIDLen - o.cfg.MaxIDBytes - len(store.GroupSep); len(s.Endpoint) > n {
-		return bad("endpoint", "longer than "+itoa(n)+" bytes (the store's ID limit less Config.MaxIDBytes and a separator)")
-	}
-	if o.resolver != nil {
-		ep, err := o.resolver.ResolveEndpoint(s.Endpoint)
-		if err != nil {
-			return bad("endpoint", "unknown endpoint "+quote(s.Endpoint)+": "+err.Error())
-		}
-		if ep != s.Endpoint {
-			return bad("endpoint", quote(s.Endpoint)+" is not an endpoint name (it resolves to "+quote(ep)+")")
-		}
-	}
-	if len(s.Topics) == 0 {
-		return bad("topics", "at least one topic or pattern is required")
-	}
-	for _, p := range s.Topics {
-		if err := ValidateTopicPattern(p); err != nil {
-			return bad("topics", fmt.Sprintf("pattern %q %v", p, err))
-		}
-	}
-	for name, value := range s.Headers {
-		if !ValidHeaderName(name) {
-			return bad("headers", "invalid header name "+quote(name))
-		}
-		if !ValidHeaderValue(value) {
-			return bad("headers", "invalid value for header "+quote(name))
-		}
-	}
-	if a, b, ok := sameHeaderTwice(s.Headers); ok {
-		return bad("headers", "headers "+quote(a)+" and "+quote(b)+" are the same header (names are case-insensitive)")
+	maxEndpoint := store.MaxIDLen - o.cfg.MaxIDBytes - len(store.GroupSep)
+	if field, reason := records.CheckSubscription(s.Endpoint, s.Topics, s.Headers, maxEndpoint, resolve); field != "" {
+		return &ValidationError{Field: field, Reason: reason, subscription: true}
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/outboxd/outbox/outbox/internal/admin"
 	"github.com/outboxd/outbox/outbox/internal/engine"
 	"github.com/outboxd/outbox/outbox/internal/route"
 	"github.com/outboxd/outbox/scheduler"
@@ -38,6 +39,7 @@ type Outbox struct {
 
 	router atomic.Pointer[route.Router] // the subscriptions in use
 	routes *route.Mover                 // routes and dead-letters stored records
+	admin  *admin.Admin                 // the admin verbs' work on the store
 
 	mu       sync.Mutex
 	started  bool
@@ -96,6 +98,8 @@ func Open(path string, cfg Config) (*Outbox, error) {
 	}
 	o.router.Store(r)
 	o.routes = &route.Mover{St: st, Log: o.log, MapErr: mapErr, LogStoreErr: o.logStoreErr, Wake: o.wake, PageSize: MaxListLimit}
+	o.admin = &admin.Admin{St: st, Log: o.log, Now: o.clock.Now, MapErr: mapErr, LogStoreErr: o.logStoreErr,
+		Wake: o.wake, Stopped: o.stopCh, ErrStopped: ErrClosed}
 	o.eng, err = o.newEngine()
 	if err != nil {
 		return nil, errors.Join(wrapStoreErr("open", err), st.Close())

@@ -128,60 +128,18 @@ func (o *Outbox) Stats() Stats {
 		o.logStoreErr("stats", err)
 	}
 	if s.Pending > 0 {
-		if oldest, ok := o.oldestPending(now); ok && now.After(oldest) {
+		if oldest, ok := o.admin.OldestPending(now); ok && now.After(oldest) {
 			s.OldestPendingAge = now.Sub(oldest)
 		}
 	}
 	return s
 }
 
-// oldestPending estimates when the age of the oldest pending event started
-// from the first IDs (UUIDv7 IDs sort by creation) and the earliest due
-// events, without a full scan.
-func (o *Outbox) oldestPending(now time.Time) (time.Time, bool) {
-	var oldest time.Time
-	consider := func(recs []*store.Record) {
-		for _, r := range recs {
-			if r.Unrouted() {
-				continue // waiting for a subscriber, not for a delivery
-			}
-			if start := engine.AgeStart(r); oldest.IsZero() || start.Before(oldest) {
-				oldest = start
-			}
-		}
-	}
-	if recs, _, err := o.st.List(store.ListQuery{State: store.StatePending, Limit: 16}); err == nil {
-		consider(recs)
-	}
-	if recs, err := o.st.Due(store.DueQuery{Now: now.Add(100 * 365 * 24 * time.Hour), Limit: 16}); err == nil {
-		consider(recs)
-	}
-	return oldest, !oldest.IsZero()
-}
-
 // maintain is the maintenance punctuation: trim the tombstones past their
 // retention and the changelog past its policy.
 func (o *Outbox) maintain(ctx context.Context, _ time.Time) {
-	now := o.clock.Now()
-	if n, err := o.st.TrimTombstones(ctx, now.Add(-o.cfg.TombstoneRetention)); err != nil {
-		o.logStoreErr("trim tombstones", err)
-	} else if n > 0 {
-		o.log.Debug("outbox: trimmed tombstones", "n", n)
-	}
-	p := store.TrimPolicy{}
-	if o.cfg.ChangelogRetention > 0 {
-		p.MaxAge = o.cfg.ChangelogRetention
-	}
-	if o.cfg.ChangelogMaxEntries > 0 {
-		p.MaxEntries = o.cfg.ChangelogMaxEntries
-	}
-	if p.MaxAge > 0 || p.MaxEntries > 0 {
-		if n, err := o.st.TrimChangelog(ctx, p); err != nil {
-			o.logStoreErr("trim changelog", err)
-		} else if n > 0 {
-			o.log.Debug("outbox: trimmed changelog", "n", n)
-		}
-	}
+	p := store.TrimPolicy{MaxAge: max(o.cfg.ChangelogRetention, 0), MaxEntries: max(o.cfg.ChangelogMaxEntries, 0)}
+	o.admin.Maintain(ctx, o.clock.Now().Add(-o.cfg.TombstoneRetention), p)
 }
 
 // Hooks are optional callbacks for metrics and tracing. Each is called

@@ -7,6 +7,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/outboxd/outbox/outbox/internal/records"
 	"github.com/outboxd/outbox/outbox/internal/traceparent"
 	"github.com/outboxd/outbox/store"
 )
@@ -67,23 +68,19 @@ func (tx *Tx) Enqueue(events ...Event) ([]string, error) {
 		return nil, err
 	}
 	var statuses []store.InsertStatus
-	if len(b.recs) > 0 {
-		statuses, err = tx.at.InsertWith(b.recs, store.InsertOptions{RefuseDeleted: true})
+	if len(b.Recs) > 0 {
+		statuses, err = tx.at.InsertWith(b.Recs, store.InsertOptions{RefuseDeleted: true})
 		if err != nil {
-			return nil, tx.o.insertErr(b.ids, err)
+			return nil, tx.o.insertErr(b.IDs, err)
 		}
 	}
-	if b.unrouted {
+	if b.Unrouted {
 		tx.routeAfter = true
 	}
-	for _, s := range b.perEvent(statuses) {
-		if s == store.Inserted {
-			tx.inserted++
-		} else {
-			tx.dups++
-		}
-	}
-	return b.ids, nil
+	inserted, dups := records.Count(b.PerEvent(statuses))
+	tx.inserted += inserted
+	tx.dups += dups
+	return b.IDs, nil
 }
 
 // Upsert is Outbox.Upsert in the transaction: fn sees the key's pending
@@ -175,7 +172,7 @@ func (o *Outbox) Update(ctx context.Context, fn func(tx *Tx) error) error {
 		o.wake()
 	}
 	if last.routeAfter {
-		o.afterInsert(ctx, &batch{rt: rt, unrouted: true})
+		o.afterInsert(ctx, rt, true)
 	}
 	return nil
 }

@@ -121,7 +121,11 @@ func (s *Standby) tail(gctx context.Context) error {
 // its checkpoint is usable (it resumes from there), else a new one that is
 // built from the changelog partition's first offset. The checkpoint is
 // removed before the store changes, as an owner's restore does, so that a
-// crash leaves none that vouches for it.
+// crash leaves none that vouches for it. The store is maintained before it
+// is returned: a kept one brings whatever its last maintenance did not
+// trim (an owner ships the rest of its changelog after its last
+// maintenance, at the hand-over), and on a quiet partition no record may
+// arrive for a long time.
 func (s *Standby) open(pr changelog.Range) (o *outbox.Outbox, mode string, from, epoch int64, err error) {
 	g := s.g
 	path := g.Files.Store(s.p)
@@ -145,14 +149,20 @@ func (s *Standby) open(pr changelog.Range) (o *outbox.Outbox, mode string, from,
 			return nil, "", 0, 0, fmt.Errorf("creating the standby store %s: %w", path, err)
 		}
 	}
+	if err := s.maintain(o); err != nil {
+		_ = o.Stop(context.Background())
+		return nil, "", 0, 0, err
+	}
 	return o, mode, from, epoch, nil
 }
 
 // follow reads the changelog partition from offset from and applies it to
 // o, as an owner's restore does (in offset order, fenced records skipped,
 // a tombstone deletes), in batches of what has arrived, until gctx ends or
-// reading or applying fails. It returns the offset every record below which
-// is applied, the highest epoch seen, and what failed.
+// reading or applying fails. Every MaintenanceInterval of o's configuration
+// it maintains o, whether records arrive or not, as a started store's
+// punctuation would. It returns the offset every record below which is
+// applied, the highest epoch seen, and what failed.
 func (s *Standby) follow(gctx context.Context, o *outbox.Outbox, from, epoch int64) (applied, maxEpoch int64, applyErr, readErr error) {
 	topic := s.g.Config.ChangelogTopic
 	r := s.g.Reading.Reader(s.p)
@@ -169,12 +179,18 @@ func (s *Standby) follow(gctx context.Context, o *outbox.Outbox, from, epoch int
 
 	applied, maxEpoch = from, epoch
 	batch := make([]outbox.ChangelogEntry, 0, ApplyBatch)
-	maintained, every := time.Now(), o.Config().MaintenanceInterval
+	tick := time.NewTicker(o.Config().MaintenanceInterval)
+	defer tick.Stop()
 	for {
 		var m kafkago.Message
 		var ok bool
 		select {
 		case m, ok = <-msgs:
+		case <-tick.C:
+			if err := s.maintain(o); err != nil {
+				return applied, maxEpoch, err, nil
+			}
+			continue
 		case <-gctx.Done():
 			return applied, maxEpoch, nil, nil
 		}
@@ -197,12 +213,6 @@ func (s *Standby) follow(gctx context.Context, o *outbox.Outbox, from, epoch int
 		}
 		applied = pos
 		s.applied(applied, int64(len(batch)), fenced)
-		if len(batch) > 0 && time.Since(maintained) >= every {
-			maintained = time.Now()
-			if err := s.maintain(o); err != nil {
-				return applied, maxEpoch, err, nil
-			}
-		}
 	}
 }
 
@@ -280,7 +290,13 @@ func (s *Standby) collect(m kafkago.Message, msgs <-chan kafkago.Message, batch 
 // a started store's maintenance would.
 func (s *Standby) maintain(o *outbox.Outbox) error {
 	topic := s.g.Config.ChangelogTopic
-	if err := o.Changelog().MarkShipped(s.g.Work, o.Changelog().LastLSN()); err != nil {
+	cl := o.Changelog()
+	last := cl.LastLSN()
+	shipped, err := cl.ShippedLSN()
+	if err == nil && shipped < last {
+		err = cl.MarkShipped(s.g.Work, last)
+	}
+	if err != nil {
 		return fmt.Errorf("kafka: standby %s/%d: %w", topic, s.p, err)
 	}
 	if err := o.Maintain(s.g.Work); err != nil {

@@ -1,0 +1,7 @@
+// Package ratelimit keeps the endpoints' rate limits behind the outbox's
+// RateLimits: one token-bucket limiter per limited endpoint, in a set that
+// readers (the delivery engine, looking a limiter up for every delivery)
+// read without a lock, and that Set and Remove replace by copy-on-write
+// while deliveries run. A limit that is replaced keeps its limiter, and so
+// its tokens.
+package ratelimit
