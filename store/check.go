@@ -220,6 +220,8 @@ type checker struct {
 	metaVals map[string][]byte
 	lastLSN  uint64
 	keyIndex bool
+	// endpointIndex: the file keeps its per-endpoint due index.
+	endpointIndex bool
 
 	// Counts of what the walk read.
 	keys  map[string]int
@@ -484,7 +486,7 @@ func (c *checker) freelist() error {
 
 // isStoreBucket reports whether name is one of the store's buckets.
 func isStoreBucket(name string) bool {
-	if name == string(bucketAttempts) {
+	if name == string(bucketAttempts) || name == string(bucketDueByEndpoint) || name == string(bucketDueEndpoints) {
 		return true
 	}
 	for _, b := range allBuckets {
@@ -514,7 +516,8 @@ func (c *checker) schema() error {
 	case binary.BigEndian.Uint64(v) == 0:
 		c.problem("meta", 0, "schema", "schema version 0")
 	default:
-		c.keyIndex = binary.BigEndian.Uint64(v) == schemaVersion
+		c.keyIndex = schemaKeyIndex(binary.BigEndian.Uint64(v))
+		c.endpointIndex = schemaEndpointIndex(binary.BigEndian.Uint64(v))
 	}
 	for _, k := range [][]byte{metaLastLSN, metaShipped, metaPending, metaUnrouted, metaDead, metaTombs, metaEndpoints, metaChangelogN} {
 		if v, ok := c.metaVals[string(k)]; ok && len(v) != 8 {

@@ -157,8 +157,8 @@ func TestCheckHealthyFiles(t *testing.T) {
 			if rep.Damaged() || len(rep.Skipped) > 0 || rep.Pages == 0 || rep.PageSize == 0 {
 				t.Fatalf("report of a healthy file: %+v", rep)
 			}
-			if len(rep.Buckets) != len(allBuckets)+1 { // and the attempt log
-				t.Fatalf("buckets %+v, want the store's %d", rep.Buckets, len(allBuckets)+1)
+			if len(rep.Buckets) != len(allBuckets)+1+len(endpointBuckets) { // and the attempt log, the per-endpoint due index
+				t.Fatalf("buckets %+v, want the store's %d", rep.Buckets, len(allBuckets)+1+len(endpointBuckets))
 			}
 			for _, b := range rep.Buckets {
 				if !b.Checked {
