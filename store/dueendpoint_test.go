@@ -133,6 +133,13 @@ func TestEndpointIndexKeptExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkEndpointIndex(t, s, "drop")
+	ev := delivery("fan", "", "p") // a fan-out event kept unrouted
+	mustInsert(t, s, ev)
+	checkEndpointIndex(t, s, "unrouted insert")
+	if err := s.Route(ctx, ev.ID, ev.Version, []*Record{delivery("fan", "a", "p"), delivery("fan", "e", "p")}); err != nil {
+		t.Fatal(err)
+	}
+	checkEndpointIndex(t, s, "route")
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -204,6 +211,25 @@ func TestEndpointIndexRandomOperations(t *testing.T) {
 			}
 		}
 		checkEndpointIndex(t, s, fmt.Sprintf("round %d", round))
+	}
+	entries, err := s.Changelog(0, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := openTest(t, Options{Now: clk.Now})
+	if err := fresh.Restore(ctx, entries); err != nil {
+		t.Fatal(err)
+	}
+	checkEndpointIndex(t, fresh, "restored from the changelog")
+	for _, st := range []*Store{s, fresh} {
+		path := st.Path()
+		_ = st.Close()
+		if err := Compact(path); err != nil {
+			t.Fatal(err)
+		}
+		if rep, err := Check(path, CheckOptions{}); err != nil || rep.Damaged() {
+			t.Fatalf("Check of the compacted file: %v, %v", rep.Problems, err)
+		}
 	}
 }
 
