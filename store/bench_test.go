@@ -161,7 +161,7 @@ func backlogFixture(b *testing.B, backlog int) string {
 	}
 	if dir := os.Getenv("OUTBOX_BENCH_FIXTURES"); dir != "" {
 		// Kept between runs: the 1M fixture takes a while to build.
-		path := filepath.Join(dir, fmt.Sprintf("backlog-%d-v%d.db", backlog, schemaVersion))
+		path := filepath.Join(dir, fmt.Sprintf("backlog-%d-v%d.db", backlog, maxSchema))
 		if _, err := os.Stat(path); err == nil {
 			benchFixtures[backlog] = path
 			return path
@@ -371,4 +371,70 @@ func BenchmarkCheck1M(b *testing.B) {
 			b.Fatalf("Check: %v, %+v", err, rep)
 		}
 	}
+}
+
+// BenchmarkDueHeldBacklog: 50,000 due records of a held endpoint come
+// first in due order, then 100 due records of each of four healthy
+// endpoints. "due" is a punctuation on the global due index that skips the
+// held endpoint's records (its default MaxScan runs out inside the held
+// backlog); "by-endpoint" reads the due heads, passes over the held
+// endpoint, and takes 25 records of each healthy one. healthy/op counts the
+// healthy records a punctuation got.
+func BenchmarkDueHeldBacklog(b *testing.B) {
+	const held, healthy, perHealthy = 50_000, 4, 100
+	s := openTest(b, Options{NoSync: true, MaxBatch: 20_000, Now: func() time.Time { return fixtureNow }})
+	var recs []*Record
+	for i := range held {
+		r := benchRecord("held", uint64(i), fixtureNow.Add(-time.Hour+time.Duration(i)*time.Microsecond))
+		r.Endpoint = "held"
+		recs = append(recs, r)
+	}
+	for e := range healthy {
+		for i := range perHealthy {
+			r := benchRecord(fmt.Sprintf("ok%d", e), uint64(i), fixtureNow.Add(-time.Minute+time.Duration(i)*time.Millisecond))
+			r.Endpoint = fmt.Sprintf("ok%d", e)
+			recs = append(recs, r)
+		}
+	}
+	for len(recs) > 0 {
+		n := min(len(recs), 20_000)
+		if _, err := s.Insert(b.Context(), recs[:n]); err != nil {
+			b.Fatal(err)
+		}
+		recs = recs[n:]
+	}
+	skipHeld := func(r *Record) bool { return r.Endpoint == "held" }
+	b.Run("due", func(b *testing.B) {
+		got := 0
+		for b.Loop() {
+			due, err := s.Due(DueQuery{Now: fixtureNow, Limit: 100, Skip: skipHeld})
+			if err != nil {
+				b.Fatal(err)
+			}
+			got += len(due)
+		}
+		b.ReportMetric(float64(got)/float64(b.N), "healthy/op")
+	})
+	b.Run("by-endpoint", func(b *testing.B) {
+		got := 0
+		for b.Loop() {
+			var eps []EndpointLimit
+			if err := s.DueHeads(fixtureNow, func(ep string, _ time.Time) bool {
+				if ep != "held" {
+					eps = append(eps, EndpointLimit{Endpoint: ep, Limit: 25})
+				}
+				return true
+			}); err != nil {
+				b.Fatal(err)
+			}
+			res, err := s.DueByEndpoint(DueByEndpointQuery{Now: fixtureNow, Endpoints: eps})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, r := range res {
+				got += len(r.Records)
+			}
+		}
+		b.ReportMetric(float64(got)/float64(b.N), "healthy/op")
+	})
 }

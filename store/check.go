@@ -220,6 +220,8 @@ type checker struct {
 	metaVals map[string][]byte
 	lastLSN  uint64
 	keyIndex bool
+	// endpointIndex: the file keeps its per-endpoint due index.
+	endpointIndex bool
 
 	// Counts of what the walk read.
 	keys  map[string]int
@@ -228,6 +230,12 @@ type checker struct {
 	unrouted int
 	// A pending record without its due (key) index entry was found.
 	dueMissing, keyMissing bool
+	// epHeads holds each endpoint's earliest due time (nanos) among the
+	// pending records, epSeen the endpoints with a head entry; epMissing
+	// says a pending record lacks its per-endpoint due entry.
+	epHeads   map[string]uint64
+	epSeen    map[string]bool
+	epMissing bool
 }
 
 // errPage returns the page a page tree error names, 0 when none.
@@ -484,7 +492,7 @@ func (c *checker) freelist() error {
 
 // isStoreBucket reports whether name is one of the store's buckets.
 func isStoreBucket(name string) bool {
-	if name == string(bucketAttempts) {
+	if name == string(bucketAttempts) || name == string(bucketDueByEndpoint) || name == string(bucketDueEndpoints) {
 		return true
 	}
 	for _, b := range allBuckets {
@@ -514,7 +522,8 @@ func (c *checker) schema() error {
 	case binary.BigEndian.Uint64(v) == 0:
 		c.problem("meta", 0, "schema", "schema version 0")
 	default:
-		c.keyIndex = binary.BigEndian.Uint64(v) == schemaVersion
+		c.keyIndex = schemaKeyIndex(binary.BigEndian.Uint64(v))
+		c.endpointIndex = schemaEndpointIndex(binary.BigEndian.Uint64(v))
 	}
 	for _, k := range [][]byte{metaLastLSN, metaShipped, metaPending, metaUnrouted, metaDead, metaTombs, metaEndpoints, metaChangelogN} {
 		if v, ok := c.metaVals[string(k)]; ok && len(v) != 8 {
@@ -600,6 +609,8 @@ func (c *checker) values() {
 	}{
 		{bucketEvents, c.event},
 		{bucketDue, c.due},
+		{bucketDueByEndpoint, c.epDue},
+		{bucketDueEndpoints, c.epHead},
 		{bucketDead, c.dead},
 		{bucketTombs, c.tombstone},
 		{bucketTombTime, c.tombTime},
@@ -608,11 +619,13 @@ func (c *checker) values() {
 		{bucketChangelog, c.changelogEntry},
 		{bucketAttempts, c.attempt},
 	}
+	c.epHeads, c.epSeen = map[string]uint64{}, map[string]bool{}
 	for _, v := range visitors {
 		if c.sound[string(v.bucket)] || c.partial[string(v.bucket)] {
 			c.walk(string(v.bucket), v.visit)
 		}
 	}
+	c.endpointIndexAfter()
 	// Each pending record has one due index entry; when they match in
 	// number and none is missing, no entry names a wrong time, and the
 	// records need not be decoded again to find one. Likewise the key index.
@@ -659,6 +672,10 @@ func (c *checker) values() {
 	if c.keyIndex {
 		index("keys", "events", c.keys["keys"], c.keyed)
 	}
+	if c.endpointIndex {
+		index("due_by_endpoint", "events", c.keys["due_by_endpoint"], c.keys["events"])
+		index("due_endpoints", "events", c.keys["due_endpoints"], len(c.epHeads))
+	}
 }
 
 // idKey names a key that is an ID.
@@ -699,6 +716,7 @@ func (c *checker) event(page uint64, k, v []byte) {
 		c.problem("events", page, idKey(k), "no due index entry for its next attempt at %s: it would never be delivered", r.NextAttemptAt.Format(time.RFC3339Nano))
 		c.dueMissing = true
 	}
+	c.epEvent(page, r)
 	if c.keyIndex && r.Key != "" && c.sound["keys"] {
 		if _, ok := c.get("keys", keyIndex(r.indexKey(), r.seq, r.ID)); !ok {
 			c.problem("events", page, idKey(k), "no key index entry for its key %q", r.Key)

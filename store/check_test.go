@@ -1,6 +1,8 @@
 package store
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -157,8 +159,8 @@ func TestCheckHealthyFiles(t *testing.T) {
 			if rep.Damaged() || len(rep.Skipped) > 0 || rep.Pages == 0 || rep.PageSize == 0 {
 				t.Fatalf("report of a healthy file: %+v", rep)
 			}
-			if len(rep.Buckets) != len(allBuckets)+1 { // and the attempt log
-				t.Fatalf("buckets %+v, want the store's %d", rep.Buckets, len(allBuckets)+1)
+			if len(rep.Buckets) != len(allBuckets)+1+len(endpointBuckets) { // and the attempt log, the per-endpoint due index
+				t.Fatalf("buckets %+v, want the store's %d", rep.Buckets, len(allBuckets)+1+len(endpointBuckets))
 			}
 			for _, b := range rep.Buckets {
 				if !b.Checked {
@@ -331,6 +333,37 @@ func TestCheckFindsBrokenInvariants(t *testing.T) {
 		}},
 		{"a missing bucket", "dead", "missing", func(tx *bolt.Tx) error {
 			return tx.DeleteBucket(bucketDead)
+		}},
+		{"a per-endpoint due entry lost", "events", "no per-endpoint due index entry", func(tx *bolt.Tx) error {
+			k, _ := tx.Bucket(bucketDueByEndpoint).Cursor().First()
+			return tx.Bucket(bucketDueByEndpoint).Delete(k)
+		}},
+		{"a per-endpoint due entry for nothing", "due_by_endpoint", "which is not pending", func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketDueByEndpoint).Put(epDueKey(nil, "orders", time.Now(), "ghost"), nil)
+		}},
+		{"a per-endpoint due entry at the wrong time", "due_by_endpoint", "the pending record is for endpoint", func(tx *bolt.Tx) error {
+			k, _ := tx.Bucket(bucketDueByEndpoint).Cursor().First()
+			ep, _, id, _ := splitEpDue(k)
+			return tx.Bucket(bucketDueByEndpoint).Put(epDueKey(nil, string(ep), time.Now().Add(time.Hour), string(id)), nil)
+		}},
+		{"an endpoint head lost", "due_endpoints", "no head entry", func(tx *bolt.Tx) error {
+			k, _ := tx.Bucket(bucketDueEndpoints).Cursor().First()
+			return tx.Bucket(bucketDueEndpoints).Delete(k)
+		}},
+		{"an endpoint head for nothing", "due_endpoints", "has no pending record", func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketDueEndpoints).Put(headKey(nanos(time.Now()), []byte("ghost")), nil)
+		}},
+		{"an endpoint head at the wrong time", "due_endpoints", "earliest record is due at", func(tx *bolt.Tx) error {
+			b := tx.Bucket(bucketDueEndpoints)
+			k, _ := b.Cursor().First()
+			k = bytes.Clone(k)
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+			return b.Put(headKey(binary.BigEndian.Uint64(k)+1, k[8:]), nil)
+		}},
+		{"a missing per-endpoint bucket", "due_endpoints", "missing", func(tx *bolt.Tx) error {
+			return tx.DeleteBucket(bucketDueEndpoints)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

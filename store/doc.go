@@ -1,5 +1,5 @@
 // Package store is the durable state of the outbox: one bbolt file holding
-// the pending events, their due index, dead letters, tombstones, endpoint
+// the pending events, their due indexes, dead letters, tombstones, endpoint
 // state and a write-ahead changelog.
 //
 // # Layout
@@ -8,6 +8,8 @@
 //
 //	events              ID → record (framed, versioned, CRC32-C)
 //	due                 NextAttemptAt (8 bytes) ‖ ID → empty
+//	due_by_endpoint     len(Endpoint) (2 bytes) ‖ Endpoint ‖ NextAttemptAt (8 bytes) ‖ ID → empty
+//	due_endpoints       head NextAttemptAt (8 bytes) ‖ Endpoint → empty (one per endpoint with pending records)
 //	dead                ID → record
 //	tombstones          ID → deletedAt (8 bytes)
 //	tombstones_by_time  deletedAt ‖ ID → why: empty (delivered or superseded) or "o" (dropped by an operator)
@@ -50,9 +52,29 @@
 // unrouted event for its deliveries in one transaction. The topic is a
 // field appended to the record, written only when set.
 //
+// The per-endpoint due index keeps one endpoint's backlog from stalling the
+// others. Every pending record has an entry in due_by_endpoint as well as
+// in due (a record without an Endpoint, a fan-out event kept unrouted,
+// under the empty endpoint), written in the same transaction; every
+// endpoint with pending records has one entry in due_endpoints at its head,
+// the earliest NextAttemptAt of its records. A write transaction notes the
+// head of each endpoint it touches before its first change and fixes the
+// head entries of those whose head moved before it commits: its cost grows
+// with the endpoints touched, not with the records. DueHeads reads the
+// heads that are due and DueByEndpoint one endpoint's run of due entries,
+// so passing over a held or saturated endpoint costs one entry whatever its
+// backlog. Due and NextDue keep reading the due index. Files with this index
+// carry schema 3 (with the key index) or 4 (without); builds before it
+// understand up to 2 and refuse them. Open builds the index of an older
+// file from its pending records, in transactions of at most 10,000 records
+// (a meta mark says a build is under way; a build cut short starts over),
+// and then writes the new schema. A read-only store of an older file reads
+// with Due; DueHeads and DueByEndpoint fail with ErrNoEndpointIndex.
+//
 // The keys bucket (the key index) serves per-key order and UpsertKey. With
-// Options.NoKeyIndex it stays empty and the schema version says so (2
-// instead of 1); Open empties or rebuilds it when the option changes.
+// Options.NoKeyIndex it stays empty and the schema version says so (4
+// instead of 3; 2 instead of 1 in files before the per-endpoint due index);
+// Open empties or rebuilds it when the option changes.
 //
 // # Guarantees
 //

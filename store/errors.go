@@ -60,6 +60,11 @@ var (
 	// with HeadOfKeyOnly) on a store that does not keep it
 	// (Options.NoKeyIndex).
 	ErrNoKeyIndex = errors.New("store: the key index is not kept (Options.NoKeyIndex)")
+
+	// ErrNoEndpointIndex reports DueHeads or DueByEndpoint on a read-only
+	// store of a file written before the per-endpoint due index: a
+	// writable Open builds the index. Due reads such a file.
+	ErrNoEndpointIndex = errors.New("store: the file has no per-endpoint due index yet (open it for writing once to build it)")
 )
 
 // OpenError is returned by Open and Compact. It names the file and wraps the

@@ -7,8 +7,8 @@ import (
 )
 
 // Floor writes events in the store's layout with bbolt alone and does
-// nothing else: per event its record under its ID, a due index key and a
-// changelog entry, with the store's bbolt options and fill percents, one
+// nothing else: per event its record under its ID, a due index key, a
+// per-endpoint due index key and a changelog entry, with the store's bbolt options and fill percents, one
 // durable transaction per Write. It is a baseline for benchmarks: what the
 // store adds to it (checks, counters, encoding, the group committer) is
 // the store's own cost, and the rest is what any implementation of this
@@ -24,6 +24,10 @@ type FloorEvent struct {
 	ID     []byte // the key of its record and, after the due time, of its due entry
 	Record []byte // its value in the events bucket (EncodeRecord)
 	Entry  []byte // its changelog entry (EncodeEntry)
+	// Endpoint names its run of the per-endpoint due index ("" when not
+	// set). The floor keeps no endpoint heads: one per endpoint and
+	// transaction, not per event.
+	Endpoint string
 }
 
 // OpenFloor creates a new file at path as Open creates a store file, and
@@ -41,20 +45,26 @@ func OpenFloor(path string) (*Floor, error) {
 }
 
 // Write puts events in one transaction and returns once it is durable:
-// three puts per event. Due times are the commit's time plus the event's
+// four puts per event. Due times are the commit's time plus the event's
 // LSN in nanoseconds, so that due keys append at the right edge of their
 // tree whatever the IDs: the floor is the cheapest the layout gets.
 func (f *Floor) Write(events []FloorEvent) error {
 	return f.db.Update(func(tx *bolt.Tx) error {
 		rec, due, log := tx.Bucket(bucketEvents), tx.Bucket(bucketDue), tx.Bucket(bucketChangelog)
+		byEP := tx.Bucket(bucketDueByEndpoint)
 		rec.FillPercent, due.FillPercent, log.FillPercent = appendFill, appendFill, appendFill
+		byEP.FillPercent = dueByEndpointFill
 		now := time.Now()
 		for _, ev := range events {
 			f.lsn++
 			if err := rec.Put(ev.ID, ev.Record); err != nil {
 				return err
 			}
-			if err := due.Put(dueKey(now.Add(time.Duration(f.lsn)), string(ev.ID)), nil); err != nil {
+			at := now.Add(time.Duration(f.lsn))
+			if err := due.Put(dueKey(at, string(ev.ID)), nil); err != nil {
+				return err
+			}
+			if err := byEP.Put(epDueKey(nil, ev.Endpoint, at, string(ev.ID)), nil); err != nil {
 				return err
 			}
 			if err := log.Put(u64(f.lsn), ev.Entry); err != nil {

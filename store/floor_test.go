@@ -44,7 +44,7 @@ func TestFloorLaysOutThreeKeysPerEvent(t *testing.T) {
 		t.Errorf("page size %d, want the store's %d", got, newFilePageSize)
 	}
 	err = db.View(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketEvents, bucketDue, bucketChangelog} {
+		for _, name := range [][]byte{bucketEvents, bucketDue, bucketDueByEndpoint, bucketChangelog} {
 			if n := tx.Bucket(name).Stats().KeyN; n != 15 {
 				t.Errorf("%s holds %d keys, want 15", name, n)
 			}

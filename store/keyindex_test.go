@@ -70,7 +70,7 @@ func TestNoKeyIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustInsert(t, s, keyed("evt-1", "a"), keyed("evt-2", "a"))
-	if got := keyEntries(t, s); len(got) != 2 || schemaOf(t, s) != schemaVersion {
+	if got := keyEntries(t, s); len(got) != 2 || schemaOf(t, s) != schemaEndpointDue {
 		t.Fatalf("with the index: entries %q, schema %d", got, schemaOf(t, s))
 	}
 	if err := s.Close(); err != nil {
@@ -82,8 +82,8 @@ func TestNoKeyIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := keyEntries(t, s); len(got) != 0 || schemaOf(t, s) != schemaNoKeyIndex {
-		t.Fatalf("opened with NoKeyIndex: entries %q, schema %d; want none and %d", got, schemaOf(t, s), schemaNoKeyIndex)
+	if got := keyEntries(t, s); len(got) != 0 || schemaOf(t, s) != schemaEndpointDueNoKeyIndex {
+		t.Fatalf("opened with NoKeyIndex: entries %q, schema %d; want none and %d", got, schemaOf(t, s), schemaEndpointDueNoKeyIndex)
 	}
 	if st, err := s.Stats(); err != nil || st.KeyIndex {
 		t.Fatalf("Stats without the index = %+v, %v; want KeyIndex false", st, err)
@@ -128,8 +128,8 @@ func TestNoKeyIndex(t *testing.T) {
 
 	// With the index again: rebuilt from what is pending now.
 	s = openAt(t, path, Options{})
-	if schemaOf(t, s) != schemaVersion {
-		t.Fatalf("schema after the rebuild = %d, want %d", schemaOf(t, s), schemaVersion)
+	if schemaOf(t, s) != schemaEndpointDue {
+		t.Fatalf("schema after the rebuild = %d, want %d", schemaOf(t, s), schemaEndpointDue)
 	}
 	if st, err := s.Stats(); err != nil || !st.KeyIndex {
 		t.Fatalf("Stats after the rebuild = %+v, %v; want KeyIndex true", st, err)
@@ -165,7 +165,7 @@ func TestNoKeyIndexFileIsRefusedByOlderBuilds(t *testing.T) {
 		t.Fatalf("schemaNoKeyIndex = %d must be above schemaVersion = %d", schemaNoKeyIndex, schemaVersion)
 	}
 	s := openTest(t, Options{NoKeyIndex: true})
-	if v := schemaOf(t, s); v != schemaNoKeyIndex {
-		t.Fatalf("a new file opened with NoKeyIndex has schema %d, want %d", v, schemaNoKeyIndex)
+	if v := schemaOf(t, s); v != schemaEndpointDueNoKeyIndex {
+		t.Fatalf("a new file opened with NoKeyIndex has schema %d, want %d", v, schemaEndpointDueNoKeyIndex)
 	}
 }

@@ -47,7 +47,7 @@ func (s *Store) Due(q DueQuery) ([]*Record, error) {
 	end := nanos(q.Now)
 	var out []*Record
 	err := s.view(func(tx *bolt.Tx) error {
-		events, keys := tx.Bucket(bucketEvents).Cursor(), tx.Bucket(bucketKeys)
+		d := newDueReader(tx, q.SkipID, q.Skip, q.HeadOfKeyOnly)
 		c := tx.Bucket(bucketDue).Cursor()
 		scanned := 0
 		for k, _ := c.First(); k != nil && len(out) < q.Limit && scanned < q.MaxScan; k, _ = c.Next() {
@@ -58,29 +58,13 @@ func (s *Store) Due(q DueQuery) ([]*Record, error) {
 				break
 			}
 			scanned++
-			id := k[8:]
-			if q.SkipID != nil && q.SkipID(id) {
-				continue
-			}
-			ek, v := events.Seek(id) // one cursor for all lookups: no allocation each
-			if !bytes.Equal(ek, id) {
-				return fmt.Errorf("%w: due index names %q, which is not pending", ErrCorrupt, id)
-			}
-			r, err := decodeStored(id, v)
+			r, err := d.read(k[8:])
 			if err != nil {
 				return err
 			}
-			if q.HeadOfKeyOnly && r.Key != "" {
-				p := keyPrefix(r.indexKey())
-				hk, _ := keys.Cursor().Seek(p)
-				if hk == nil || !bytes.HasPrefix(hk, p) || len(hk) < len(p)+8 || string(hk[len(p)+8:]) != r.ID {
-					continue
-				}
+			if r != nil {
+				out = append(out, r)
 			}
-			if q.Skip != nil && q.Skip(r) {
-				continue
-			}
-			out = append(out, r)
 		}
 		return nil
 	})
@@ -88,6 +72,51 @@ func (s *Store) Due(q DueQuery) ([]*Record, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// dueReader reads the records a due index entry names, for Due and
+// DueByEndpoint: the record must be pending under that ID, and the query's
+// skips and HeadOfKeyOnly are applied in one order (SkipID, decode, key
+// head, Skip).
+type dueReader struct {
+	events        *bolt.Cursor // one cursor for all lookups: no allocation each
+	keys          *bolt.Bucket
+	skipID        func([]byte) bool
+	skip          func(*Record) bool
+	headOfKeyOnly bool
+}
+
+func newDueReader(tx *bolt.Tx, skipID func([]byte) bool, skip func(*Record) bool, headOfKeyOnly bool) *dueReader {
+	return &dueReader{events: tx.Bucket(bucketEvents).Cursor(), keys: tx.Bucket(bucketKeys),
+		skipID: skipID, skip: skip, headOfKeyOnly: headOfKeyOnly}
+}
+
+// read returns the pending record id (a key in the read transaction), or
+// nil when the query skips it. A due entry that names no pending record is
+// ErrCorrupt.
+func (d *dueReader) read(id []byte) (*Record, error) {
+	if d.skipID != nil && d.skipID(id) {
+		return nil, nil
+	}
+	ek, v := d.events.Seek(id)
+	if !bytes.Equal(ek, id) {
+		return nil, fmt.Errorf("%w: due index names %q, which is not pending", ErrCorrupt, id)
+	}
+	r, err := decodeStored(id, v)
+	if err != nil {
+		return nil, err
+	}
+	if d.headOfKeyOnly && r.Key != "" {
+		p := keyPrefix(r.indexKey())
+		hk, _ := d.keys.Cursor().Seek(p)
+		if hk == nil || !bytes.HasPrefix(hk, p) || len(hk) < len(p)+8 || string(hk[len(p)+8:]) != r.ID {
+			return nil, nil
+		}
+	}
+	if d.skip != nil && d.skip(r) {
+		return nil, nil
+	}
+	return r, nil
 }
 
 // NextDue returns the earliest NextAttemptAt of any pending record; ok is
@@ -334,7 +363,7 @@ func (s *Store) Stats() (Stats, error) {
 		st.ChangelogEntries = int(getU64(m, metaChangelogN))
 		st.LastLSN = getU64(m, metaLastLSN)
 		st.ShippedLSN = getU64(m, metaShipped)
-		st.KeyIndex = getU64(m, metaSchema) == schemaVersion
+		st.KeyIndex = schemaKeyIndex(getU64(m, metaSchema))
 		return nil
 	})
 	if err != nil {

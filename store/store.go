@@ -20,15 +20,46 @@ import (
 )
 
 // Layout versions. A file without its key index (Options.NoKeyIndex) says
-// schemaNoKeyIndex: builds that predate that option understand only
-// schemaVersion, and refuse it instead of trusting an index that lacks the
-// entries of the records inserted without it. Opening it with the index
-// rebuilds the index and writes schemaVersion again.
+// so in its schema: builds that predate that option understand only
+// schemaVersion, and refuse the others instead of trusting an index that
+// lacks the entries of the records inserted without it. Opening it with the
+// index rebuilds the index and writes the key-index schema again.
+//
+// Files with the per-endpoint due index (due_by_endpoint, due_endpoints)
+// say schemaEndpointDue or schemaEndpointDueNoKeyIndex: builds that predate
+// that index refuse them (ErrSchemaTooNew) rather than write records
+// without their entries. Open builds the index of an older file and then
+// writes the new value.
 const (
-	schemaVersion    = 1 // every pending record with a Key has its key index entry
-	schemaNoKeyIndex = 2 // the key index is not kept: the keys bucket is empty
-	maxSchema        = schemaNoKeyIndex
+	schemaVersion               = 1 // every pending record with a Key has its key index entry
+	schemaNoKeyIndex            = 2 // the key index is not kept: the keys bucket is empty
+	schemaEndpointDue           = 3 // schemaVersion, and every pending record has its per-endpoint due entry
+	schemaEndpointDueNoKeyIndex = 4 // schemaNoKeyIndex, and every pending record has its per-endpoint due entry
+	maxSchema                   = schemaEndpointDueNoKeyIndex
 )
+
+// layoutSchema is the schema of a file that keeps (or not) its key index and
+// its per-endpoint due index.
+func layoutSchema(keyIndex, endpointIndex bool) uint64 {
+	switch {
+	case keyIndex && endpointIndex:
+		return schemaEndpointDue
+	case endpointIndex:
+		return schemaEndpointDueNoKeyIndex
+	case keyIndex:
+		return schemaVersion
+	}
+	return schemaNoKeyIndex
+}
+
+// schemaKeyIndex reports whether a file of schema v keeps its key index.
+func schemaKeyIndex(v uint64) bool { return v == schemaVersion || v == schemaEndpointDue }
+
+// schemaEndpointIndex reports whether a file of schema v keeps its
+// per-endpoint due index.
+func schemaEndpointIndex(v uint64) bool {
+	return v == schemaEndpointDue || v == schemaEndpointDueNoKeyIndex
+}
 
 // Limits on what a record may hold, well inside bbolt's key size limit.
 const (
@@ -36,6 +67,9 @@ const (
 	MaxIDLen = 1024
 	// MaxKeyLen is the longest Key the store accepts, in bytes.
 	MaxKeyLen = 1024
+	// MaxEndpointLen is the longest Endpoint the store accepts, in bytes
+	// (it is part of the keys of the per-endpoint due index).
+	MaxEndpointLen = 1024
 )
 
 var (
@@ -143,6 +177,10 @@ type Store struct {
 
 	// keyIndex is whether the file keeps its key index (fixed at Open).
 	keyIndex bool
+	// endpointIndex is whether the file keeps its per-endpoint due index:
+	// always once Open returns a writable store; a read-only store of an
+	// older file has none (see ErrNoEndpointIndex).
+	endpointIndex bool
 
 	// Committer telemetry (see CommitStats). runningSince is when the
 	// commit under way began, as time since epoch plus one; zero when the
@@ -228,7 +266,7 @@ func Open(path string, opts Options) (*Store, error) {
 		return fail(err)
 	}
 	s.lastLSN.Store(last)
-	s.keyIndex = schema == schemaVersion
+	s.keyIndex, s.endpointIndex = schemaKeyIndex(schema), schemaEndpointIndex(schema)
 	if err := s.ensureAttempts(); err != nil {
 		_ = db.Close()
 		return fail(err)
@@ -236,6 +274,10 @@ func Open(path string, opts Options) (*Store, error) {
 	if opts.ReadOnly {
 		close(s.done)
 		return s, nil
+	}
+	if err := s.ensureEndpointIndex(); err != nil {
+		_ = db.Close()
+		return fail(err)
 	}
 	if s.keyIndex == opts.NoKeyIndex {
 		if err := s.setKeyIndex(!opts.NoKeyIndex); err != nil {
@@ -293,13 +335,15 @@ func create(path string, opts Options) error {
 				return err
 			}
 		}
-		if _, err := tx.CreateBucket(bucketAttempts); err != nil {
-			return err
+		for _, name := range append([][]byte{bucketAttempts}, endpointBuckets...) {
+			if _, err := tx.CreateBucket(name); err != nil {
+				return err
+			}
 		}
 		if err := tx.Bucket(bucketMeta).Put(metaAttempts, []byte{1}); err != nil {
 			return err
 		}
-		return tx.Bucket(bucketMeta).Put(metaSchema, u64(schemaVersion))
+		return tx.Bucket(bucketMeta).Put(metaSchema, u64(layoutSchema(true, true)))
 	})
 	if cerr := db.Close(); err == nil {
 		err = cerr
@@ -352,7 +396,11 @@ func (s *Store) validate() (last, schema uint64, err error) {
 		} else if schema == 0 {
 			return fmt.Errorf("%w: schema version 0", ErrCorrupt)
 		}
-		for _, name := range allBuckets {
+		names := allBuckets
+		if schemaEndpointIndex(schema) {
+			names = append(slices.Clip(allBuckets), endpointBuckets...)
+		}
+		for _, name := range names {
 			b := tx.Bucket(name)
 			if b == nil {
 				return fmt.Errorf("%w: bucket %q is missing", ErrCorrupt, name)
@@ -390,7 +438,7 @@ func (s *Store) setKeyIndex(keep bool) (err error) {
 		}
 		meta := tx.Bucket(bucketMeta)
 		if !keep {
-			return meta.Put(metaSchema, u64(schemaNoKeyIndex))
+			return meta.Put(metaSchema, u64(layoutSchema(false, s.endpointIndex)))
 		}
 		var entries [][]byte
 		c := tx.Bucket(bucketEvents).Cursor()
@@ -410,7 +458,7 @@ func (s *Store) setKeyIndex(keep bool) (err error) {
 				return err
 			}
 		}
-		return meta.Put(metaSchema, u64(schemaVersion))
+		return meta.Put(metaSchema, u64(layoutSchema(true, s.endpointIndex)))
 	})
 	if err == nil {
 		s.keyIndex = keep

@@ -54,6 +54,8 @@ func validateRecord(r *Record) error {
 		return fmt.Errorf("%w: ID of %d bytes (max %d)", ErrInvalid, len(r.ID), MaxIDLen)
 	case len(r.Key) > MaxKeyLen:
 		return fmt.Errorf("%w: key of %d bytes (max %d)", ErrInvalid, len(r.Key), MaxKeyLen)
+	case len(r.Endpoint) > MaxEndpointLen:
+		return fmt.Errorf("%w: endpoint of %d bytes (max %d)", ErrInvalid, len(r.Endpoint), MaxEndpointLen)
 	}
 	return nil
 }
@@ -128,7 +130,7 @@ func (s *Store) prepareInsert(recs []*Record) (*preparedInsert, error) {
 		if err := validateRecord(r); err != nil {
 			return nil, fmt.Errorf("record %d: %w", i, err)
 		}
-		size += entryHeadMax(r.ID, r.DeadReason) + recordSizeHint(r) + frameTrailer + 2*len(r.ID) + 16 // as below
+		size += entryHeadMax(r.ID, r.DeadReason) + recordSizeHint(r) + frameTrailer + 2*len(r.ID) + 16 + epDueKeyLen(r.Endpoint, r.ID) // as below
 	}
 	// One buffer holds every frame, changelog entry and key of the call:
 	// the transaction writes from it without allocating or copying.
@@ -147,9 +149,9 @@ func (s *Store) prepareInsert(recs []*Record) (*preparedInsert, error) {
 		} else if c.DeadAt.IsZero() {
 			c.DeadAt = now
 		}
-		// [entry head room | record frame | entry trailer] [ID] [due key] [LSN]
+		// [entry head room | record frame | entry trailer] [ID] [due key] [LSN] [endpoint due key]
 		head := entryHeadMax(c.ID, c.DeadReason)
-		buf = slices.Grow(buf, head+recordSizeHint(&c)+frameTrailer+2*len(c.ID)+16)
+		buf = slices.Grow(buf, head+recordSizeHint(&c)+frameTrailer+2*len(c.ID)+16+epDueKeyLen(c.Endpoint, c.ID))
 		region := len(buf)
 		buf = buf[:region+head]
 		start := len(buf)
@@ -165,8 +167,10 @@ func (s *Store) prepareInsert(recs []*Record) (*preparedInsert, error) {
 		due := buf[len(buf)-8-len(c.ID) : len(buf) : len(buf)]
 		buf = append(buf, make([]byte, 8)...)
 		lsnKey := buf[len(buf)-8 : len(buf) : len(buf)]
+		var epDue []byte
+		buf, epDue = appendSub(buf, func(b []byte) []byte { return epDueKey(b, c.Endpoint, c.NextAttemptAt, c.ID) })
 		items[i] = insertItem{id: c.ID, idb: idb, key: c.indexKey(), dueKey: due, lsnKey: lsnKey,
-			dead: c.DeadReason, entry: entry, frameOff: start, frame: entry[start : frameEnd-region],
+			endpoint: c.Endpoint, epDueKey: epDue, dead: c.DeadReason, entry: entry, frameOff: start, frame: entry[start : frameEnd-region],
 			dupOf: -1, group: idb[:len(GroupOf(c.ID))], unrouted: c.Unrouted()}
 	}
 	if err := checkGroupsInCall(recs); err != nil {
@@ -197,6 +201,14 @@ func (s *Store) prepareInsert(recs []*Record) (*preparedInsert, error) {
 	}
 	return &preparedInsert{items: items, statuses: make([]InsertStatus, len(items)),
 		versions: make([]uint64, len(items))}, nil
+}
+
+// appendSub appends to buf with add and returns buf and the part appended,
+// capped so that appends to it never reach what follows.
+func appendSub(buf []byte, add func([]byte) []byte) ([]byte, []byte) {
+	start := len(buf)
+	buf = add(buf)
+	return buf, buf[start:len(buf):len(buf)]
 }
 
 // insert writes a prepared insert in the transaction. It checks every record
@@ -231,6 +243,12 @@ func (w *wtx) insert(ins *preparedInsert, opt InsertOptions) error {
 		}
 	}
 	for i := range items {
+		if it := &items[i]; it.dupOf < 0 && statuses[i] == Inserted && it.dead == "" {
+			w.touchEndpoint(it.endpoint)
+			w.put(w.dueEP, it.epDueKey, nil)
+		}
+	}
+	for i := range items {
 		if it := &items[i]; it.dupOf < 0 && statuses[i] == Inserted {
 			w.logItem(it, versions[i])
 		}
@@ -257,9 +275,12 @@ type insertItem struct {
 	id, key string // key: the key index key (Record.indexKey)
 	idb     []byte // the ID's bytes, the key of every bucket write
 	dueKey  []byte // the due index key
-	lsnKey  []byte // room for the changelog key
-	dead    string // DeadReason
-	frame   []byte // EncodeRecord with Version and seq 0, inside entry
+	// endpoint is the record's Endpoint, epDueKey its due_by_endpoint key.
+	endpoint string
+	epDueKey []byte
+	lsnKey   []byte // room for the changelog key
+	dead     string // DeadReason
+	frame    []byte // EncodeRecord with Version and seq 0, inside entry
 	// entry is room for the changelog entry around frame, which starts at
 	// entry[frameOff:] (see entryAround).
 	entry    []byte
@@ -731,6 +752,9 @@ func (s *Store) Update(ctx context.Context, id string, fn func(r *Record) error)
 		}
 		if len(edited.Key) > MaxKeyLen {
 			return fmt.Errorf("%w: key of %d bytes (max %d)", ErrInvalid, len(edited.Key), MaxKeyLen)
+		}
+		if len(edited.Endpoint) > MaxEndpointLen {
+			return fmt.Errorf("%w: endpoint of %d bytes (max %d)", ErrInvalid, len(edited.Endpoint), MaxEndpointLen)
 		}
 		r := applyEdit(cur, edited)
 		w.update(r, cur)

@@ -20,6 +20,7 @@ type wtx struct {
 
 	events, due, dead, tombs, tombTime, keys, endpoints, changelog, meta *bolt.Bucket
 	attempts                                                             *bolt.Bucket // set on first use (attemptsCursor)
+	dueEP, dueHeads                                                      *bolt.Bucket // due_by_endpoint, due_endpoints
 
 	lsn                                          uint64
 	pending, deadN, tombN, endpointsN, changeLen uint64
@@ -47,6 +48,16 @@ type wtx struct {
 	// clear idMaxOK; inserts raise idMax.
 	idMax   []byte
 	idMaxOK bool
+
+	// heads holds, for every endpoint whose due_by_endpoint entries this
+	// transaction changed, its head before the first change (touchEndpoint);
+	// finish updates due_endpoints from it. lastTouched spares the map
+	// lookup for a run of records of one endpoint.
+	heads       map[string]epHead
+	lastTouched string
+	touchedLast bool
+	epPrefix    []byte // reused for endpoint prefixes (endpointHead)
+	epKey       []byte // reused for due_by_endpoint keys to delete
 }
 
 // knownNew reports whether id is certainly in none of events, dead and
@@ -151,10 +162,13 @@ func (s *Store) begin(tx *bolt.Tx) *wtx {
 		endpoints: tx.Bucket(bucketEndpoints),
 		changelog: tx.Bucket(bucketChangelog),
 		meta:      tx.Bucket(bucketMeta),
+		dueEP:     tx.Bucket(bucketDueByEndpoint),
+		dueHeads:  tx.Bucket(bucketDueEndpoints),
 		keyIndex:  s.keyIndex,
 	}
 	w.events.FillPercent = appendFill
 	w.due.FillPercent = appendFill
+	w.dueEP.FillPercent = dueByEndpointFill
 	w.dead.FillPercent = 0.9
 	w.tombs.FillPercent = 0.9
 	w.tombTime.FillPercent = 0.95
@@ -201,6 +215,7 @@ func (w *wtx) flushKeyPuts() {
 
 func (w *wtx) finish() error {
 	w.flushKeyPuts()
+	w.finishHeads()
 	w.putU64(metaLastLSN, w.lsn)
 	w.putU64(metaPending, w.pending)
 	w.putU64(metaDead, w.deadN)
@@ -352,6 +367,9 @@ func (w *wtx) putPending(r, old *Record, frame []byte) {
 		if !old.NextAttemptAt.Equal(r.NextAttemptAt) {
 			w.del(w.due, dueKey(old.NextAttemptAt, old.ID))
 		}
+		if !old.NextAttemptAt.Equal(r.NextAttemptAt) || old.Endpoint != r.Endpoint {
+			w.delEndpointDue(old.Endpoint, old.NextAttemptAt, old.ID)
+		}
 		if old.indexKey() != r.indexKey() || old.seq != r.seq {
 			if old.Key != "" {
 				w.delKeyIndex(old.indexKey(), old.seq, old.ID)
@@ -370,6 +388,9 @@ func (w *wtx) putPending(r, old *Record, frame []byte) {
 	if old == nil || !old.NextAttemptAt.Equal(r.NextAttemptAt) {
 		w.put(w.due, w.dueKey(r.NextAttemptAt, r.ID), nil)
 	}
+	if old == nil || !old.NextAttemptAt.Equal(r.NextAttemptAt) || old.Endpoint != r.Endpoint {
+		w.putEndpointDue(r.Endpoint, r.NextAttemptAt, r.ID)
+	}
 	if r.Key != "" && (old == nil || old.indexKey() != r.indexKey() || old.seq != r.seq) {
 		w.putKeyIndex(r.indexKey(), r.seq, r.ID)
 	}
@@ -377,7 +398,7 @@ func (w *wtx) putPending(r, old *Record, frame []byte) {
 
 // putNewPending writes a new pending record from its parts (Insert's path,
 // which encoded the record before the transaction), all but its due index
-// entry.
+// entry and its due_by_endpoint entry.
 func (w *wtx) putNewPending(id []byte, key string, seq uint64, frame []byte) {
 	w.pending++
 	w.raiseIDMax(id)
@@ -391,6 +412,7 @@ func (w *wtx) putNewPending(id []byte, key string, seq uint64, frame []byte) {
 func (w *wtx) removePending(old *Record) {
 	w.del(w.events, []byte(old.ID))
 	w.del(w.due, dueKey(old.NextAttemptAt, old.ID))
+	w.delEndpointDue(old.Endpoint, old.NextAttemptAt, old.ID)
 	if old.Key != "" {
 		w.delKeyIndex(old.indexKey(), old.seq, old.ID)
 	}
