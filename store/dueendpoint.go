@@ -290,7 +290,8 @@ type EndpointLimit struct {
 type DueByEndpointQuery struct {
 	// Now: records with NextAttemptAt <= Now are due.
 	Now time.Time
-	// Endpoints lists the endpoints to read, in the order of the answer.
+	// Endpoints lists the endpoints to read, in the order of the answer
+	// (one EndpointDue each; an endpoint listed twice is read twice).
 	Endpoints []EndpointLimit
 	// SkipID, if set, is asked before a record is read (e.g. in flight).
 	// The id is only valid during the call.
