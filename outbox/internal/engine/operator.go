@@ -32,8 +32,8 @@ func (e *Engine) HoldCounts(now time.Time) (throttled, disabled, broken int) {
 }
 
 // Enable re-enables an endpoint, lifts its throttle, closes its breaker and
-// makes its pending events due now (those pushed back while it was held,
-// not before their DeliverAt), skipping events in flight. The error is
+// makes its pending events due now (those waiting out a backoff, not
+// before their DeliverAt), skipping events in flight. The error is
 // the store's; store.ErrNotFound when the endpoint has no state.
 func (e *Engine) Enable(ctx context.Context, name string, now time.Time) error {
 	return e.holds.enable(ctx, name, now, func() error { return e.bringForward(ctx, name, now) })
