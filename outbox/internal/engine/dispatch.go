@@ -219,8 +219,8 @@ func (sc *scan) pick(room int) ([]store.EndpointLimit, error) {
 	err := sc.e.st.DueHeads(sc.now, func(endpoint string, _ time.Time) bool {
 		if endpoint == "" {
 			// Unrouted events are never delivered: skip collects those
-			// whose retention ended.
-			picks = append(picks, store.EndpointLimit{Endpoint: "", Limit: sc.e.cfg.BatchSize})
+			// whose retention ended, and they take no room.
+			picks = append(picks, store.EndpointLimit{Endpoint: "", Limit: room})
 			return true
 		}
 		if n := min(sc.want(endpoint), room); n > 0 {
