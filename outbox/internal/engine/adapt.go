@@ -16,15 +16,20 @@ type Adaptive struct {
 	Initial int
 }
 
-// The constants of the adaptation, as TCP's congestion control (RFC 5681)
-// names them: below the initial limit, or until the first decrease, the
-// limit grows by one per success (it doubles per round of deliveries);
-// beyond it, by one per round. A failure halves it, at most once per
-// round (the failures of deliveries begun before a decrease are old
-// news); a latency above latencyTolerance times the floor shrinks it by
-// latencyBackoff, once per round. Latencies under latencyNoise are never
-// "rising": a receiver that answers that fast holds a slot for no time.
+// The adaptation works in rounds, as TCP's congestion control (RFC 5681)
+// does: a round ends when as many deliveries as the limit (at least
+// minRound) have ended since the last one. Below the initial limit, or
+// until the first decrease, the limit grows by one per success (it doubles
+// per round); beyond it, by one per round. A round in which most
+// deliveries failed (retry class) halves it: a receiver that fails some
+// requests at random is no reason to send it fewer at once, one that fails
+// most of them is. A round whose smoothed latency rose above
+// latencyTolerance times the floor shrinks it by latencyBackoff. The
+// results of deliveries begun before a decrease are old news and count in
+// no round. Latencies under latencyNoise are never "rising": a receiver
+// that answers that fast holds a slot for no time.
 const (
+	minRound         = 4
 	latencyTolerance = 2.0
 	latencyBackoff   = 0.9
 	latencyNoise     = 20 * time.Millisecond
@@ -38,15 +43,17 @@ const (
 // with the engine's lock held.
 type limit struct {
 	value     float64   // the limit, in [1, ceiling]
+	initial   float64   // where it started: below it, it grows fast
 	slowStart bool      // growing by one per success
 	decreased time.Time // when it last shrank, by the monotonic clock
+	ok, fail  int       // successes and failures of the round under way
 	smoothed  time.Duration
 	floor     [2]time.Duration // lowest smoothed latency of the previous and the current window
 	windowAt  time.Time        // when the current window began
 }
 
 func newLimit(initial int) *limit {
-	return &limit{value: float64(initial), slowStart: true}
+	return &limit{value: float64(initial), initial: float64(initial), slowStart: true}
 }
 
 // get returns the limit, within [1, ceiling].
@@ -58,34 +65,41 @@ func (l *limit) get(ceiling int) int {
 // retry-class failure, ok a success; begun is when the delivery started
 // and lat its latency (both by the monotonic clock).
 func (l *limit) observe(failed, ok bool, begun time.Time, lat time.Duration, ceiling int) {
-	now := begun.Add(lat)
-	switch {
-	case failed:
-		l.decrease(begun, now, 0.5)
-	case ok:
-		l.sample(now, lat)
-		floor := l.lowest()
-		if lat > latencyNoise && float64(l.smoothed) > latencyTolerance*float64(floor) {
-			l.decrease(begun, now, latencyBackoff)
-			return
-		}
-		if l.value < float64(ceiling) {
-			if l.slowStart {
-				l.value++
-			} else {
-				l.value += 1 / l.value
-			}
-		}
-	}
-	l.value = min(l.value, float64(ceiling))
-}
-
-// decrease shrinks the limit by factor unless a decrease happened after the
-// delivery began.
-func (l *limit) decrease(begun, now time.Time, factor float64) {
-	if begun.Before(l.decreased) {
+	if begun.Before(l.decreased) || !failed && !ok {
 		return
 	}
+	now := begun.Add(lat)
+	if failed {
+		l.fail++
+	} else {
+		l.ok++
+		l.sample(now, lat)
+		if l.slowStart || l.value < l.initial {
+			l.value++
+		}
+	}
+	if n := l.ok + l.fail; n >= max(minRound, int(l.value)) {
+		l.endRound(now, lat)
+	}
+	l.value = max(1, min(l.value, float64(ceiling)))
+}
+
+// endRound decides on the round that ended at now.
+func (l *limit) endRound(now time.Time, lat time.Duration) {
+	failedMost := 2*l.fail > l.ok+l.fail
+	l.ok, l.fail = 0, 0
+	switch {
+	case failedMost:
+		l.decrease(now, 0.5)
+	case lat > latencyNoise && float64(l.smoothed) > latencyTolerance*float64(l.lowest()):
+		l.decrease(now, latencyBackoff)
+	case !l.slowStart:
+		l.value++
+	}
+}
+
+// decrease shrinks the limit by factor.
+func (l *limit) decrease(now time.Time, factor float64) {
 	l.value = max(1, l.value*factor)
 	l.slowStart = false
 	l.decreased = now

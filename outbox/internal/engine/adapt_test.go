@@ -34,16 +34,16 @@ func TestLimitHalvesOncePerRoundOfFailures(t *testing.T) {
 	begun := time.Unix(100, 0)
 	// 32 deliveries in flight at once all fail: the limit halves once,
 	// not 32 times, as their failures are news of one moment.
-	l.observe(true, false, begun, time.Second, 64)
-	for range 31 {
+	for range 32 {
 		l.observe(true, false, begun, time.Second, 64)
 	}
 	if got := l.get(64); got != 16 {
 		t.Fatalf("after one round of failures the limit = %d, want 16", got)
 	}
-	// Failures of deliveries begun after that halve it again, down to 1.
+	// Failures of deliveries begun after that halve it again, round after
+	// round, down to 1.
 	at := begun.Add(2 * time.Second)
-	for range 10 {
+	for range 40 {
 		l.observe(true, false, at, time.Second, 64)
 		at = at.Add(2 * time.Second)
 	}
@@ -52,17 +52,31 @@ func TestLimitHalvesOncePerRoundOfFailures(t *testing.T) {
 	}
 }
 
+func TestLimitIgnoresScatteredFailures(t *testing.T) {
+	l := newLimit(4)
+	at := time.Unix(0, 0)
+	// A receiver that fails three requests in ten, at random, is up: its
+	// limit still grows to the ceiling.
+	for i := range 400 {
+		l.observe(i%10 < 3, i%10 >= 3, at, time.Millisecond, 64)
+		at = at.Add(time.Millisecond)
+	}
+	if got := l.get(64); got != 64 {
+		t.Fatalf("limit = %d with 30%% of failures, want the ceiling 64", got)
+	}
+}
+
 func TestLimitRecoversQuicklyBelowItsStart(t *testing.T) {
 	l := newLimit(4)
-	at := deliveries(l, 5, time.Unix(0, 0), time.Second, true, false, 64)
+	at := deliveries(l, 12, time.Unix(0, 0), time.Second, true, false, 64)
 	if got := l.get(64); got != 1 {
 		t.Fatalf("limit = %d after failures, want 1", got)
 	}
 	// Back to its initial limit within a handful of successes, then on
 	// towards the ceiling one per round.
 	deliveries(l, 3, at, time.Millisecond, false, true, 64)
-	if got := l.get(64); got < 2 {
-		t.Fatalf("limit = %d after 3 successes, want it growing", got)
+	if got := l.get(64); got != 4 {
+		t.Fatalf("limit = %d after 3 successes, want its start, 4", got)
 	}
 }
 
