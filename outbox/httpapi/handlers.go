@@ -227,7 +227,7 @@ func (h *handler) tooManyDeliveries(err error) error {
 		return err
 	}
 	return errorf(http.StatusRequestEntityTooLarge, fmt.Sprintf("the request would create %d deliveries "+
-		"(one per event with a destination, one per subscribed endpoint of a topic event), over the limit of %d per request (%s); "+
+		"(one per event with a destination, one per subscribed endpoint of a topic event), over the limit of %d per request set by %s; "+
 		"nothing was stored: send fewer events per request", tm.Deliveries, tm.Limit, h.cfg.MaxDeliveriesSetting))
 }
 
