@@ -26,8 +26,12 @@
 // tracestate headers its producer's trace context (Event.TraceParent and
 // TraceState: each delivery attempt continues that trace; a malformed one
 // is ignored, never a reason for a dead letter). A record that cannot be
-// mapped, or that the outbox refuses (an unknown destination, a bad header),
-// becomes a dead letter with the reason; it is never skipped silently.
+// mapped, or that the outbox refuses (an unknown destination, a bad header,
+// a topic with more subscribed endpoints than the outbox's
+// Config.MaxDeliveriesPerCall lets one call create), becomes a dead letter
+// with the reason; it is never skipped silently, and it never holds up the
+// partition. Records whose deliveries are over that bound only together are
+// ingested in smaller calls.
 //
 // Offsets are committed gap-aware: per partition, only up to the highest
 // offset below which every consumed record is durable in the store (and, in

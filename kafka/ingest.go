@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -466,38 +467,7 @@ func (in *ingest) store(ctx context.Context, o enqueuer, batch []kafkago.Message
 			src = append(src, i)
 		}
 	}
-	for len(events) > 0 {
-		err := in.enqueue(ctx, o, events)
-		if err == nil {
-			in.met.enqueued.Add(uint64(len(events)))
-			break
-		}
-		var ve *outbox.ValidationError
-		if errors.As(err, &ve) && ve.Index >= 0 && ve.Index < len(events) {
-			// The outbox refused one event (an unknown destination, a bad
-			// header): that record becomes a dead letter, the rest go on.
-			i := src[ve.Index]
-			ms[i].dead = fmt.Sprintf("refused by the outbox (Kafka record %s): %s: %s", coords(&batch[i]), ve.Field, ve.Reason)
-			events = append(events[:ve.Index], events[ve.Index+1:]...)
-			src = append(src[:ve.Index], src[ve.Index+1:]...)
-			continue
-		}
-		if errors.Is(err, outbox.ErrConflict) {
-			// Some ID header reuses the ID of another event: find which,
-			// one by one (rare), and keep those as dead letters.
-			for j, ev := range events {
-				if err := in.enqueue(ctx, o, []outbox.Event{ev}); err != nil {
-					if !errors.Is(err, outbox.ErrConflict) && !errors.Is(err, outbox.ErrInvalid) {
-						return err
-					}
-					i := src[j]
-					ms[i].dead = fmt.Sprintf("refused by the outbox (Kafka record %s): %v", coords(&batch[i]), err)
-					continue
-				}
-				in.met.enqueued.Add(1)
-			}
-			break
-		}
+	if err := in.ingestEvents(ctx, o, batch, ms, events, src); err != nil {
 		return err
 	}
 	for i := range ms {
@@ -506,6 +476,68 @@ func (in *ingest) store(ctx context.Context, o enqueuer, batch []kafkago.Message
 		}
 		if err := in.storeDead(ctx, o, &batch[i], ms[i]); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// ingestEvents ingests the mapped events of batch (events[k] is the record
+// batch[src[k]]), in one Ingest when the outbox takes them all. A record the
+// outbox refuses (invalid, an ID reused with other content, a fan-out over
+// Config.MaxDeliveriesPerCall on its own) gets its reason in ms and the rest
+// go on; events whose fan-outs are over the bound only together are
+// ingested in halves. It returns an error only for failures worth retrying.
+func (in *ingest) ingestEvents(ctx context.Context, o enqueuer, batch []kafkago.Message, ms []mapped, events []outbox.Event, src []int) error {
+	for len(events) > 0 {
+		err := in.enqueue(ctx, o, events)
+		if err == nil {
+			in.met.enqueued.Add(uint64(len(events)))
+			return nil
+		}
+		var ve *outbox.ValidationError
+		switch {
+		case errors.As(err, &ve) && ve.Index >= 0 && ve.Index < len(events):
+			// The outbox refused one event (an unknown destination, a bad
+			// header): that record becomes a dead letter, the rest go on.
+			i := src[ve.Index]
+			ms[i].dead = fmt.Sprintf("refused by the outbox (Kafka record %s): %s: %s", coords(&batch[i]), ve.Field, ve.Reason)
+			events = slices.Delete(slices.Clone(events), ve.Index, ve.Index+1)
+			src = slices.Delete(slices.Clone(src), ve.Index, ve.Index+1)
+		case errors.Is(err, outbox.ErrTooManyDeliveries) && len(events) > 1:
+			mid := len(events) / 2
+			if err := in.ingestEvents(ctx, o, batch, ms, events[:mid:mid], src[:mid:mid]); err != nil {
+				return err
+			}
+			return in.ingestEvents(ctx, o, batch, ms, events[mid:], src[mid:])
+		case errors.Is(err, outbox.ErrTooManyDeliveries), errors.Is(err, outbox.ErrConflict):
+			return in.ingestOneByOne(ctx, o, batch, ms, events, src)
+		default:
+			return err
+		}
+	}
+	return nil
+}
+
+// ingestOneByOne ingests events one at a time, keeping as dead letters those
+// the outbox refuses: an ID header that reuses the ID of another event
+// (found this way, which is rare), or one record whose fan-out alone is
+// over Config.MaxDeliveriesPerCall.
+func (in *ingest) ingestOneByOne(ctx context.Context, o enqueuer, batch []kafkago.Message, ms []mapped, events []outbox.Event, src []int) error {
+	for j, ev := range events {
+		err := in.enqueue(ctx, o, []outbox.Event{ev})
+		if err == nil {
+			in.met.enqueued.Add(1)
+			continue
+		}
+		if !errors.Is(err, outbox.ErrConflict) && !errors.Is(err, outbox.ErrInvalid) && !errors.Is(err, outbox.ErrTooManyDeliveries) {
+			return err
+		}
+		i := src[j]
+		ms[i].dead = fmt.Sprintf("refused by the outbox (Kafka record %s): %v", coords(&batch[i]), err)
+		var tm *outbox.TooManyDeliveriesError
+		if errors.As(err, &tm) {
+			ms[i].dead = fmt.Sprintf("refused by the outbox (Kafka record %s): it would create %d deliveries (one per subscribed endpoint), "+
+				"over the limit of %d (outbox.Config.MaxDeliveriesPerCall)", coords(&batch[i]), tm.Deliveries, tm.Limit)
 		}
 	}
 	return nil

@@ -59,7 +59,7 @@ func (o *Outbox) enqueue(ctx context.Context, events []Event, refuseDeleted bool
 		return nil, err
 	}
 	ctx, span, tp, ts := tracectx.StartEnqueue(ctx, o.tracer, SpanEnqueue, len(events))
-	b, err := o.newRecords(events, tp, ts)
+	b, err := o.newRecords(events, tp, ts, 0)
 	if err != nil {
 		tracectx.EndSpan(span, err)
 		return nil, err
@@ -82,20 +82,26 @@ func (o *Outbox) enqueue(ctx context.Context, events []Event, refuseDeleted bool
 // newRecords validates events and builds their records and IDs (see
 // records.NewBatch). An event without a valid TraceParent of its own takes
 // traceparent and tracestate (the caller's trace context, or none). Topic
-// events dropped unrouted are counted and logged here.
-func (o *Outbox) newRecords(events []Event, traceparent, tracestate string) (*records.Batch, error) {
+// events dropped unrouted are counted and logged here. spent is the
+// deliveries the same call created before (earlier Tx.Enqueue calls of an
+// Update), counted against Config.MaxDeliveriesPerCall.
+func (o *Outbox) newRecords(events []Event, traceparent, tracestate string, spent int) (*records.Batch, error) {
 	fs := make([]records.Fields, len(events))
 	for i := range events {
 		fs[i] = events[i].fields()
 	}
 	c := &records.BatchConfig{Limits: o.limits(), Router: o.router.Load,
 		DropUnrouted: o.cfg.Unrouted == UnroutedDrop, UnroutedRetention: o.cfg.UnroutedRetention,
-		TraceParent: traceparent, TraceState: tracestate}
+		TraceParent: traceparent, TraceState: tracestate, MaxRecords: o.cfg.MaxDeliveriesPerCall, Spent: spent}
 	if o.resolver != nil {
 		c.Resolve = o.resolver.ResolveEndpoint
 	}
 	now := o.clock.Now()
 	b, err := records.NewBatch(fs, c, now.UTC(), now)
+	var over *records.TooMany
+	if errors.As(err, &over) {
+		return nil, &TooManyDeliveriesError{Deliveries: over.Records, Limit: over.Limit}
+	}
 	if err != nil {
 		return nil, validationErr(err)
 	}

@@ -60,6 +60,10 @@ var (
 	// meta):
 	// they are not the application's to read or write.
 	ErrReservedBucket = errors.New("outbox: bucket is the outbox's own")
+	// ErrTooManyDeliveries is matched by every *TooManyDeliveriesError:
+	// the error of a call that would create more deliveries than
+	// Config.MaxDeliveriesPerCall allows. Nothing of that call is stored.
+	ErrTooManyDeliveries = errors.New("outbox: too many deliveries in one call")
 	// ErrInvalidConfig is matched by every *ConfigError: the error of Open
 	// and of Config.Validate for a configuration they refuse.
 	ErrInvalidConfig = errors.New("outbox: invalid config")
@@ -157,6 +161,29 @@ func (e *DeletedError) Error() string {
 
 // Unwrap returns ErrDeleted.
 func (e *DeletedError) Unwrap() error { return ErrDeleted }
+
+// TooManyDeliveriesError reports a call (Enqueue, Ingest, or the
+// Tx.Enqueue calls of one Update) whose events would create more
+// deliveries than Config.MaxDeliveriesPerCall: nothing of it is stored.
+// errors.Is(err, ErrTooManyDeliveries) is true for it. Send the events in
+// smaller calls, or raise the limit.
+type TooManyDeliveriesError struct {
+	// Deliveries is how many the call would create: one per event with a
+	// Destination, one per subscribed endpoint of an event with a Topic
+	// (one for a topic event kept unrouted).
+	Deliveries int
+	// Limit is Config.MaxDeliveriesPerCall.
+	Limit int
+}
+
+// Error implements error.
+func (e *TooManyDeliveriesError) Error() string {
+	return fmt.Sprintf("outbox: the call would create %d deliveries (events times subscribed endpoints), over the limit of %d "+
+		"(Config.MaxDeliveriesPerCall); nothing was stored", e.Deliveries, e.Limit)
+}
+
+// Unwrap returns ErrTooManyDeliveries.
+func (e *TooManyDeliveriesError) Unwrap() error { return ErrTooManyDeliveries }
 
 // ConfigError names the Config field that Open (or Config.Validate)
 // refused. errors.Is(err, ErrInvalidConfig) is true for it.

@@ -28,6 +28,9 @@ type Tx struct {
 	at *store.AppTx
 	// What this run of fn enqueued, counted once the commit is durable.
 	inserted, dups int
+	// deliveries is the records this run's Tx.Enqueue calls built, bounded
+	// by Config.MaxDeliveriesPerCall over the whole Update.
+	deliveries int
 	// The trace context of Update's ctx, for events without their own.
 	traceparent, tracestate string
 	// routeAfter is set when an event was kept unrouted: subscriptions set
@@ -59,11 +62,14 @@ func (tx *Tx) DeleteBucket(name []byte) error {
 // answers of Outbox.Enqueue: they are stored (and delivered) only if the
 // Update commits. An error stores nothing of this call; the transaction goes
 // on, so return the error from fn to give the whole Update up.
+// Config.MaxDeliveriesPerCall bounds the deliveries of all the Enqueue calls
+// of one Update together (they commit together): the call that would take
+// them over fails with a *TooManyDeliveriesError counting them all.
 func (tx *Tx) Enqueue(events ...Event) ([]string, error) {
 	if len(events) == 0 {
 		return nil, nil
 	}
-	b, err := tx.o.newRecords(events, tx.traceparent, tx.tracestate)
+	b, err := tx.o.newRecords(events, tx.traceparent, tx.tracestate, tx.deliveries)
 	if err != nil {
 		return nil, err
 	}
@@ -74,6 +80,7 @@ func (tx *Tx) Enqueue(events ...Event) ([]string, error) {
 			return nil, tx.o.insertErr(b.IDs, err)
 		}
 	}
+	tx.deliveries += len(b.Recs)
 	if b.Unrouted {
 		tx.routeAfter = true
 	}

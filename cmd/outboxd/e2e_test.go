@@ -94,7 +94,7 @@ func TestBadInputOverHTTPChangesNothing(t *testing.T) {
 	dir := t.TempDir()
 	rc := newReceiver(t, nil)
 	p := start(t, dir, "--token", "s3cret", "--max-body-bytes", "2KiB", "--max-payload-bytes", "1KiB",
-		"--max-batch", "3", "--endpoint", rc.endpoint("orders"))
+		"--max-batch", "3", "--max-deliveries-per-request", "2", "--endpoint", rc.endpoint("orders")+",topic=order.*")
 	ok := `{"destination":"orders"}`
 	cases := []struct {
 		name, method, path, token, body string
@@ -110,6 +110,9 @@ func TestBadInputOverHTTPChangesNothing(t *testing.T) {
 		{"oversize body", "POST", "/v1/events", "s3cret", `{"destination":"orders","payload":"` + strings.Repeat("x", 3000) + `"}`, 413, "over the limit of 2048 bytes"},
 		{"oversize payload", "POST", "/v1/events", "s3cret", `{"destination":"orders","payload":"` + strings.Repeat("x", 1100) + `"}`, 413, "payload: 1102 bytes is over the limit of 1024"},
 		{"oversize batch", "POST", "/v1/events", "s3cret", "[" + strings.Repeat(ok+",", 3) + ok + "]", 413, "batch of 4 events is over the limit of 3"},
+		{"too many deliveries", "POST", "/v1/events", "s3cret", `[{"topic":"order.paid"},{"topic":"order.paid"},` + ok + `]`, 413,
+			"3 deliveries (one per event with a destination, one per subscribed endpoint of a topic event), over the limit of 2 per request set by " +
+				"limits.max_deliveries_per_request (--max-deliveries-per-request, OUTBOXD_MAX_DELIVERIES_PER_REQUEST); nothing was stored"},
 		{"no token", "POST", "/v1/events", "", ok, 401, "missing bearer token"},
 		{"bad token", "POST", "/v1/events", "s3cre7", ok, 401, "invalid bearer token"},
 		{"unknown route", "GET", "/v2/events", "s3cret", "", 404, "no route for GET /v2/events"},

@@ -118,7 +118,12 @@
 // document holds nothing secret, and tools read it before they have a token. Request bodies are bounded by
 // Config.MaxBodyBytes (413), payloads by Config.MaxPayloadBytes (413), and a
 // batch by Config.MaxBatch (413); a batch is stored in one durable Enqueue
-// call, so it is accepted or rejected as a whole. Unknown routes answer 404
+// call, so it is accepted or rejected as a whole. A request whose events
+// would create more deliveries than the Backend allows in one call (one per
+// event with a destination, one per subscribed endpoint of a topic event;
+// outbox.Config.MaxDeliveriesPerCall, 10,000 by default) is refused whole
+// with a 413 naming the setting (Config.MaxDeliveriesSetting) and the
+// numbers. Unknown routes answer 404
 // and known routes with another method 405, both in JSON.
 //
 // A body takes memory as its bytes arrive, not as its Content-Length

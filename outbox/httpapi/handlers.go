@@ -182,6 +182,7 @@ func (h *handler) enqueue(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, outbox.ErrConflict) {
 			err = conflictError(err, evs, batch)
 		}
+		err = h.tooManyDeliveries(err)
 		err = delayField(err, body, batch)
 		h.fail(w, r, err, batch)
 		return
@@ -215,6 +216,19 @@ func conflictError(err error, evs []outbox.Event, batch bool) error {
 	return errorf(http.StatusConflict, fmt.Sprintf("%s: event %q already exists with other content "+
 		"(key, destination, topic, method, headers or payload); nothing was stored: send the same content again, or use another id",
 		field(first), id))
+}
+
+// tooManyDeliveries turns Enqueue's refusal of a request that would create
+// too many deliveries into a 413 naming the setting that bounds them, as
+// the operator spells it; other errors are returned as they are.
+func (h *handler) tooManyDeliveries(err error) error {
+	var tm *outbox.TooManyDeliveriesError
+	if !errors.As(err, &tm) {
+		return err
+	}
+	return errorf(http.StatusRequestEntityTooLarge, fmt.Sprintf("the request would create %d deliveries "+
+		"(one per event with a destination, one per subscribed endpoint of a topic event), over the limit of %d per request set by %s; "+
+		"nothing was stored: send fewer events per request", tm.Deliveries, tm.Limit, h.cfg.MaxDeliveriesSetting))
 }
 
 // sameContent reports whether a and b carry the same caller-owned content.

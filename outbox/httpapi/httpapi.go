@@ -22,6 +22,9 @@ const (
 	DefaultMaxBatch = 1000
 	// DefaultMaxIDBytes is the default limit of an event ID: 200 bytes.
 	DefaultMaxIDBytes = 200
+	// DefaultMaxDeliveriesSetting is the setting a 413 for too many
+	// deliveries names when Config.MaxDeliveriesSetting is empty.
+	DefaultMaxDeliveriesSetting = "outbox.Config.MaxDeliveriesPerCall"
 	// DefaultListLimit is the page size of GET /v1/events without limit=.
 	DefaultListLimit = 100
 	// MaxListLimit is the largest page size GET /v1/events accepts.
@@ -52,6 +55,13 @@ type Config struct {
 	MaxBatch int
 	// MaxIDBytes bounds a caller-given event ID. Default DefaultMaxIDBytes (200).
 	MaxIDBytes int
+	// MaxDeliveriesSetting names, in the 413 answered to a POST /v1/events
+	// whose events would create more deliveries than the Backend allows in
+	// one call (outbox.ErrTooManyDeliveries), the setting that raises that
+	// bound, as the operator spells it. Default
+	// DefaultMaxDeliveriesSetting; outboxd names its
+	// limits.max_deliveries_per_request.
+	MaxDeliveriesSetting string
 	// MaxBodyMemory bounds the bytes of request bodies held in memory at
 	// once, over all requests. A body takes memory as its bytes arrive (at
 	// most twice what it received, at least 4 KiB), not as its
@@ -105,6 +115,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxIDBytes <= 0 {
 		c.MaxIDBytes = DefaultMaxIDBytes
+	}
+	if c.MaxDeliveriesSetting == "" {
+		c.MaxDeliveriesSetting = DefaultMaxDeliveriesSetting
 	}
 	if c.MaxBodyMemory <= 0 {
 		c.MaxBodyMemory = DefaultMaxBodyMemory

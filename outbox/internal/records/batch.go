@@ -37,14 +37,32 @@ type BatchConfig struct {
 	// TraceParent and TraceState are the trace context of an event
 	// without a valid TraceParent of its own (the caller's, or none).
 	TraceParent, TraceState string
+	// MaxRecords bounds the records of the batch, with Spent: those the
+	// same call made before (earlier enqueues of one transaction). Zero or
+	// negative: no bound.
+	MaxRecords, Spent int
+}
+
+// TooMany is the error of a batch whose events would make more records
+// than BatchConfig.MaxRecords allows: Records counts them all (with
+// BatchConfig.Spent), Limit is MaxRecords.
+type TooMany struct {
+	Records, Limit int
+}
+
+func (e *TooMany) Error() string {
+	return Itoa(e.Records) + " records is over the limit of " + Itoa(e.Limit)
 }
 
 // NewBatch checks events and builds their records and IDs, created now
 // (checkNow is the time DeliverAt is checked against). A topic event gets
 // one record per subscribed endpoint, one record kept unrouted, or none
-// when it is dropped unrouted (counted in Dropped).
+// when it is dropped unrouted (counted in Dropped). When the records would
+// number more than c.MaxRecords (with c.Spent), it builds none of them and
+// returns a *TooMany counting them all.
 func NewBatch(events []Fields, c *BatchConfig, now, checkNow time.Time) (*Batch, error) {
 	b := &Batch{Recs: make([]*store.Record, 0, len(events)), IDs: make([]string, len(events))}
+	total := c.Spent
 	for i := range events {
 		f := events[i]
 		if f.TraceParent == "" || !traceparent.Valid(f.TraceParent) {
@@ -54,36 +72,70 @@ func NewBatch(events []Fields, c *BatchConfig, now, checkNow time.Time) (*Batch,
 		if bad != nil {
 			return nil, bad
 		}
-		r, err := Build(f, endpoint, now)
-		if err != nil {
+		var eps []string
+		if f.Topic != "" {
+			if b.Router == nil {
+				b.Router = c.Router()
+				b.topics = true
+			}
+			eps = b.Router.Endpoints(f.Topic, f.Headers)
+		}
+		total += b.recordsOf(f.Topic, len(eps), c.DropUnrouted)
+		if c.MaxRecords > 0 && total > c.MaxRecords {
+			b.Recs = nil // counting on, to say how many there would be
+			continue
+		}
+		if err := b.add(i, f, endpoint, eps, c, now); err != nil {
 			return nil, err
 		}
-		b.IDs[i] = r.ID
-		if r.Topic == "" {
-			b.Recs = append(b.Recs, r)
-			b.owner = append(b.owner, i)
-			continue
-		}
-		if b.Router == nil {
-			b.Router = c.Router()
-			b.topics = true
-		}
-		n := len(b.Recs)
-		b.Recs = b.Router.FanOut(b.Recs, r)
-		switch {
-		case len(b.Recs) > n:
-		case c.DropUnrouted:
-			b.Dropped++
-			continue
-		default:
-			b.Recs = append(b.Recs, route.KeepUnrouted(r, c.UnroutedRetention))
-			b.Unrouted = true
-		}
-		for range len(b.Recs) - n {
-			b.owner = append(b.owner, i)
-		}
+	}
+	if c.MaxRecords > 0 && total > c.MaxRecords {
+		return nil, &TooMany{Records: total, Limit: c.MaxRecords}
 	}
 	return b, nil
+}
+
+// recordsOf is how many records an event makes: one without a topic, one
+// per subscribed endpoint (of n), one kept unrouted or none dropped.
+func (b *Batch) recordsOf(topic string, n int, dropUnrouted bool) int {
+	switch {
+	case topic == "":
+		return 1
+	case n > 0:
+		return n
+	case dropUnrouted:
+		return 0
+	default:
+		return 1
+	}
+}
+
+// add builds the records of the checked event f with index i: its own, or
+// one delivery per endpoint of eps (those subscribed to its topic).
+func (b *Batch) add(i int, f Fields, endpoint string, eps []string, c *BatchConfig, now time.Time) error {
+	r, err := Build(f, endpoint, now)
+	if err != nil {
+		return err
+	}
+	b.IDs[i] = r.ID
+	n := len(b.Recs)
+	switch {
+	case r.Topic == "":
+		b.Recs = append(b.Recs, r)
+	case len(eps) > 0:
+		for _, ep := range eps {
+			b.Recs = append(b.Recs, route.DeliveryOf(r, ep))
+		}
+	case c.DropUnrouted:
+		b.Dropped++
+	default:
+		b.Recs = append(b.Recs, route.KeepUnrouted(r, c.UnroutedRetention))
+		b.Unrouted = true
+	}
+	for range len(b.Recs) - n {
+		b.owner = append(b.owner, i)
+	}
+	return nil
 }
 
 // PerEvent folds the statuses of the batch's records into one per stored

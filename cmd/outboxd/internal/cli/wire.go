@@ -32,13 +32,14 @@ func newLogger(l config.Log, w io.Writer) *slog.Logger {
 // apiConfig maps the settings onto the HTTP API's configuration.
 func apiConfig(c *config.Config, logger *slog.Logger) httpapi.Config {
 	return httpapi.Config{
-		Token:           c.Token,
-		MaxBodyBytes:    int64(c.Limits.MaxBodyBytes),
-		MaxPayloadBytes: int(c.Limits.MaxPayloadBytes),
-		MaxBatch:        c.Limits.MaxBatch,
-		MaxIDBytes:      c.Limits.MaxIDBytes,
-		MaxBodyMemory:   int64(c.Limits.MaxBodyMemory),
-		ReadBodyTimeout: c.Limits.ReadBodyTimeout,
-		Logger:          logger.With("component", "httpapi"),
+		Token:                c.Token,
+		MaxBodyBytes:         int64(c.Limits.MaxBodyBytes),
+		MaxPayloadBytes:      int(c.Limits.MaxPayloadBytes),
+		MaxBatch:             c.Limits.MaxBatch,
+		MaxDeliveriesSetting: config.SettingName("limits.max_deliveries_per_request"),
+		MaxIDBytes:           c.Limits.MaxIDBytes,
+		MaxBodyMemory:        int64(c.Limits.MaxBodyMemory),
+		ReadBodyTimeout:      c.Limits.ReadBodyTimeout,
+		Logger:               logger.With("component", "httpapi"),
 	}
 }

@@ -62,6 +62,12 @@ type Limits struct {
 	MaxPayloadBytes ByteSize `yaml:"max_payload_bytes"`
 	// MaxBatch bounds the events of one request. Default 1000.
 	MaxBatch int `yaml:"max_batch"`
+	// MaxDeliveriesPerRequest bounds the deliveries one request (or one
+	// Kafka record) creates: one per event with a destination, one per
+	// subscribed endpoint of a topic event. A request over it is answered
+	// 413 and stores nothing; a Kafka record over it becomes a dead letter
+	// saying why. Default 10,000; negative: no bound.
+	MaxDeliveriesPerRequest int `yaml:"max_deliveries_per_request"`
 	// MaxIDBytes bounds an event ID. Default 200.
 	MaxIDBytes int `yaml:"max_id_bytes"`
 	// MaxBodyMemory bounds the request bodies held in memory at once, over
@@ -239,16 +245,17 @@ func Default() Config {
 		UI:            true,
 		Log:           Log{Level: "info", Format: "text"},
 		Limits: Limits{
-			MaxBodyBytes:      httpapi.DefaultMaxBodyBytes,
-			MaxPayloadBytes:   httpapi.DefaultMaxPayloadBytes,
-			MaxBatch:          httpapi.DefaultMaxBatch,
-			MaxIDBytes:        httpapi.DefaultMaxIDBytes,
-			MaxBodyMemory:     httpapi.DefaultMaxBodyMemory,
-			MaxConnections:    DefaultMaxConnections,
-			MaxHeaderBytes:    DefaultMaxHeaderBytes,
-			ReadHeaderTimeout: DefaultReadHeaderTimeout,
-			ReadBodyTimeout:   httpapi.DefaultReadBodyTimeout,
-			IdleTimeout:       DefaultIdleTimeout,
+			MaxBodyBytes:            httpapi.DefaultMaxBodyBytes,
+			MaxPayloadBytes:         httpapi.DefaultMaxPayloadBytes,
+			MaxBatch:                httpapi.DefaultMaxBatch,
+			MaxDeliveriesPerRequest: outbox.DefaultMaxDeliveriesPerCall,
+			MaxIDBytes:              httpapi.DefaultMaxIDBytes,
+			MaxBodyMemory:           httpapi.DefaultMaxBodyMemory,
+			MaxConnections:          DefaultMaxConnections,
+			MaxHeaderBytes:          DefaultMaxHeaderBytes,
+			ReadHeaderTimeout:       DefaultReadHeaderTimeout,
+			ReadBodyTimeout:         httpapi.DefaultReadBodyTimeout,
+			IdleTimeout:             DefaultIdleTimeout,
 		},
 		Delivery: Delivery{
 			Interval:            outbox.DefaultInterval,

@@ -178,6 +178,8 @@ func TestBadSettingsAreRefusedNamingTheSetting(t *testing.T) {
 		{name: "log level", env: map[string]string{"OUTBOXD_LOG_LEVEL": "loud"}, want: []string{"log.level", "loud"}},
 		{name: "payload over body", args: []string{"--max-body-bytes", "1KiB", "--max-payload-bytes", "2KiB"}, want: []string{"limits.max_payload_bytes"}},
 		{name: "size", args: []string{"--max-body-bytes", "big"}, want: []string{"--max-body-bytes", "big"}},
+		{name: "zero deliveries per request", args: []string{"--max-deliveries-per-request", "0"}, want: []string{"limits.max_deliveries_per_request",
+			"--max-deliveries-per-request", "OUTBOXD_MAX_DELIVERIES_PER_REQUEST", "negative for no bound"}},
 		{name: "endpoint spec", args: []string{"--endpoint", "orders"}, want: []string{"--endpoint", "NAME=URL"}},
 		{name: "endpoint option", args: []string{"--endpoint", "a=https://a.example.com/,colour=red"}, want: []string{"unknown option", "colour"}},
 		{name: "endpoint url", args: []string{"--endpoint", "a=ftp://a.example.com/"}, want: []string{"endpoints[0].url", "http"}},
@@ -361,7 +363,7 @@ func TestServerLimitSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Limits{MaxBodyBytes: 5 << 20, MaxPayloadBytes: 1 << 20, MaxBatch: 1000, MaxIDBytes: 200,
+	want := Limits{MaxBodyBytes: 5 << 20, MaxPayloadBytes: 1 << 20, MaxBatch: 1000, MaxDeliveriesPerRequest: 10000, MaxIDBytes: 200,
 		MaxBodyMemory: 64 << 20, MaxConnections: 1024, MaxHeaderBytes: 64 << 10,
 		ReadHeaderTimeout: 10 * time.Second, ReadBodyTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 	if cfg.Limits != want {

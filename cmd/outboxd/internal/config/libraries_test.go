@@ -164,3 +164,49 @@ func TestAttemptLogSettings(t *testing.T) {
 		t.Fatalf("an excerpt over the limit: %v, want a SettingError naming delivery.attempt_excerpt", err)
 	}
 }
+
+// limits.max_deliveries_per_request is the outbox's MaxDeliveriesPerCall,
+// from the file, the environment or a flag, negative for no bound; the
+// outbox's refusal of the field names the setting.
+func TestMaxDeliveriesPerRequestMapsToTheOutbox(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		file string
+		args []string
+		env  map[string]string
+		want int
+	}{
+		{name: "default", want: outbox.DefaultMaxDeliveriesPerCall},
+		{name: "file", file: "limits:\n  max_deliveries_per_request: 500\n", want: 500},
+		{name: "env", env: map[string]string{"OUTBOXD_MAX_DELIVERIES_PER_REQUEST": "250000"}, want: 250000},
+		{name: "flag over env", args: []string{"--max-deliveries-per-request", "7"},
+			env: map[string]string{"OUTBOXD_MAX_DELIVERIES_PER_REQUEST": "9"}, want: 7},
+		{name: "no bound", args: []string{"--max-deliveries-per-request", "-1"}, want: -1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := c.args
+			if c.file != "" {
+				args = append([]string{"--config", writeFile(t, c.file)}, args...)
+			}
+			cfg, err := load(t, args, c.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			oc, err := cfg.OutboxConfig(nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if oc.MaxDeliveriesPerCall != c.want {
+				t.Errorf("outbox MaxDeliveriesPerCall = %d, want %d", oc.MaxDeliveriesPerCall, c.want)
+			}
+		})
+	}
+	err := Explain(&outbox.ConfigError{Field: "MaxDeliveriesPerCall", Reason: "x"})
+	if want := "limits.max_deliveries_per_request (--max-deliveries-per-request, OUTBOXD_MAX_DELIVERIES_PER_REQUEST)"; !strings.Contains(err.Error(), want) {
+		t.Errorf("Explain = %v, want it to name %q", err, want)
+	}
+	if got, want := SettingName("limits.max_deliveries_per_request"),
+		"limits.max_deliveries_per_request (--max-deliveries-per-request, OUTBOXD_MAX_DELIVERIES_PER_REQUEST)"; got != want {
+		t.Errorf("SettingName = %q, want %q", got, want)
+	}
+}

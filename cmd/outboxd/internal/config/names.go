@@ -117,10 +117,11 @@ var sinkNames = sync.OnceValue(func() fieldNames {
 // limits (see Config.OutboxConfig).
 var outboxNames = sync.OnceValue(func() fieldNames {
 	names := map[string]string{
-		"MaxThrottle":     "delivery.max_retry_after",
-		"MaxPayloadBytes": "limits.max_payload_bytes",
-		"MaxIDBytes":      "limits.max_id_bytes",
-		"MaxCommitBatch":  "limits.max_batch",
+		"MaxThrottle":          "delivery.max_retry_after",
+		"MaxPayloadBytes":      "limits.max_payload_bytes",
+		"MaxIDBytes":           "limits.max_id_bytes",
+		"MaxCommitBatch":       "limits.max_batch",
+		"MaxDeliveriesPerCall": "limits.max_deliveries_per_request",
 		// Named otherwise than the settings: an off switch and a size whose
 		// zero keeps none (see OutboxConfig).
 		"NoAttemptLog":          "delivery.attempt_log",

@@ -24,7 +24,13 @@ type SettingError struct {
 
 // Error names the setting with its flag and environment variable, if any.
 func (e *SettingError) Error() string {
-	name := e.Setting
+	return "invalid setting " + SettingName(e.Setting) + ": " + e.Reason
+}
+
+// SettingName returns the setting at the YAML path name with its flag and
+// environment variable, if any: "limits.max_batch (--max-batch,
+// OUTBOXD_MAX_BATCH)", for messages that tell an operator what to change.
+func SettingName(name string) string {
 	var alt []string
 	base := name
 	if i := strings.IndexByte(base, '['); i >= 0 {
@@ -44,7 +50,7 @@ func (e *SettingError) Error() string {
 	if len(alt) > 0 {
 		name += " (" + strings.Join(alt, ", ") + ")"
 	}
-	return "invalid setting " + name + ": " + e.Reason
+	return name
 }
 
 // Unwrap returns the library's error, if any.
@@ -107,6 +113,8 @@ func validateLimits(l *Limits) error {
 		return bad("limits.max_payload_bytes", "%s is more than limits.max_body_bytes (%s)", l.MaxPayloadBytes, l.MaxBodyBytes)
 	case l.MaxBatch <= 0:
 		return bad("limits.max_batch", "must be positive, got %d", l.MaxBatch)
+	case l.MaxDeliveriesPerRequest == 0:
+		return bad("limits.max_deliveries_per_request", "must be positive, or negative for no bound, got 0")
 	case l.MaxIDBytes <= 0:
 		return bad("limits.max_id_bytes", "must be positive, got %d", l.MaxIDBytes)
 	case l.MaxBodyMemory < l.MaxBodyBytes:
