@@ -127,9 +127,10 @@ type Config struct {
 	//
 	// Only an endpoint that has not been failing is retried inline: the
 	// sink keeps, per endpoint (a configured endpoint's name, a raw URL's
-	// scheme://host:port), the number of deliveries in a row that ended in
-	// a transport failure or a retry- or throttle-class answer, set back to
-	// zero by any other answer. A delivery retries inline only if that
+	// scheme://host:port), the number of deliveries in a row that got no
+	// answer (a transport failure, a timeout) or a retried 502, 503 or 504,
+	// set back to zero by any other answer: a receiver that answers 500 or
+	// 429 is up. A delivery retries inline only if that
 	// streak was zero when it started and no other delivery to the endpoint
 	// has failed since, checked before each retry: of many deliveries that
 	// meet a dead endpoint at once, the first to fail retries, the others

@@ -56,9 +56,9 @@
 // delivery. Redirects are not followed unless Config.FollowRedirects is set.
 //
 // Inline retries go only to an endpoint that has not been failing. The sink
-// keeps each endpoint's failure streak (deliveries in a row that ended in a
-// transport failure or a retry- or throttle-class answer; any other answer
-// sets it back to zero), and a delivery retries inline only while the
+// keeps each endpoint's failure streak (deliveries in a row that got no
+// answer or a retried 502, 503 or 504; any other answer, a 500 or 429
+// included, shows the receiver is up and sets it back to zero), and a delivery retries inline only while the
 // streak was zero when it started and no other delivery to the endpoint has
 // failed since. A dead endpoint thus costs one connection per delivery,
 // even when many meet it at once, and each failure comes back to the outbox

@@ -379,12 +379,24 @@ func (c *call) do(parent context.Context) outbox.Result {
 		return r
 	}
 	r := c.classify(resp)
-	if retryOrThrottle(r.Action) {
+	if unavailable(r.Status) && retryOrThrottle(r.Action) {
 		c.countFailure()
 	} else {
 		ep.streak.reset()
 	}
 	return r
+}
+
+// unavailable reports whether a status says that the receiver is not
+// there to answer (a gateway's 502 or 504, or 503): it counts in the
+// endpoint's streak as no answer does. Any other answer shows the
+// receiver is up, whatever it says.
+func unavailable(status int) bool {
+	switch status {
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
 }
 
 // countFailure counts this call's failure in the endpoint's streak, once.
@@ -486,9 +498,7 @@ func (c *call) checkRetry(ctx context.Context, resp *http.Response, err error) (
 		wait = c.jitter()
 	} else {
 		status = resp.StatusCode
-		switch status {
-		case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		default:
+		if !unavailable(status) {
 			return false, nil
 		}
 		if !retryOrThrottle(c.s.cfg.Policy.Action(status)) || !c.mayRetryInline() {

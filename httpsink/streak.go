@@ -7,9 +7,10 @@ import (
 )
 
 // streak is an endpoint's recent failure streak: how many deliveries in a
-// row ended in a transport failure or a retry- or throttle-class answer.
-// A delivered event or any other answer sets it back to zero. Inline
-// retries depend on it (see call.mayRetryInline).
+// row got no answer (a transport failure or a timeout) or a 502, 503 or
+// 504 that the policy retries. Any other answer sets it back to zero: the
+// receiver is up, even if it answered 500 or 429. Inline retries depend on
+// it (see call.mayRetryInline).
 //
 // The counter lives in one atomic word: the high 32 bits are a tag, the low
 // 32 bits the count. A named endpoint has a word of its own (tag 0); the

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -259,42 +260,50 @@ func TestInlineRetriesComeBack(t *testing.T) {
 	}
 }
 
-// TestOtherAnswerResetsStreak: an answer that is not a failure, here a 404
-// the outbox parks, shows the receiver is up: inline retries come back.
+// TestOtherAnswerResetsStreak: an answer that is not "no answer" or
+// "unavailable" (here a 404 the outbox parks, a 500 it retries, a 429 it
+// throttles) shows the receiver is up: inline retries come back.
 func TestOtherAnswerResetsStreak(t *testing.T) {
-	var mode atomic.Int64 // 0: reset, 1: 404, 2: reset once then 204
-	rcv := newReceiver(t, func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		switch mode.Load() {
-		case 0:
-			resetConn(t, w, "")
-		case 1:
-			http.NotFound(w, r)
-		default:
-			if mode.CompareAndSwap(2, 3) {
-				resetConn(t, w, "")
-				return
+	for _, up := range []struct {
+		status int
+		want   outbox.Action
+	}{{http.StatusNotFound, outbox.ActionPark}, {http.StatusInternalServerError, outbox.ActionRetry}, {http.StatusTooManyRequests, outbox.ActionThrottle}} {
+		t.Run(strconv.Itoa(up.status), func(t *testing.T) {
+			var mode atomic.Int64 // 0: reset, 1: the answer, 2: reset once then 204
+			rcv := newReceiver(t, func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				switch mode.Load() {
+				case 0:
+					resetConn(t, w, "")
+				case 1:
+					w.WriteHeader(up.status)
+				default:
+					if mode.CompareAndSwap(2, 3) {
+						resetConn(t, w, "")
+						return
+					}
+					w.WriteHeader(http.StatusNoContent)
+				}
+			})
+			rcv.Config.SetKeepAlivesEnabled(false)
+			s := newSink(t, httpsink.Config{InlineRetryBudget: time.Minute, Endpoints: []httpsink.Endpoint{{Name: "e", URL: rcv.URL, AllowPrivate: true}}})
+			deliver(s, "e", "{}")
+			if res := deliver(s, "e", "{}"); res.Action != outbox.ActionRetry || attempts(t, res) != 1 {
+				t.Fatalf("failing: got %s, want retry after one attempt (%v)", res.Action, res.Err)
 			}
-			w.WriteHeader(http.StatusNoContent)
-		}
-	})
-	rcv.Config.SetKeepAlivesEnabled(false)
-	s := newSink(t, httpsink.Config{InlineRetryBudget: time.Minute, Endpoints: []httpsink.Endpoint{{Name: "e", URL: rcv.URL, AllowPrivate: true}}})
-	deliver(s, "e", "{}")
-	if res := deliver(s, "e", "{}"); res.Action != outbox.ActionRetry || attempts(t, res) != 1 {
-		t.Fatalf("failing: got %s, want retry after one attempt (%v)", res.Action, res.Err)
-	}
-	mode.Store(1)
-	if res := deliver(s, "e", "{}"); res.Action != outbox.ActionPark {
-		t.Fatalf("got %s, want park", res.Action)
-	}
-	mode.Store(2)
-	before := rcv.requests.Load()
-	if res := deliver(s, "e", "{}"); res.Action != outbox.ActionSuccess {
-		t.Fatalf("after the 404: got %s (%v), want success by an inline retry", res.Action, res.Err)
-	}
-	if got := rcv.requests.Load() - before; got != 2 {
-		t.Fatalf("%d requests, want 2", got)
+			mode.Store(1)
+			if res := deliver(s, "e", "{}"); res.Action != up.want {
+				t.Fatalf("got %s, want %s", res.Action, up.want)
+			}
+			mode.Store(2)
+			before := rcv.requests.Load()
+			if res := deliver(s, "e", "{}"); res.Action != outbox.ActionSuccess {
+				t.Fatalf("after the %d: got %s (%v), want success by an inline retry", up.status, res.Action, res.Err)
+			}
+			if got := rcv.requests.Load() - before; got != 2 {
+				t.Fatalf("%d requests, want 2", got)
+			}
+		})
 	}
 }
 
