@@ -146,7 +146,10 @@ type Registry struct {
 	eps map[string]*endpoint
 }
 
-var _ httpapi.EndpointManager = (*Registry)(nil)
+var (
+	_ httpapi.EndpointManager          = (*Registry)(nil)
+	_ httpapi.EndpointDefinitionLookup = (*Registry)(nil)
+)
 
 // Open loads the managed endpoints stored in the outbox's file and applies
 // them to the sink, the rate limits and the outbox's subscriptions. Call
@@ -245,6 +248,18 @@ func (r *Registry) EndpointDefinitions() map[string]httpapi.EndpointDefinition {
 		out[name] = e.definition(now)
 	}
 	return out
+}
+
+// EndpointDefinition implements httpapi.EndpointDefinitionLookup.
+func (r *Registry) EndpointDefinition(name string) (httpapi.EndpointDefinition, bool) {
+	now := r.cfg.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.eps[name]
+	if !ok {
+		return httpapi.EndpointDefinition{}, false
+	}
+	return e.definition(now), true
 }
 
 // Managed returns how many endpoints are managed through the API.
