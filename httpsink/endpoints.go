@@ -1,7 +1,7 @@
 package httpsink
 
 import (
-	"maps"
+	"slices"
 	"time"
 )
 
@@ -34,19 +34,30 @@ func (s *Sink) PutEndpoint(e Endpoint) error {
 		ep.pool.CloseIdleConnections()
 		return ErrClosed
 	}
-	old := s.endpoints()
-	prev := old[e.Name]
+	prev := s.endpoint(e.Name)
 	if prev != nil && prev.url == ep.url {
 		// The same receiver: its failure streak goes on.
 		ep.streak = prev.streak
 	}
-	next := maps.Clone(old)
-	next[e.Name] = ep
-	s.named.Store(&next)
+	s.named.Store(e.Name, ep)
 	if prev != nil {
 		s.retire(prev)
+		return nil
+	}
+	if i, found := slices.BinarySearch(s.names, e.Name); !found {
+		s.names = slices.Insert(s.names, i, e.Name)
 	}
 	return nil
+}
+
+// noEndpoints reports whether the sink has no named endpoint.
+func (s *Sink) noEndpoints() bool {
+	empty := true
+	s.named.Range(func(any, any) bool {
+		empty = false
+		return false
+	})
+	return empty
 }
 
 // CheckEndpoint validates e as PutEndpoint does, without adding it: nil,
@@ -63,14 +74,14 @@ func (s *Sink) CheckEndpoint(e Endpoint) error {
 func (s *Sink) RemoveEndpoint(name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	old := s.endpoints()
-	prev, ok := old[name]
-	if !ok {
+	prev := s.endpoint(name)
+	if prev == nil {
 		return false
 	}
-	next := maps.Clone(old)
-	delete(next, name)
-	s.named.Store(&next)
+	s.named.Delete(name)
+	if i, found := slices.BinarySearch(s.names, name); found {
+		s.names = slices.Delete(s.names, i, i+1)
+	}
 	s.retire(prev)
 	return true
 }
@@ -80,7 +91,7 @@ func (s *Sink) RemoveEndpoint(name string) bool {
 // release.
 func (s *Sink) acquire(name string) *endpoint {
 	for {
-		ep := s.endpoints()[name]
+		ep := s.endpoint(name)
 		if ep == nil {
 			return nil
 		}

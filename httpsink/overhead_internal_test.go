@@ -53,7 +53,7 @@ func BenchmarkOverhead(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer s.Close()
-		s.endpoints()["e"].client.Transport = stubTransport{}
+		s.endpoint("e").client.Transport = stubTransport{}
 		d := &outbox.Delivery{ID: "evt", Destination: "e", Method: "POST", Headers: map[string]string{"X-Trace": "abc"}, Payload: payload}
 		for b.Loop() {
 			if r := s.Deliver(context.Background(), d); r.Action != outbox.ActionSuccess {

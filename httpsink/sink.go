@@ -29,11 +29,15 @@ import (
 // RemoveEndpoint).
 type Sink struct {
 	cfg Config
-	// named maps endpoint names to their definitions. The map is never
-	// changed once published: PutEndpoint and RemoveEndpoint publish a new
-	// one (under mu), so Deliver reads it without a lock.
-	named     atomic.Pointer[map[string]*endpoint]
-	mu        sync.Mutex    // serializes the writers of named; guards retired
+	// named maps endpoint names to their *endpoint definitions: Deliver
+	// reads it without a lock, and PutEndpoint and RemoveEndpoint (under
+	// mu) change one name at a time, at a cost that does not grow with
+	// the number of endpoints.
+	named sync.Map
+	// names are the names of named, sorted (for EndpointNames and
+	// EndpointNamesAfter); guarded by mu.
+	names     []string
+	mu        sync.Mutex    // serializes the writers of named; guards names and retired
 	retired   []retiredPool // see retire
 	raw       *http.Client  // shared by raw-URL destinations
 	rawPool   *http.Transport
@@ -48,6 +52,7 @@ type Sink struct {
 var (
 	_ outbox.Sink             = (*Sink)(nil)
 	_ outbox.EndpointResolver = (*Sink)(nil)
+	_ outbox.EndpointPager    = (*Sink)(nil)
 )
 
 // endpoint is a named endpoint ready for use. It is immutable once
@@ -89,11 +94,12 @@ func New(cfg Config) (*Sink, error) {
 	if cfg.AllowRawURLs {
 		s.rawStreak = newStreakTable()
 	}
-	named := make(map[string]*endpoint, len(cfg.Endpoints))
 	for _, e := range cfg.Endpoints {
-		named[e.Name] = s.newEndpoint(e)
+		if _, loaded := s.named.Swap(e.Name, s.newEndpoint(e)); !loaded {
+			s.names = append(s.names, e.Name)
+		}
 	}
-	s.named.Store(&named)
+	slices.Sort(s.names)
 	return s, nil
 }
 
@@ -136,8 +142,13 @@ func (s *Sink) newEndpoint(e Endpoint) *endpoint {
 	return ep
 }
 
-// endpoints returns the current map of named endpoints (read-only).
-func (s *Sink) endpoints() map[string]*endpoint { return *s.named.Load() }
+// endpoint returns the named endpoint's current definition, nil when
+// there is none.
+func (s *Sink) endpoint(name string) *endpoint {
+	ep, _ := s.named.Load(name)
+	e, _ := ep.(*endpoint)
+	return e
+}
 
 // newClient returns an HTTP client on a new keep-alive pool (returned too)
 // whose dialer runs g (nil: no guard).
@@ -189,9 +200,10 @@ func (s *Sink) Close() error {
 	defer s.mu.Unlock()
 	s.closed.Store(true)
 	s.rawPool.CloseIdleConnections()
-	for _, ep := range s.endpoints() {
-		ep.pool.CloseIdleConnections()
-	}
+	s.named.Range(func(_, ep any) bool {
+		ep.(*endpoint).pool.CloseIdleConnections()
+		return true
+	})
 	for _, r := range s.retired {
 		r.ep.pool.CloseIdleConnections()
 	}
@@ -201,13 +213,22 @@ func (s *Sink) Close() error {
 // EndpointNames implements outbox.EndpointLister: the names of the
 // configured endpoints, sorted.
 func (s *Sink) EndpointNames() []string {
-	named := s.endpoints()
-	names := make([]string, 0, len(named))
-	for name := range named {
-		names = append(names, name)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.names)
+}
+
+// EndpointNamesAfter implements outbox.EndpointPager: up to limit names of
+// the configured endpoints that sort after after, in order, found by a
+// binary search.
+func (s *Sink) EndpointNamesAfter(after string, limit int) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i, found := slices.BinarySearch(s.names, after)
+	if found {
+		i++
 	}
-	slices.Sort(names)
-	return names
+	return slices.Clone(s.names[i:min(len(s.names), i+max(0, limit))])
 }
 
 // ResolveEndpoint implements outbox.EndpointResolver. A configured endpoint
@@ -217,7 +238,7 @@ func (s *Sink) EndpointNames() []string {
 // origin share throttling and disabling. Anything else is a
 // *DestinationError (ErrUnknownEndpoint, ErrRawURLsNotAllowed or ErrBadURL).
 func (s *Sink) ResolveEndpoint(destination string) (string, error) {
-	if ep, ok := s.endpoints()[destination]; ok {
+	if ep := s.endpoint(destination); ep != nil {
 		return ep.name, nil
 	}
 	key, _, err := s.resolveRaw(destination)
@@ -228,7 +249,7 @@ func (s *Sink) ResolveEndpoint(destination string) (string, error) {
 func (s *Sink) resolveRaw(dest string) (key string, u *url.URL, err error) {
 	if !strings.Contains(dest, "://") {
 		reason := ""
-		if len(s.endpoints()) == 0 {
+		if s.noEndpoints() {
 			reason = "no endpoints are configured"
 		}
 		return "", nil, &DestinationError{Destination: RedactURL(dest), Reason: reason, Err: ErrUnknownEndpoint}

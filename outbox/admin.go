@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/outboxd/outbox/outbox/internal/admin"
@@ -262,7 +261,8 @@ type EndpointState struct {
 
 // Endpoints returns the state of every endpoint that has one and of every
 // endpoint the Sink has configured (see EndpointLister; one that has not
-// been delivered to yet has a zero state), sorted by name.
+// been delivered to yet has a zero state), sorted by name. Its cost and
+// answer grow with the number of endpoints: EndpointsPage reads one page.
 func (o *Outbox) Endpoints(ctx context.Context) ([]EndpointState, error) {
 	if err := o.enter(); err != nil {
 		return nil, err
@@ -275,32 +275,85 @@ func (o *Outbox) Endpoints(ctx context.Context) ([]EndpointState, error) {
 	if err != nil {
 		return nil, mapErr("endpoints", "", err)
 	}
-	now := o.clock.Now()
-	out := make([]EndpointState, len(eps))
-	known := make(map[string]bool, len(eps))
-	for i, ep := range eps {
-		known[ep.Name] = true
-		out[i] = EndpointState{
-			Name:            ep.Name,
-			Disabled:        ep.Disabled,
-			DisabledReason:  ep.DisabledReason,
-			DisabledAt:      ep.DisabledAt,
-			ThrottledUntil:  ep.NotBefore,
-			FailureStreak:   ep.FailureStreak,
-			LastStatus:      ep.LastStatus,
-			Breaker:         BreakerState(engine.BreakerAt(ep, now)),
-			BreakerOpenedAt: ep.BreakerOpenedAt,
-			BreakerUntil:    ep.BreakerUntil,
-			BreakerOpens:    ep.BreakerOpens,
+	var names []string
+	if l, ok := o.sink.(EndpointLister); ok {
+		names = l.EndpointNames()
+		if !slices.IsSorted(names) {
+			names = slices.Sorted(slices.Values(names))
 		}
 	}
-	if l, ok := o.sink.(EndpointLister); ok {
-		for _, name := range l.EndpointNames() {
-			if !known[name] {
-				out = append(out, EndpointState{Name: name})
+	return o.endpointStates(eps, names, len(eps)+len(names)), nil
+}
+
+// EndpointsPage returns one page of what Endpoints returns: up to limit
+// endpoints (default DefaultListLimit, at most MaxListLimit) whose names
+// sort after after, by name, and the cursor of the next page, the last
+// name of this one ("" after the last page). A page costs one seek in the
+// store whatever the number of endpoints, plus a page of the Sink's names
+// when it implements EndpointPager (all of them otherwise).
+func (o *Outbox) EndpointsPage(ctx context.Context, after string, limit int) ([]EndpointState, string, error) {
+	if err := o.enter(); err != nil {
+		return nil, "", err
+	}
+	defer o.ops.Done()
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	limit = min(limit, MaxListLimit)
+	eps, err := o.eng.EndpointsAfter(after, limit+1)
+	if err != nil {
+		return nil, "", mapErr("endpoints", "", err)
+	}
+	out := o.endpointStates(eps, o.sinkNamesAfter(after, limit+1), limit+1)
+	if len(out) <= limit {
+		return out, "", nil
+	}
+	out = out[:limit]
+	return out, out[limit-1].Name, nil
+}
+
+// sinkNamesAfter returns up to limit of the Sink's configured endpoint
+// names that sort after after, in order.
+func (o *Outbox) sinkNamesAfter(after string, limit int) []string {
+	if p, ok := o.sink.(EndpointPager); ok {
+		return p.EndpointNamesAfter(after, limit)
+	}
+	l, ok := o.sink.(EndpointLister)
+	if !ok {
+		return nil
+	}
+	names := l.EndpointNames()
+	if !slices.IsSorted(names) {
+		names = slices.Sorted(slices.Values(names))
+	}
+	i, found := slices.BinarySearch(names, after)
+	if found {
+		i++
+	}
+	return names[i:min(len(names), i+limit)]
+}
+
+// endpointStates merges the stored states eps and the Sink's names, both
+// sorted by name, into at most limit states by name, each with its live
+// figures.
+func (o *Outbox) endpointStates(eps []store.EndpointState, names []string, limit int) []EndpointState {
+	now := o.clock.Now()
+	out := make([]EndpointState, 0, min(limit, len(eps)+len(names)))
+	for len(out) < limit && (len(eps) > 0 || len(names) > 0) {
+		switch {
+		case len(names) == 0 || len(eps) > 0 && eps[0].Name <= names[0]:
+			if len(names) > 0 && eps[0].Name == names[0] {
+				names = names[1:]
 			}
+			out = append(out, o.storedState(eps[0], now))
+			eps = eps[1:]
+		default:
+			out = append(out, EndpointState{Name: names[0]})
+			names = names[1:]
 		}
-		slices.SortFunc(out, func(a, b EndpointState) int { return strings.Compare(a.Name, b.Name) })
 	}
 	for i := range out {
 		out[i].RateLimit, _ = o.cfg.RateLimits.Limit(out[i].Name)
@@ -309,7 +362,24 @@ func (o *Outbox) Endpoints(ctx context.Context) ([]EndpointState, error) {
 		out[i].InFlight, out[i].InFlightLimit = ld.InFlight, ld.Limit
 		out[i].LatencyP50, out[i].LatencyP99 = ld.P50, ld.P99
 	}
-	return out, nil
+	return out
+}
+
+// storedState is the EndpointState of a stored state at now.
+func (o *Outbox) storedState(ep store.EndpointState, now time.Time) EndpointState {
+	return EndpointState{
+		Name:            ep.Name,
+		Disabled:        ep.Disabled,
+		DisabledReason:  ep.DisabledReason,
+		DisabledAt:      ep.DisabledAt,
+		ThrottledUntil:  ep.NotBefore,
+		FailureStreak:   ep.FailureStreak,
+		LastStatus:      ep.LastStatus,
+		Breaker:         BreakerState(engine.BreakerAt(ep, now)),
+		BreakerOpenedAt: ep.BreakerOpenedAt,
+		BreakerUntil:    ep.BreakerUntil,
+		BreakerOpens:    ep.BreakerOpens,
+	}
 }
 
 // EnableEndpoint re-enables a disabled endpoint, lifts its throttle and

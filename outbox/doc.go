@@ -287,10 +287,10 @@
 //
 // A file no process has open for writing can be inspected with an outbox
 // opened with Config.ReadOnly (no Sink needed: it delivers nothing), which
-// reads under a shared lock: Stats, List, Get, Endpoints and the changelog
-// view work, every write fails with ErrReadOnly. Check verifies the whole
-// file and reports each problem it finds (bucket, page, key, what);
-// Compact rewrites it to give back the space of deleted events, and
-// refuses a damaged file. outboxd's inspect, check and compact commands are
+// reads under a shared lock: Stats, List, Get, Endpoints, EndpointsPage
+// and the changelog view work, every write fails with ErrReadOnly. Check
+// verifies the whole file and reports each problem it finds (bucket, page,
+// key, what); Compact rewrites it to give back the space of deleted
+// events, and refuses a damaged file. outboxd's inspect, check and compact commands are
 // built on these.
 package outbox

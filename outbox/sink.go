@@ -44,6 +44,15 @@ type EndpointLister interface {
 	EndpointNames() []string
 }
 
+// EndpointPager is an optional interface an EndpointLister implements when
+// it can list its names in order from a cursor: Outbox.EndpointsPage then
+// reads one page of them instead of every name.
+type EndpointPager interface {
+	// EndpointNamesAfter returns up to limit of the configured endpoint
+	// names that sort after after, in order.
+	EndpointNamesAfter(after string, limit int) []string
+}
+
 // Delivery is what a Sink receives: one attempt at one event. It is a copy;
 // the Sink may keep it but must not expect changes to reach the store.
 type Delivery struct {

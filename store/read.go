@@ -264,6 +264,32 @@ func (s *Store) Endpoints() ([]EndpointState, error) {
 	return out, err
 }
 
+// EndpointsAfter returns up to limit stored endpoint states whose names
+// sort after after, by name: a page read with one seek, whatever the
+// number of endpoints stored. limit <= 0 returns none.
+func (s *Store) EndpointsAfter(after string, limit int) ([]EndpointState, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	var out []EndpointState
+	err := s.view(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketEndpoints).Cursor()
+		k, v := c.Seek([]byte(after))
+		if k != nil && string(k) == after {
+			k, v = c.Next()
+		}
+		for ; k != nil && len(out) < limit; k, v = c.Next() {
+			ep, err := decodeEndpoint(v)
+			if err != nil {
+				return fmt.Errorf("endpoint %q: %w", k, err)
+			}
+			out = append(out, ep)
+		}
+		return nil
+	})
+	return out, err
+}
+
 // Endpoint returns the stored state of one endpoint; ok is false when none
 // is stored.
 func (s *Store) Endpoint(name string) (ep EndpointState, ok bool, err error) {

@@ -3,10 +3,12 @@ package cluster_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -446,4 +448,62 @@ func TestTheHolderIsNotHeldUpByASlowMember(t *testing.T) {
 			return false
 		}
 	})
+}
+
+// scope=cluster pages the endpoints as one list: every member is asked for
+// the same page and the answers are merged by name with the same cursor,
+// every name once, in order, over members whose endpoints overlap.
+func TestClusterScopePagesEndpoints(t *testing.T) {
+	g := newGroup(t, 2, 10*time.Second)
+	a, b := g.members[0], g.members[1]
+	for _, m := range []struct {
+		m        *member
+		from, to int
+	}{{a, 0, 180}, {b, 60, 250}} {
+		var evs []outbox.Event
+		for i := m.from; i < m.to; i++ {
+			evs = append(evs, outbox.Event{ID: fmt.Sprintf("%s-%03d", m.m.id, i), Destination: fmt.Sprintf("ep-%03d", i)})
+		}
+		if _, err := m.m.o.Enqueue(context.Background(), evs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testkit.WaitFor(t, time.Minute, "every endpoint's state", func() bool {
+		return a.o.Stats().Endpoints == 180 && b.o.Stats().Endpoints == 190
+	})
+	var got []string
+	pages := 0
+	for after := ""; ; {
+		r := do(t, b, "GET", "/v1/endpoints?scope=cluster&limit=100&after="+after)
+		pages++
+		if r.status != 200 || r.json["complete"] != true {
+			t.Fatalf("page after %q: %d %s", after, r.status, r.body)
+		}
+		for _, e := range r.json["endpoints"].([]any) {
+			e := e.(map[string]any)
+			got = append(got, e["name"].(string))
+			var i int
+			fmt.Sscanf(e["name"].(string), "ep-%03d", &i)
+			if want := 1.0 + float64(b2i(60 <= i && i < 180)); e["failure_streak"] != want {
+				t.Errorf("%s: failure streak %v, want %v (summed over the members)", e["name"], e["failure_streak"], want)
+			}
+		}
+		if after = r.json["next"].(string); after == "" {
+			break
+		}
+	}
+	want := make([]string, 250)
+	for i := range want {
+		want[i] = fmt.Sprintf("ep-%03d", i)
+	}
+	if pages != 3 || !slices.Equal(got, want) {
+		t.Fatalf("%d pages of %v, want 3 pages of ep-000 to ep-249", pages, got)
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -59,7 +59,11 @@
 // GET /v1/endpoints?scope=cluster merges each endpoint's state over the
 // members as one member merges its stores: disabled anywhere is disabled,
 // the latest throttle and the most open breaker stand for all, rates and
-// failure streaks add up; "members" says which answered. A member that
+// failure streaks add up; "members" says which answered. It pages as one
+// member does: every member is asked for the same limit and after, and the
+// names up to the lowest "next" of a member that has more are kept (at
+// most limit of them), so that each is merged over every member and paging
+// misses none; "next" is the cursor of the following page. A member that
 // does not answer leaves the sums short and "complete" false; the answer
 // is still 200. Without scope, or with scope=local, both answer for this
 // member's stores, as before; another scope is 400.

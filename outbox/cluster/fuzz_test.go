@@ -27,7 +27,7 @@ func FuzzMergeMemberAnswers(f *testing.F) {
 			if st.Complete != (st.Members[0].Answered && st.Members[1].Answered) {
 				t.Fatalf("stats complete=%v with members %+v", st.Complete, st.Members)
 			}
-			ep := mergeEndpoints(answers)
+			ep := mergeEndpoints(answers, 100)
 			if _, err := json.Marshal(ep); err != nil {
 				t.Fatalf("endpoints of %q: %v", body, err)
 			}

@@ -3,11 +3,13 @@ package cluster
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"math"
 	"net/http"
+	"net/url"
 	"slices"
+	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/outboxd/outbox/outbox/httpapi"
@@ -54,7 +56,7 @@ func scope(w http.ResponseWriter, r *http.Request) (string, bool) {
 // other member for path; the members come in the group's order, this
 // instance among them. done is true when the answer was given already (the
 // local one, a refusal, or a 503 when the members cannot be learned).
-func (h *Handler) gather(w http.ResponseWriter, r *http.Request, path string) (members []*answer, done bool) {
+func (h *Handler) gather(w http.ResponseWriter, r *http.Request, path, query string) (members []*answer, done bool) {
 	local := h.serveLocal(r)
 	if local.status != http.StatusOK {
 		write(w, local, "")
@@ -89,7 +91,7 @@ func (h *Handler) gather(w http.ResponseWriter, r *http.Request, path string) (m
 		}
 		others = append(others, p)
 	}
-	answers := h.forward(r, others, path, "", nil)
+	answers := h.forward(r, others, path, query, nil)
 	if selfAt < 0 {
 		selfAt = 0 // not (yet) listed by the coordinator: it answers all the same
 	}
@@ -109,7 +111,7 @@ func view(a *answer, ok bool, reason string) memberView {
 // every member that answered (the oldest pending age is the largest), and
 // each member's own answer.
 func (h *Handler) stats(w http.ResponseWriter, r *http.Request) {
-	answers, done := h.gather(w, r, "/v1/stats")
+	answers, done := h.gather(w, r, "/v1/stats", "")
 	if done {
 		return
 	}
@@ -262,32 +264,58 @@ func later(a, b string) bool {
 }
 
 // endpoints serves GET /v1/endpoints: with scope=cluster, each endpoint's
-// state merged over every member that answered.
+// state merged over every member that answered. Every member is asked for
+// the same page (limit and after); see mergeEndpoints.
 func (h *Handler) endpoints(w http.ResponseWriter, r *http.Request) {
-	answers, done := h.gather(w, r, "/v1/endpoints")
+	q := r.URL.Query()
+	page := url.Values{}
+	for _, name := range []string{"limit", "after"} {
+		if v, ok := q[name]; ok {
+			page[name] = v
+		}
+	}
+	answers, done := h.gather(w, r, "/v1/endpoints", page.Encode())
 	if done {
 		return
 	}
-	out := mergeEndpoints(answers)
+	out := mergeEndpoints(answers, limitOf(q.Get("limit")))
 	h.countView(out.Complete)
 	writeJSON(w, http.StatusOK, out)
+}
+
+// limitOf is the page size of a limit= the local answer accepted.
+func limitOf(s string) int {
+	if n, err := strconv.Atoi(s); err == nil && n > 0 {
+		return n
+	}
+	return httpapi.DefaultListLimit
 }
 
 // clusterEndpoints is the answer of GET /v1/endpoints?scope=cluster.
 type clusterEndpoints struct {
 	Endpoints []map[string]json.RawMessage `json:"endpoints"`
+	Next      string                       `json:"next"`
 	Scope     string                       `json:"scope"`
 	Complete  bool                         `json:"complete"`
 	Members   []memberView                 `json:"members"`
 }
 
-// mergeEndpoints merges the members' endpoints answers.
-func mergeEndpoints(answers []*answer) clusterEndpoints {
+// mergeEndpoints merges the members' pages of endpoints, as package
+// outbox/union merges its stores' pages: the names up to the lowest next
+// cursor of a member that has more are certainly merged over every
+// member, and at most limit of them are kept; next is the last one kept
+// when there are more, else that lowest cursor, else "".
+func mergeEndpoints(answers []*answer, limit int) clusterEndpoints {
 	byName := map[string]*mergedEndpoint{}
 	out := clusterEndpoints{Scope: ScopeCluster, Complete: true, Endpoints: []map[string]json.RawMessage{}}
+	var (
+		bound   string
+		bounded bool
+	)
 	for _, a := range answers {
 		var body struct {
 			Endpoints []json.RawMessage `json:"endpoints"`
+			Next      string            `json:"next"`
 		}
 		ok := !a.failed() && a.status == http.StatusOK && isObject(a.body) && json.Unmarshal(a.body, &body) == nil
 		reason := a.reason()
@@ -306,16 +334,25 @@ func mergeEndpoints(answers []*answer) clusterEndpoints {
 				byName[e.Name] = &mergedEndpoint{obj: obj, e: e, statusStreak: e.FailureStreak}
 			}
 		}
+		if ok && body.Next != "" && (!bounded || body.Next < bound) {
+			bound, bounded = body.Next, true
+		}
 		if !ok {
 			out.Complete = false
 		}
 		out.Members = append(out.Members, view(a, ok, reason))
 	}
-	names := make([]string, 0, len(byName))
-	for n := range byName {
-		names = append(names, n)
+	names := slices.Sorted(maps.Keys(byName))
+	if bounded {
+		names = names[:sort.Search(len(names), func(i int) bool { return names[i] > bound })]
 	}
-	slices.SortFunc(names, strings.Compare)
+	switch {
+	case len(names) > limit:
+		names = names[:limit]
+		out.Next = names[limit-1]
+	case bounded:
+		out.Next = bound
+	}
 	for _, n := range names {
 		out.Endpoints = append(out.Endpoints, byName[n].object())
 	}

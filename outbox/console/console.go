@@ -31,7 +31,7 @@ type Backend interface {
 	DeleteDelivery(ctx context.Context, id, endpoint string) error
 	ReplayDelivery(ctx context.Context, id, endpoint string) error
 	ReplayDead(ctx context.Context, f outbox.ReplayFilter) (int, error)
-	Endpoints(ctx context.Context) ([]outbox.EndpointState, error)
+	EndpointsPage(ctx context.Context, after string, limit int) ([]outbox.EndpointState, string, error)
 	EnableEndpoint(ctx context.Context, name string) error
 	RetryEndpoint(ctx context.Context, name string, rate float64) (int, error)
 	Stats() outbox.Stats

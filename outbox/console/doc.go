@@ -18,7 +18,7 @@
 // or delivery, delete one, replay by filter, topic included, at a chosen
 // pace in the background); endpoints (disabled,
 // throttled, breaker, rate limit and rate, failure streak; enable, retry
-// now); and, when Config.Partitions is set, the partitions of a Kafka group
+// now; 50 a page by name, paged with EndpointsPage's cursor); and, when Config.Partitions is set, the partitions of a Kafka group
 // member.
 //
 // # Security

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/outboxd/outbox/outbox"
 )
@@ -621,11 +622,35 @@ type endpointView struct {
 	LastStatus     int
 }
 
+// endpointsData is one page of the endpoints page.
+type endpointsData struct {
+	Rows              []endpointView
+	NextURL, FirstURL string
+	IsFirst           bool
+}
+
+// maxAfter bounds the after= cursor of the endpoints page: no endpoint
+// name is longer.
+const maxAfter = 1024
+
 func (c *Console) endpoints(r *http.Request) (string, string, pageData, error) {
-	eps, err := c.b.Endpoints(r.Context())
+	after := r.URL.Query().Get("after")
+	if len(after) > maxAfter || !utf8.ValidString(after) {
+		return "", "", pageData{}, badRequest{fmt.Sprintf("after: must be an endpoint name (UTF-8, at most %d bytes)", maxAfter)}
+	}
+	eps, next, err := c.b.EndpointsPage(r.Context(), after, pageSize)
 	if err != nil {
 		return "", "", pageData{}, err
 	}
+	d := endpointsData{Rows: c.endpointRows(eps), FirstURL: c.base + "/endpoints", IsFirst: after == ""}
+	if next != "" {
+		d.NextURL = c.base + "/endpoints?" + url.Values{"after": {next}}.Encode()
+	}
+	return "endpoints", "endpoints", pageData{Title: "Endpoints", Data: d}, nil
+}
+
+// endpointRows shows the endpoints' states.
+func (c *Console) endpointRows(eps []outbox.EndpointState) []endpointView {
 	now := c.cfg.Now()
 	rows := make([]endpointView, len(eps))
 	for i, ep := range eps {
@@ -649,7 +674,7 @@ func (c *Console) endpoints(r *http.Request) (string, string, pageData, error) {
 		}
 		rows[i] = v
 	}
-	return "endpoints", "endpoints", pageData{Title: "Endpoints", Data: rows}, nil
+	return rows
 }
 
 type partitionView struct {

@@ -32,8 +32,12 @@ type Backend interface {
 	ReplayDelivery(ctx context.Context, id, endpoint string) error
 	// ReplayDead replays the dead events matching a filter (POST /v1/dead/replay).
 	ReplayDead(ctx context.Context, f outbox.ReplayFilter) (int, error)
-	// Endpoints returns the endpoint states (GET /v1/endpoints).
+	// Endpoints returns every endpoint state (GET /v1/endpoints/{name},
+	// POST /v1/endpoints/{name}/enable).
 	Endpoints(ctx context.Context) ([]outbox.EndpointState, error)
+	// EndpointsPage returns one page of the endpoint states, by name, and
+	// the cursor of the next page (GET /v1/endpoints?limit=&after=).
+	EndpointsPage(ctx context.Context, after string, limit int) ([]outbox.EndpointState, string, error)
 	// EnableEndpoint re-enables an endpoint (POST /v1/endpoints/{name}/enable).
 	EnableEndpoint(ctx context.Context, name string) error
 	// RetryEndpoint makes an endpoint's pending events due, paced

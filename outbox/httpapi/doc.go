@@ -24,7 +24,9 @@
 //	                                       move a dead event, or one dead delivery of a topic event, back to pending:
 //	                                       202, 404, 409 when not dead
 //	POST   /v1/dead/replay                 replay dead events matching a filter at a bounded rate: 202 {"replayed": n}
-//	GET    /v1/endpoints                   endpoint states, with their definitions (Config.Endpoints)
+//	GET    /v1/endpoints?limit=&after=     endpoint states by name, with their definitions (Config.Endpoints), at most
+//	                                       limit (default 100, at most 1000) after the cursor: 200 {"endpoints": [...],
+//	                                       "next": "..."}; next is the last name of a full page and "" on the last page
 //	GET    /v1/endpoints/{name}            one endpoint, as the list shows it
 //	POST   /v1/endpoints/{name}            create a managed endpoint: 201 with its "secret", shown only then
 //	PUT    /v1/endpoints/{name}            replace a managed endpoint's definition: 200

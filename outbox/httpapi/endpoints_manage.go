@@ -39,6 +39,16 @@ type EndpointManager interface {
 	RotateSecret(ctx context.Context, name string, grace time.Duration) (secret string, previousValidUntil time.Time, err error)
 }
 
+// EndpointDefinitionLookup is an optional interface an EndpointManager
+// implements to give one endpoint's definition: a page of GET
+// /v1/endpoints then looks up its own endpoints instead of copying every
+// definition.
+type EndpointDefinitionLookup interface {
+	// EndpointDefinition returns the named endpoint's definition; ok is
+	// false when it has none.
+	EndpointDefinition(name string) (d EndpointDefinition, ok bool)
+}
+
 // Errors an EndpointManager returns for a refused change (wrapped with the
 // detail: the error's message is the answer's).
 var (
@@ -155,6 +165,14 @@ func toEndpointDefOut(d EndpointDefinition) *endpointDefOut {
 // withDefinitions adds the manager's definitions to endpoint states.
 func (h *handler) withDefinitions(eps []endpointOut) {
 	if h.cfg.Endpoints == nil {
+		return
+	}
+	if l, ok := h.cfg.Endpoints.(EndpointDefinitionLookup); ok {
+		for i := range eps {
+			if d, ok := l.EndpointDefinition(eps[i].Name); ok {
+				eps[i].endpointDefOut = toEndpointDefOut(d)
+			}
+		}
 		return
 	}
 	defs := h.cfg.Endpoints.EndpointDefinitions()

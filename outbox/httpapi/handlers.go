@@ -16,6 +16,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/outboxd/outbox/outbox"
 )
@@ -270,21 +271,12 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err, false)
 		return
 	}
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		var msg string
-		switch {
-		case errors.Is(err, strconv.ErrRange), err == nil && (n < 1 || n > MaxListLimit):
-			msg = fmt.Sprintf("limit: %s is out of range: must be from 1 to %d", s, MaxListLimit)
-		case err != nil:
-			msg = fmt.Sprintf("limit: must be a whole number from 1 to %d, got %q", MaxListLimit, s)
-		}
-		if msg != "" {
-			h.fail(w, r, errorf(http.StatusBadRequest, msg), false)
-			return
-		}
-		opt.Limit = n
+	n, err := limitParam(q.Get("limit"))
+	if err != nil {
+		h.fail(w, r, err, false)
+		return
 	}
+	opt.Limit = n
 	evs, next, err := h.o.List(r.Context(), opt)
 	if err != nil {
 		h.fail(w, r, err, false)
@@ -481,9 +473,31 @@ func millis(d time.Duration) float64 {
 	return math.Round(float64(d)/float64(time.Microsecond)) / 1000
 }
 
-// endpoints serves GET /v1/endpoints.
+// maxCursorBytes bounds the after= cursor of GET /v1/endpoints: no
+// endpoint name is longer.
+const maxCursorBytes = 1024
+
+// endpoints serves GET /v1/endpoints?limit=&after=: one page of the
+// endpoints, by name.
 func (h *handler) endpoints(w http.ResponseWriter, r *http.Request) {
-	eps, err := h.o.Endpoints(r.Context())
+	q := r.URL.Query()
+	for _, name := range []string{"limit", "after"} {
+		if len(q[name]) > 1 {
+			h.fail(w, r, errorf(http.StatusBadRequest, name+": given more than once"), false)
+			return
+		}
+	}
+	after := q.Get("after")
+	if len(after) > maxCursorBytes || !utf8.ValidString(after) {
+		h.fail(w, r, errorf(http.StatusBadRequest, fmt.Sprintf("after: must be an endpoint name (UTF-8, at most %d bytes)", maxCursorBytes)), false)
+		return
+	}
+	limit, err := limitParam(q.Get("limit"))
+	if err != nil {
+		h.fail(w, r, err, false)
+		return
+	}
+	eps, next, err := h.o.EndpointsPage(r.Context(), after, limit)
 	if err != nil {
 		h.fail(w, r, err, false)
 		return
@@ -495,7 +509,23 @@ func (h *handler) endpoints(w http.ResponseWriter, r *http.Request) {
 	h.withDefinitions(out)
 	writeJSON(w, http.StatusOK, struct {
 		Endpoints []endpointOut `json:"endpoints"`
-	}{out})
+		Next      string        `json:"next"`
+	}{out, next})
+}
+
+// limitParam parses a list's limit= (DefaultListLimit when empty).
+func limitParam(s string) (int, error) {
+	if s == "" {
+		return DefaultListLimit, nil
+	}
+	n, err := strconv.Atoi(s)
+	switch {
+	case errors.Is(err, strconv.ErrRange), err == nil && (n < 1 || n > MaxListLimit):
+		return 0, errorf(http.StatusBadRequest, fmt.Sprintf("limit: %s is out of range: must be from 1 to %d", s, MaxListLimit))
+	case err != nil:
+		return 0, errorf(http.StatusBadRequest, fmt.Sprintf("limit: must be a whole number from 1 to %d, got %q", MaxListLimit, s))
+	}
+	return n, nil
 }
 
 // enable serves POST /v1/endpoints/{name}/enable.

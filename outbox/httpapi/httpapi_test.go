@@ -377,3 +377,28 @@ func TestStats(t *testing.T) {
 		}
 	}
 }
+
+// GET /v1/endpoints pages by name with limit and after.
+func TestEndpointsPages(t *testing.T) {
+	rc := newReceiver(t, func(*http.Request) int { return http.StatusOK })
+	e := newEnv(t, httpapi.Config{}, map[string]string{"c": rc.URL, "a": rc.URL, "b": rc.URL})
+	var got []any
+	for _, want := range []struct{ path, next string }{
+		{"/v1/endpoints?limit=2", "b"},
+		{"/v1/endpoints?limit=2&after=b", ""},
+	} {
+		code, m := e.get(t, want.path)
+		if code != http.StatusOK || m["next"] != want.next {
+			t.Fatalf("GET %s: %d %v, want next %q", want.path, code, m, want.next)
+		}
+		for _, x := range m["endpoints"].([]any) {
+			got = append(got, x.(map[string]any)["name"])
+		}
+	}
+	if fmt.Sprint(got) != "[a b c]" {
+		t.Errorf("pages %v, want a, b, c", got)
+	}
+	if code, m := e.get(t, "/v1/endpoints?limit=1001"); code != http.StatusBadRequest || !strings.HasPrefix(m["error"].(string), "limit:") {
+		t.Errorf("limit=1001: %d %v", code, m)
+	}
+}

@@ -53,7 +53,9 @@
 //     one, the breaker that of the store where it is most open (open, then
 //     half-open; the latest BreakerUntil among equals), Rate the sum. Each
 //     store keeps a breaker of its own; the rate limit is shared when the
-//     stores share their Config.RateLimits.
+//     stores share their Config.RateLimits. EndpointsPage merges one page
+//     of each store the way List does: the names up to the lowest next
+//     cursor of a store that has more, at most limit of them.
 //   - RetryEndpoint retries the endpoint in every store that knows it, each
 //     at an equal share of the rate, and returns the sum; errors as for
 //     EnableEndpoint.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -262,6 +263,65 @@ func (v *View) Endpoints(ctx context.Context) ([]outbox.EndpointState, error) {
 	}
 	slices.SortFunc(out, func(a, b outbox.EndpointState) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
+}
+
+// EndpointsPage returns one page of what Endpoints returns: up to limit
+// endpoints (default outbox.DefaultListLimit, at most outbox.MaxListLimit)
+// whose names sort after after, merged over the stores, by name, and the
+// cursor of the next page ("" after the last page). It reads one page of
+// each store and keeps the names up to the lowest next cursor of a store
+// that has more, so that every name on the page is merged over every
+// store that knows it and paging misses none.
+func (v *View) EndpointsPage(ctx context.Context, after string, limit int) ([]outbox.EndpointState, string, error) {
+	if limit <= 0 {
+		limit = outbox.DefaultListLimit
+	}
+	limit = min(limit, outbox.MaxListLimit)
+	byName := map[string]*merged{}
+	var (
+		bound         string // the lowest next cursor of a store that has more
+		bounded, open bool
+	)
+	for _, o := range v.stores() {
+		eps, next, err := o.EndpointsPage(ctx, after, limit)
+		if errors.Is(err, outbox.ErrClosed) {
+			continue
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		open = true
+		for _, e := range eps {
+			if m, ok := byName[e.Name]; ok {
+				m.add(e)
+			} else {
+				byName[e.Name] = &merged{EndpointState: e, statusStreak: e.FailureStreak}
+			}
+		}
+		if next != "" && (!bounded || next < bound) {
+			bound, bounded = next, true
+		}
+	}
+	if !open {
+		return nil, "", errAllClosed("endpoints")
+	}
+	names := slices.Sorted(maps.Keys(byName))
+	if bounded {
+		names = names[:sort.Search(len(names), func(i int) bool { return names[i] > bound })]
+	}
+	next := ""
+	switch {
+	case len(names) > limit:
+		names = names[:limit]
+		next = names[limit-1]
+	case bounded:
+		next = bound
+	}
+	out := make([]outbox.EndpointState, len(names))
+	for i, n := range names {
+		out[i] = byName[n].EndpointState
+	}
+	return out, next, nil
 }
 
 // add merges the state e of the same endpoint in a later store.

@@ -140,6 +140,14 @@ func (h *holds) list() ([]store.EndpointState, error) {
 	return h.st.Endpoints()
 }
 
+// listAfter returns up to limit stored states of the endpoints whose
+// names sort after after, by name, as list does.
+func (h *holds) listAfter(after string, limit int) ([]store.EndpointState, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.st.EndpointsAfter(after, limit)
+}
+
 // enable clears the endpoint's disable, throttle and streak in the store
 // and the cache, then runs after (bringing its events forward) under the
 // same lock. store.ErrNotFound when the endpoint has no state.

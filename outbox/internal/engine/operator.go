@@ -25,6 +25,12 @@ func (e *DisabledError) Error() string {
 // the engine's cache shows, with no change of one half-written.
 func (e *Engine) Endpoints() ([]store.EndpointState, error) { return e.holds.list() }
 
+// EndpointsAfter returns up to limit stored states of the endpoints whose
+// names sort after after, by name, as Endpoints does.
+func (e *Engine) EndpointsAfter(after string, limit int) ([]store.EndpointState, error) {
+	return e.holds.listAfter(after, limit)
+}
+
 // HoldCounts counts the endpoints throttled at now, the disabled ones, and
 // those whose breaker is not closed.
 func (e *Engine) HoldCounts(now time.Time) (throttled, disabled, broken int) {

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -23,35 +22,30 @@ type Invalid struct{ Field, Reason string }
 
 func (e *Invalid) Error() string { return e.Field + ": " + e.Reason }
 
-// Set holds the limits of endpoints. Its zero value holds none.
+// Set holds the limits of endpoints. Its zero value holds none. Readers
+// take no lock, and a change costs the same whatever the number of limits.
 type Set struct {
-	mu    sync.Mutex // serializes Set and Remove
-	state atomic.Pointer[state]
+	mu sync.Mutex // serializes Set and Remove
+	m  sync.Map   // endpoint name → *entry, never changed once stored
 }
 
-// state is one version of the limits; never changed once published, so
-// readers need no lock.
-type state struct {
-	limits   map[string]Limit
-	limiters map[string]*rate.Limiter
+// entry is one endpoint's limit and its limiter.
+type entry struct {
+	limit   Limit
+	limiter *rate.Limiter
 }
 
 // New checks limits (in the order of their names) and returns a set of
 // them.
 func New(limits map[string]Limit) (*Set, error) {
-	st := &state{limits: maps.Clone(limits), limiters: make(map[string]*rate.Limiter, len(limits))}
-	if st.limits == nil {
-		st.limits = map[string]Limit{}
-	}
+	s := &Set{}
 	for _, name := range slices.Sorted(maps.Keys(limits)) {
 		l := limits[name]
 		if err := check(name, l); err != nil {
 			return nil, err
 		}
-		st.limiters[name] = rate.NewLimiter(rate.Limit(l.PerSecond), l.Burst)
+		s.m.Store(name, &entry{limit: l, limiter: rate.NewLimiter(rate.Limit(l.PerSecond), l.Burst)})
 	}
-	s := &Set{}
-	s.state.Store(st)
 	return s, nil
 }
 
@@ -70,11 +64,11 @@ func check(name string, l Limit) error {
 	return nil
 }
 
-func (s *Set) load() *state {
-	if st := s.state.Load(); st != nil {
-		return st
-	}
-	return &state{}
+// load returns the entry of an endpoint, nil when it has no limit.
+func (s *Set) load(endpoint string) *entry {
+	e, _ := s.m.Load(endpoint)
+	en, _ := e.(*entry)
+	return en
 }
 
 // Set sets the limit of an endpoint; a replaced limit keeps its limiter's
@@ -85,23 +79,18 @@ func (s *Set) Set(endpoint string, l Limit) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	old := s.load()
-	if cur, ok := old.limits[endpoint]; ok && cur == l {
+	old := s.load(endpoint)
+	if old != nil && old.limit == l {
 		return nil
 	}
-	next := &state{limits: maps.Clone(old.limits), limiters: maps.Clone(old.limiters)}
-	if next.limits == nil {
-		next.limits, next.limiters = map[string]Limit{}, map[string]*rate.Limiter{}
-	}
-	next.limits[endpoint] = l
-	if lim := old.limiters[endpoint]; lim != nil {
+	if old != nil {
 		now := time.Now()
-		lim.SetLimitAt(now, rate.Limit(l.PerSecond))
-		lim.SetBurstAt(now, l.Burst)
-	} else {
-		next.limiters[endpoint] = rate.NewLimiter(rate.Limit(l.PerSecond), l.Burst)
+		old.limiter.SetLimitAt(now, rate.Limit(l.PerSecond))
+		old.limiter.SetBurstAt(now, l.Burst)
+		s.m.Store(endpoint, &entry{limit: l, limiter: old.limiter})
+		return nil
 	}
-	s.state.Store(next)
+	s.m.Store(endpoint, &entry{limit: l, limiter: rate.NewLimiter(rate.Limit(l.PerSecond), l.Burst)})
 	return nil
 }
 
@@ -109,23 +98,21 @@ func (s *Set) Set(endpoint string, l Limit) error {
 func (s *Set) Remove(endpoint string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	old := s.load()
-	if _, ok := old.limits[endpoint]; !ok {
-		return
-	}
-	next := &state{limits: maps.Clone(old.limits), limiters: maps.Clone(old.limiters)}
-	delete(next.limits, endpoint)
-	delete(next.limiters, endpoint)
-	s.state.Store(next)
+	s.m.Delete(endpoint)
 }
 
 // Limit returns the limit of an endpoint; ok is false when it has none.
 func (s *Set) Limit(endpoint string) (l Limit, ok bool) {
-	l, ok = s.load().limits[endpoint]
-	return l, ok
+	if e := s.load(endpoint); e != nil {
+		return e.limit, true
+	}
+	return Limit{}, false
 }
 
 // Limiter returns the endpoint's limiter, nil when it has no limit.
 func (s *Set) Limiter(endpoint string) *rate.Limiter {
-	return s.load().limiters[endpoint]
+	if e := s.load(endpoint); e != nil {
+		return e.limiter
+	}
+	return nil
 }

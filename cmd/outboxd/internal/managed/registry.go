@@ -144,9 +144,16 @@ type Registry struct {
 
 	mu  sync.Mutex
 	eps map[string]*endpoint
+	// managed are the names of the managed endpoints of eps, sorted: the
+	// order of their subscriptions, kept without sorting every name on
+	// each change.
+	managed []string
 }
 
-var _ httpapi.EndpointManager = (*Registry)(nil)
+var (
+	_ httpapi.EndpointManager          = (*Registry)(nil)
+	_ httpapi.EndpointDefinitionLookup = (*Registry)(nil)
+)
 
 // Open loads the managed endpoints stored in the outbox's file and applies
 // them to the sink, the rate limits and the outbox's subscriptions. Call
@@ -192,7 +199,7 @@ func Open(ctx context.Context, cfg Config) (*Registry, error) {
 		if err := r.apply(e); err != nil {
 			return nil, fmt.Errorf("managed endpoint %q in the database file: %w", e.name, err)
 		}
-		r.eps[e.name] = e
+		r.putLocked(e)
 	}
 	if len(shadowed) > 0 {
 		err := cfg.Outbox.Update(ctx, func(tx *outbox.Tx) error {
@@ -247,17 +254,23 @@ func (r *Registry) EndpointDefinitions() map[string]httpapi.EndpointDefinition {
 	return out
 }
 
+// EndpointDefinition implements httpapi.EndpointDefinitionLookup.
+func (r *Registry) EndpointDefinition(name string) (httpapi.EndpointDefinition, bool) {
+	now := r.cfg.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.eps[name]
+	if !ok {
+		return httpapi.EndpointDefinition{}, false
+	}
+	return e.definition(now), true
+}
+
 // Managed returns how many endpoints are managed through the API.
 func (r *Registry) Managed() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n := 0
-	for _, e := range r.eps {
-		if e.managed {
-			n++
-		}
-	}
-	return n
+	return len(r.managed)
 }
 
 // CreateEndpoint implements httpapi.EndpointManager: it validates the
@@ -348,9 +361,9 @@ func (r *Registry) DeleteEndpoint(ctx context.Context, name string) (int, error)
 		return 0, err
 	}
 	o := r.cfg.Outbox
-	delete(r.eps, name)
+	r.deleteLocked(name)
 	restore := func(cause error) (int, error) {
-		r.eps[name] = e
+		r.putLocked(e)
 		if err := r.apply(e); err != nil {
 			cause = errors.Join(cause, err)
 		}
@@ -360,7 +373,7 @@ func (r *Registry) DeleteEndpoint(ctx context.Context, name string) (int, error)
 		return 0, cause
 	}
 	if err := o.SetSubscriptions(ctx, r.subscriptionsLocked()); err != nil {
-		r.eps[name] = e
+		r.putLocked(e)
 		return 0, err
 	}
 	r.cfg.Sink.RemoveEndpoint(name)
@@ -421,11 +434,11 @@ func (r *Registry) commit(ctx context.Context, e *endpoint) error {
 		return err
 	}
 	old := r.eps[e.name]
-	r.eps[e.name] = e
+	r.putLocked(e)
 	if err := r.apply(e); err != nil {
 		return err // stored: in force after a restart
 	}
-	if old != nil && slices.Equal(old.spec.Topics, e.spec.Topics) && maps.Equal(old.spec.Filter, e.spec.Filter) {
+	if sameSubscription(old, e) {
 		return nil
 	}
 	err = r.cfg.Outbox.SetSubscriptions(ctx, r.subscriptionsLocked())
@@ -464,13 +477,40 @@ func (r *Registry) undo(ctx context.Context, name string, old *endpoint) error {
 		return err
 	}
 	if old == nil {
-		delete(r.eps, name)
+		r.deleteLocked(name)
 		r.cfg.Sink.RemoveEndpoint(name)
 		r.cfg.Limits.Remove(name)
 		return nil
 	}
-	r.eps[name] = old
+	r.putLocked(old)
 	return r.apply(old)
+}
+
+// sameSubscription reports whether e, replacing old (nil: none),
+// subscribes as old did, so that the outbox's subscriptions stay.
+func sameSubscription(old, e *endpoint) bool {
+	if old == nil {
+		return len(e.spec.Topics) == 0
+	}
+	return slices.Equal(old.spec.Topics, e.spec.Topics) && maps.Equal(old.spec.Filter, e.spec.Filter)
+}
+
+// putLocked puts a managed endpoint in eps. r.mu must be held.
+func (r *Registry) putLocked(e *endpoint) {
+	if _, ok := r.eps[e.name]; !ok {
+		// Loaded in name order at Open: each goes at the end.
+		i, _ := slices.BinarySearch(r.managed, e.name)
+		r.managed = slices.Insert(r.managed, i, e.name)
+	}
+	r.eps[e.name] = e
+}
+
+// deleteLocked removes a managed endpoint from eps. r.mu must be held.
+func (r *Registry) deleteLocked(name string) {
+	if i, ok := slices.BinarySearch(r.managed, name); ok {
+		r.managed = slices.Delete(r.managed, i, i+1)
+	}
+	delete(r.eps, name)
 }
 
 // apply puts a managed endpoint's definition in force in the sink and the
@@ -490,11 +530,9 @@ func (r *Registry) apply(e *endpoint) error {
 // managed endpoints, by name.
 func (r *Registry) subscriptionsLocked() []outbox.Subscription {
 	subs := slices.Clone(r.staticSubs)
-	for _, name := range slices.Sorted(maps.Keys(r.eps)) {
-		if e := r.eps[name]; e.managed {
-			if s, ok := e.subscription(); ok {
-				subs = append(subs, s)
-			}
+	for _, name := range r.managed {
+		if s, ok := r.eps[name].subscription(); ok {
+			subs = append(subs, s)
 		}
 	}
 	return subs
