@@ -558,10 +558,17 @@ type op struct {
 	err    error
 	panic  any
 	done   chan struct{}
+
+	// mu is held while run runs; abandoned, set under it by a caller
+	// whose ctx ended, keeps run from starting (see queueOp).
+	mu        sync.Mutex
+	abandoned bool
 }
 
 // do queues fn for the committer and waits for its commit (fsync included).
-// When ctx ends first it returns ctx.Err(); the write may still commit.
+// When ctx ends first it returns ctx.Err(): fn does not run after that (if
+// it ran already, its write may still commit), so whatever fn writes is
+// the caller's again once do returns.
 func (s *Store) do(ctx context.Context, weight int, fn func(w *wtx) error) error {
 	return s.queueOp(&op{ctx: ctx, weight: weight, run: fn, done: make(chan struct{})})
 }
@@ -598,6 +605,9 @@ func (s *Store) queueOp(o *op) error {
 		select {
 		case <-o.done:
 		case <-ctx.Done():
+			o.mu.Lock() // waits for a run under way; none starts after
+			o.abandoned = true
+			o.mu.Unlock()
 			return ctx.Err()
 		}
 	}
@@ -832,6 +842,11 @@ var errRetry = errors.New("store: transaction retried without a failed op")
 // in the caller's goroutine. The op made no writes when its function panics
 // (functions call user code before writing).
 func (w *wtx) call(o *op) (err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.abandoned {
+		return o.ctx.Err()
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			if w.inUser {
