@@ -207,7 +207,9 @@ func TestSIGTERMUnderLoadExitsWithinGraceAndLosesNothing(t *testing.T) {
 		}
 	}()
 	const grace = 5 * time.Second
-	args := []string{"--endpoint", rc.endpoint("slow"), "--concurrency", "1000", "--interval", "50ms",
+	// The endpoint starts at all 1,000 workers: the premise is that each
+	// of them hangs when the signal comes.
+	args := []string{"--endpoint", rc.endpoint("slow"), "--concurrency", "1000", "--initial-per-endpoint", "1000", "--interval", "50ms",
 		"--backoff-initial", "50ms", "--backoff-max", "200ms", "--shutdown-grace", grace.String()}
 	p := start(t, dir, args...)
 	acked := enqueueBatches(t, p, "term", "slow", 1000, 100)
@@ -531,7 +533,7 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 	release := make(chan struct{})
 	var inFlight atomic.Int64
 	rc := newReceiver(t, holdUntil(release, &inFlight))
-	args := []string{"--endpoint", rc.endpoint("slow"), "--shutdown-grace", "1m", "--interval", "50ms"}
+	args := []string{"--endpoint", rc.endpoint("slow"), "--initial-per-endpoint", "10", "--shutdown-grace", "1m", "--interval", "50ms"}
 	p := start(t, dir, args...)
 	acked := enqueueBatches(t, p, "twice", "slow", 10, 10)
 	testkit.WaitFor(t, 10*time.Second, "deliveries in flight", func() bool { return inFlight.Load() >= 10 })
