@@ -75,6 +75,9 @@ func (r row) ratioString() string {
 		return strconv.FormatFloat(q, 'f', 0, 64) + "×"
 	case q >= 10:
 		return strconv.FormatFloat(q, 'f', 1, 64) + "×"
+	case q > 0 && q < 0.1:
+		// Two significant digits: 0.0046×, not 0.00×.
+		return strconv.FormatFloat(q, 'g', 2, 64) + "×"
 	}
 	return strconv.FormatFloat(q, 'f', 2, 64) + "×"
 }
