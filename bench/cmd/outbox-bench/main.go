@@ -18,6 +18,7 @@
 //
 //	go run ./cmd/outbox-bench -chart docs/bench-concurrency.png
 //	go run ./cmd/outbox-bench -pending 1000000 -parked 0,10000,100000,1000000
+//	go run ./cmd/outbox-bench -only isolation -isolation-scale 1 -chart ''
 package main
 
 import (
