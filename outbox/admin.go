@@ -250,6 +250,14 @@ type EndpointState struct {
 	// Rate is the recent rate of deliveries started to it, per second
 	// (averaged over the last few seconds).
 	Rate float64
+	// InFlight is the number of its deliveries under way, and
+	// InFlightLimit how many may be at once now: its adaptive limit (see
+	// Config.InitialPerEndpoint), or MaxPerEndpoint when adapting is off.
+	InFlight, InFlightLimit int
+	// LatencyP50 and LatencyP99 are the median and 99th percentile of the
+	// time its receiver took to answer, over the attempts answered in the
+	// last minute (zero when none was).
+	LatencyP50, LatencyP99 time.Duration
 }
 
 // Endpoints returns the state of every endpoint that has one and of every
@@ -297,6 +305,9 @@ func (o *Outbox) Endpoints(ctx context.Context) ([]EndpointState, error) {
 	for i := range out {
 		out[i].RateLimit, _ = o.cfg.RateLimits.Limit(out[i].Name)
 		out[i].Rate = o.eng.Rate(out[i].Name)
+		ld := o.eng.Load(out[i].Name)
+		out[i].InFlight, out[i].InFlightLimit = ld.InFlight, ld.Limit
+		out[i].LatencyP50, out[i].LatencyP99 = ld.P50, ld.P99
 	}
 	return out, nil
 }

@@ -120,8 +120,9 @@
 // consecutive failures of the retry class (no answer, a timeout, a 5xx, a
 // throttle answer other than 429) it opens, and for a cool-down (5 s,
 // doubling at each consecutive opening up to 5 min, jittered) none of the
-// endpoint's events is attempted or spends an attempt; their due times move
-// to the cool-down's end. Then it is half-open: one event goes out as a
+// endpoint's events is attempted or spends an attempt; they stay as they
+// are, and a punctuation passes over them at the cost of one look, however
+// many they are, so they hold up no other endpoint. Then it is half-open: one event goes out as a
 // probe while the others wait. A failed probe opens it again for the next
 // cool-down; any other answer closes it, and the endpoint's events become
 // due at once. Its state is part of the endpoint's durable state, so a

@@ -509,6 +509,7 @@ func TestThrottleBurstGrowsOncePerEpisode(t *testing.T) {
 	cfg.Clock = clock
 	cfg.Interval = time.Second
 	cfg.Concurrency = burst
+	cfg.InitialPerEndpoint = burst // the whole burst in flight at once
 	cfg.BackoffInitial = time.Second
 	cfg.BackoffMax = time.Hour
 	cfg.Hooks.OnPunctuation = func(time.Duration, int) { puncts.Add(1) }

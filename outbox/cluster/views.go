@@ -171,6 +171,10 @@ type endpoint struct {
 	FailureStreak  int     `json:"failure_streak"`
 	LastStatus     int     `json:"last_status"`
 	Rate           float64 `json:"rate"`
+	InFlight       int     `json:"in_flight"`
+	InFlightLimit  int     `json:"in_flight_limit"`
+	LatencyP50     float64 `json:"latency_p50_ms"`
+	LatencyP99     float64 `json:"latency_p99_ms"`
 	Breaker        struct {
 		State string `json:"state"`
 		Until string `json:"until"`
@@ -202,6 +206,9 @@ func (m *mergedEndpoint) add(e endpoint, obj map[string]json.RawMessage) {
 		m.e.Breaker, m.breaker = e.Breaker, obj["breaker"]
 	}
 	m.e.Rate += e.Rate
+	m.e.InFlight += e.InFlight
+	m.e.InFlightLimit += e.InFlightLimit
+	m.e.LatencyP50, m.e.LatencyP99 = max(m.e.LatencyP50, e.LatencyP50), max(m.e.LatencyP99, e.LatencyP99)
 	if e.LastStatus != 0 && (m.e.LastStatus == 0 || e.FailureStreak > m.statusStreak) {
 		m.e.LastStatus, m.statusStreak = e.LastStatus, e.FailureStreak
 	}
@@ -224,6 +231,10 @@ func (m *mergedEndpoint) object() map[string]json.RawMessage {
 	set("failure_streak", m.e.FailureStreak)
 	set("last_status", m.e.LastStatus)
 	set("rate", math.Round(m.e.Rate*100)/100)
+	set("in_flight", m.e.InFlight)
+	set("in_flight_limit", m.e.InFlightLimit)
+	set("latency_p50_ms", m.e.LatencyP50)
+	set("latency_p99_ms", m.e.LatencyP99)
 	if m.breaker != nil {
 		m.obj["breaker"] = m.breaker
 	}

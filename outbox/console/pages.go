@@ -615,6 +615,8 @@ type endpointView struct {
 	BreakerOpen    bool
 	Limit          string
 	Rate           string
+	InFlight       string
+	Latency        string
 	FailureStreak  int
 	LastStatus     int
 }
@@ -631,6 +633,10 @@ func (c *Console) endpoints(r *http.Request) (string, string, pageData, error) {
 			Name: ep.Name, NameText: text(ep.Name), Disabled: ep.Disabled, DisabledReason: text(ep.DisabledReason),
 			DisabledAt: fmtTime(ep.DisabledAt), Breaker: ep.Breaker.String(), BreakerOpen: ep.Breaker != outbox.BreakerClosed,
 			Limit: "none", Rate: fmt.Sprintf("%.1f/s", ep.Rate), FailureStreak: ep.FailureStreak, LastStatus: ep.LastStatus,
+			InFlight: fmt.Sprintf("%d of %d", ep.InFlight, ep.InFlightLimit), Latency: "–",
+		}
+		if ep.LatencyP99 > 0 {
+			v.Latency = ep.LatencyP50.Round(time.Millisecond/10).String() + " / " + ep.LatencyP99.Round(time.Millisecond/10).String()
 		}
 		if ep.ThrottledUntil.After(now) {
 			v.Throttled, v.ThrottledUntil = true, fmtTime(ep.ThrottledUntil)+" ("+ago(now, ep.ThrottledUntil)+")"

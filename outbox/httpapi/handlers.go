@@ -433,6 +433,10 @@ type endpointOut struct {
 	Breaker        breakerOut    `json:"breaker"`
 	RateLimit      *rateLimitOut `json:"rate_limit,omitempty"`
 	Rate           float64       `json:"rate"`
+	InFlight       int           `json:"in_flight"`
+	InFlightLimit  int           `json:"in_flight_limit"`
+	LatencyP50     float64       `json:"latency_p50_ms"`
+	LatencyP99     float64       `json:"latency_p99_ms"`
 	// How it is defined, when Config.Endpoints knows it.
 	*endpointDefOut
 }
@@ -447,11 +451,20 @@ func toEndpointOut(e outbox.EndpointState) endpointOut {
 		LastStatus:     e.LastStatus,
 		Breaker:        toBreakerOut(e),
 		Rate:           math.Round(e.Rate*100) / 100,
+		InFlight:       e.InFlight,
+		InFlightLimit:  e.InFlightLimit,
+		LatencyP50:     millis(e.LatencyP50),
+		LatencyP99:     millis(e.LatencyP99),
 	}
 	if e.RateLimit != (outbox.RateLimit{}) {
 		out.RateLimit = &rateLimitOut{PerSecond: e.RateLimit.PerSecond, Burst: e.RateLimit.Burst}
 	}
 	return out
+}
+
+// millis returns d in milliseconds, to the microsecond.
+func millis(d time.Duration) float64 {
+	return math.Round(float64(d)/float64(time.Microsecond)) / 1000
 }
 
 // endpoints serves GET /v1/endpoints.

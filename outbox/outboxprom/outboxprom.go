@@ -87,7 +87,8 @@ type Collector struct {
 	pendingDesc, deadDesc, inFlightDesc, oldestDesc, throttledDesc, disabledDesc, breakerOpenDesc, unavailableDesc *prometheus.Desc
 	unroutedDesc, droppedDesc                                                                                      *prometheus.Desc
 
-	breakerStateDesc, rateLimitDesc, deliveryRateDesc *prometheus.Desc
+	breakerStateDesc, rateLimitDesc, deliveryRateDesc    *prometheus.Desc
+	inFlightLimitDesc, endpointInFlightDesc, latencyDesc *prometheus.Desc
 
 	commitsDesc, commitFailuresDesc, commitCallsDesc, commitRecordsDesc, commitSecondsDesc, commitRunningDesc *prometheus.Desc
 }
@@ -131,18 +132,21 @@ func New(o *outbox.Outbox) (*Collector, outbox.Hooks) {
 		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Name: "rate_limited_total", Help: "Events rescheduled because their endpoint's rate limit would not let them go yet.",
 		}, []string{"endpoint"}),
-		breakerOpenDesc:  prometheus.NewDesc(ns+"_endpoints_breaker_open", "Endpoints whose circuit breaker is open or half-open.", nil, nil),
-		breakerStateDesc: prometheus.NewDesc(ns+"_endpoint_breaker_state", "1 for the current state of the endpoint's circuit breaker, 0 for the others.", []string{"endpoint", "state"}, nil),
-		rateLimitDesc:    prometheus.NewDesc(ns+"_endpoint_rate_limit", "The endpoint's rate limit, in deliveries started per second.", []string{"endpoint"}, nil),
-		deliveryRateDesc: prometheus.NewDesc(ns+"_endpoint_delivery_rate", "Deliveries started to the endpoint per second, over the last few seconds.", []string{"endpoint"}, nil),
-		pendingDesc:      prometheus.NewDesc(ns+"_pending", "Pending events.", nil, nil),
-		unroutedDesc:     prometheus.NewDesc(ns+"_unrouted_events", "Topic events kept unrouted: no endpoint subscribes to their topic yet.", nil, nil),
-		droppedDesc:      prometheus.NewDesc(ns+"_unrouted_dropped_total", "Topic events dropped because no endpoint subscribed to their topic (Config.Unrouted = drop).", nil, nil),
-		deadDesc:         prometheus.NewDesc(ns+"_dead", "Dead letters kept.", nil, nil),
-		inFlightDesc:     prometheus.NewDesc(ns+"_in_flight", "Deliveries in flight.", nil, nil),
-		oldestDesc:       prometheus.NewDesc(ns+"_oldest_pending_age_seconds", "Age of the oldest pending event.", nil, nil),
-		throttledDesc:    prometheus.NewDesc(ns+"_endpoints_throttled", "Endpoints held by a throttle now.", nil, nil),
-		disabledDesc:     prometheus.NewDesc(ns+"_endpoints_disabled", "Disabled endpoints.", nil, nil),
+		breakerOpenDesc:      prometheus.NewDesc(ns+"_endpoints_breaker_open", "Endpoints whose circuit breaker is open or half-open.", nil, nil),
+		breakerStateDesc:     prometheus.NewDesc(ns+"_endpoint_breaker_state", "1 for the current state of the endpoint's circuit breaker, 0 for the others.", []string{"endpoint", "state"}, nil),
+		rateLimitDesc:        prometheus.NewDesc(ns+"_endpoint_rate_limit", "The endpoint's rate limit, in deliveries started per second.", []string{"endpoint"}, nil),
+		deliveryRateDesc:     prometheus.NewDesc(ns+"_endpoint_delivery_rate", "Deliveries started to the endpoint per second, over the last few seconds.", []string{"endpoint"}, nil),
+		inFlightLimitDesc:    prometheus.NewDesc(ns+"_endpoint_in_flight_limit", "How many deliveries to the endpoint may be under way at once now (its adaptive limit).", []string{"endpoint"}, nil),
+		endpointInFlightDesc: prometheus.NewDesc(ns+"_endpoint_in_flight", "Deliveries to the endpoint under way.", []string{"endpoint"}, nil),
+		latencyDesc:          prometheus.NewDesc(ns+"_endpoint_latency_seconds", "Time the endpoint's receiver took to answer, by quantile (0.5, 0.99), over the attempts answered in the last minute.", []string{"endpoint", "quantile"}, nil),
+		pendingDesc:          prometheus.NewDesc(ns+"_pending", "Pending events.", nil, nil),
+		unroutedDesc:         prometheus.NewDesc(ns+"_unrouted_events", "Topic events kept unrouted: no endpoint subscribes to their topic yet.", nil, nil),
+		droppedDesc:          prometheus.NewDesc(ns+"_unrouted_dropped_total", "Topic events dropped because no endpoint subscribed to their topic (Config.Unrouted = drop).", nil, nil),
+		deadDesc:             prometheus.NewDesc(ns+"_dead", "Dead letters kept.", nil, nil),
+		inFlightDesc:         prometheus.NewDesc(ns+"_in_flight", "Deliveries in flight.", nil, nil),
+		oldestDesc:           prometheus.NewDesc(ns+"_oldest_pending_age_seconds", "Age of the oldest pending event.", nil, nil),
+		throttledDesc:        prometheus.NewDesc(ns+"_endpoints_throttled", "Endpoints held by a throttle now.", nil, nil),
+		disabledDesc:         prometheus.NewDesc(ns+"_endpoints_disabled", "Disabled endpoints.", nil, nil),
 		unavailableDesc: prometheus.NewDesc(ns+"_unavailable", "1 while the outbox cannot do its job (see Outbox.Health), by reason: damaged (the database file) or commit (outcomes cannot be committed).",
 			[]string{"reason"}, nil),
 
@@ -223,6 +227,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	c.rateLimited.Describe(ch)
 	for _, d := range []*prometheus.Desc{c.pendingDesc, c.unroutedDesc, c.droppedDesc, c.deadDesc, c.inFlightDesc, c.oldestDesc, c.throttledDesc, c.disabledDesc, c.unavailableDesc,
 		c.breakerOpenDesc, c.breakerStateDesc, c.rateLimitDesc, c.deliveryRateDesc,
+		c.inFlightLimitDesc, c.endpointInFlightDesc, c.latencyDesc,
 		c.commitsDesc, c.commitFailuresDesc, c.commitCallsDesc, c.commitRecordsDesc, c.commitSecondsDesc, c.commitRunningDesc} {
 		ch <- d
 	}
@@ -304,5 +309,9 @@ func (c *Collector) collectEndpoints(ch chan<- prometheus.Metric, src endpointSo
 			ch <- prometheus.MustNewConstMetric(c.rateLimitDesc, prometheus.GaugeValue, ep.RateLimit.PerSecond, ep.Name)
 		}
 		ch <- prometheus.MustNewConstMetric(c.deliveryRateDesc, prometheus.GaugeValue, ep.Rate, ep.Name)
+		ch <- prometheus.MustNewConstMetric(c.inFlightLimitDesc, prometheus.GaugeValue, float64(ep.InFlightLimit), ep.Name)
+		ch <- prometheus.MustNewConstMetric(c.endpointInFlightDesc, prometheus.GaugeValue, float64(ep.InFlight), ep.Name)
+		ch <- prometheus.MustNewConstMetric(c.latencyDesc, prometheus.GaugeValue, ep.LatencyP50.Seconds(), ep.Name, "0.5")
+		ch <- prometheus.MustNewConstMetric(c.latencyDesc, prometheus.GaugeValue, ep.LatencyP99.Seconds(), ep.Name, "0.99")
 	}
 }

@@ -277,6 +277,11 @@ func (m *merged) add(e outbox.EndpointState) {
 		m.Breaker, m.BreakerOpenedAt, m.BreakerUntil, m.BreakerOpens = e.Breaker, e.BreakerOpenedAt, e.BreakerUntil, e.BreakerOpens
 	}
 	m.Rate += e.Rate // the limit is shared; the rates add up
+	// Each store delivers on its own: what is under way and allowed adds
+	// up, and the slowest store's latencies stand for all.
+	m.InFlight += e.InFlight
+	m.InFlightLimit += e.InFlightLimit
+	m.LatencyP50, m.LatencyP99 = max(m.LatencyP50, e.LatencyP50), max(m.LatencyP99, e.LatencyP99)
 	if e.LastStatus != 0 && (m.LastStatus == 0 || e.FailureStreak > m.statusStreak) {
 		m.LastStatus, m.statusStreak = e.LastStatus, e.FailureStreak
 	}

@@ -351,6 +351,13 @@ func TestEndpointsMergeAndEnableReachesEveryStore(t *testing.T) {
 		FailureStreak:  3,
 		LastStatus:     503,
 	}
+	for _, o := range all {
+		// Each store delivers on its own: the limits add up and the
+		// slowest store's latencies stand for all.
+		e := endpoint(o)
+		want.InFlightLimit += e.InFlightLimit
+		want.LatencyP50, want.LatencyP99 = max(want.LatencyP50, e.LatencyP50), max(want.LatencyP99, e.LatencyP99)
+	}
 	eps, err := v.Endpoints(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -41,7 +41,7 @@ type limit struct {
 	slowStart bool      // growing by one per success
 	decreased time.Time // when it last shrank, by the monotonic clock
 	smoothed  time.Duration
-	floor     [2]time.Duration // lowest latency of the previous and the current window
+	floor     [2]time.Duration // lowest smoothed latency of the previous and the current window
 	windowAt  time.Time        // when the current window began
 }
 
@@ -93,7 +93,9 @@ func (l *limit) decrease(begun, now time.Time, factor float64) {
 
 // sample records a successful delivery's latency: the smoothed latency
 // (an exponentially weighted average, weight 1/8 as TCP's SRTT) and the
-// floor of the current window.
+// floor of the current window, the lowest smoothed latency in it (the
+// lowest single latency would make a receiver's ordinary jitter look like
+// a rise).
 func (l *limit) sample(now time.Time, lat time.Duration) {
 	if l.smoothed == 0 {
 		l.smoothed = lat
@@ -103,8 +105,8 @@ func (l *limit) sample(now time.Time, lat time.Duration) {
 	if now.Sub(l.windowAt) >= floorWindow {
 		l.floor[0], l.floor[1], l.windowAt = l.floor[1], 0, now
 	}
-	if l.floor[1] == 0 || lat < l.floor[1] {
-		l.floor[1] = lat
+	if l.floor[1] == 0 || l.smoothed < l.floor[1] {
+		l.floor[1] = l.smoothed
 	}
 }
 

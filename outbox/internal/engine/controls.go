@@ -260,8 +260,8 @@ func (e *Engine) pace() {
 }
 
 // forwardLater asks the next punctuation to bring the endpoint's events
-// forward (its breaker closed: those pushed back while it was half-open
-// are due now), and wakes it.
+// forward (its breaker closed: those waiting out a backoff are due now),
+// and wakes it.
 func (e *Engine) forwardLater(endpoint string) {
 	e.mu.Lock()
 	e.forward[endpoint] = true

@@ -162,32 +162,94 @@ func (e *Engine) Punctuate(ctx context.Context, _ time.Time) {
 		return
 	}
 	sc := e.newScan(now)
-	recs, err := e.st.Due(store.DueQuery{
-		Now:           now,
-		Limit:         room,
-		SkipID:        sc.skipID,
-		Skip:          sc.skip,
-		HeadOfKeyOnly: e.cfg.Ordered,
-		// In flight events are skipped before decoding; beyond them, a
-		// bounded number of decoded records may be refused (held endpoint,
-		// endpoint at its limit, busy key).
-		MaxScan: sc.inflight + 2*room + 64,
-	})
+	recs, err := sc.read(room)
 	e.endScan()
 	if err != nil {
 		e.LogStoreErr("due", err)
 		return
 	}
 	started = e.take(recs)
-	if len(sc.deferred) > 0 {
-		e.deferHeld(ctx, sc.deferred, sc.deferredEP)
-	}
 	if len(sc.paced) > 0 {
 		e.deferPaced(ctx, sc.paced, sc.pacedEP)
 	}
 	if len(sc.unrouted) > 0 && e.cfg.ExpireUnrouted != nil {
 		e.cfg.ExpireUnrouted(ctx, sc.unrouted)
 	}
+}
+
+// read reads the due events the scan may take, endpoint by endpoint (see
+// pick), in one short read transaction of the per-endpoint due index.
+func (sc *scan) read(room int) ([]*store.Record, error) {
+	picks, err := sc.pick(room)
+	if err != nil || len(picks) == 0 {
+		return nil, err
+	}
+	most := 0
+	for _, p := range picks {
+		most = max(most, p.Limit)
+	}
+	due, err := sc.e.st.DueByEndpoint(store.DueByEndpointQuery{
+		Now:           sc.now,
+		Endpoints:     picks,
+		SkipID:        sc.skipID,
+		Skip:          sc.skip,
+		HeadOfKeyOnly: sc.e.cfg.Ordered,
+		// In flight events are skipped before decoding; beyond them, a
+		// bounded number of decoded records may be refused (busy key,
+		// rate limit).
+		MaxScan: sc.inflight + 2*most + 64,
+	})
+	if err != nil {
+		return nil, err
+	}
+	var recs []*store.Record
+	for _, d := range due {
+		recs = append(recs, d.Records...)
+	}
+	return recs, nil
+}
+
+// pick chooses the endpoints whose due events a punctuation reads, earliest
+// due first, each up to what it may take into the ready queue (see want),
+// until room is filled. A held endpoint (disabled, throttled, breaker open)
+// is passed over at the cost of one look, whatever its backlog, and its
+// events stay where they are until the hold ends.
+func (sc *scan) pick(room int) ([]store.EndpointLimit, error) {
+	var picks []store.EndpointLimit
+	err := sc.e.st.DueHeads(sc.now, func(endpoint string, _ time.Time) bool {
+		if endpoint == "" {
+			// Unrouted events are never delivered: skip collects those
+			// whose retention ended, and they take no room.
+			picks = append(picks, store.EndpointLimit{Endpoint: "", Limit: room})
+			return true
+		}
+		if n := min(sc.want(endpoint), room); n > 0 {
+			picks = append(picks, store.EndpointLimit{Endpoint: endpoint, Limit: n})
+			room -= n
+		}
+		return room > 0
+	})
+	return picks, err
+}
+
+// want returns how many more of endpoint's events the ready queue may hold:
+// its quota less what it holds or delivers; one, the probe, for a
+// half-open breaker with nothing under way; none while it is held. A
+// rate-limited endpoint is read even when its share is full, so that skip
+// spreads its backlog at the limit's pace.
+func (sc *scan) want(endpoint string) int {
+	if ep, held := sc.holds[endpoint]; held {
+		halfOpen := !heldAt(ep, sc.now) && !ep.BreakerUntil.IsZero()
+		if halfOpen && sc.queued[endpoint] == 0 {
+			return 1
+		}
+		return 0
+	}
+	n := sc.quota(endpoint) - sc.queued[endpoint]
+	if lim := sc.e.limiter(endpoint); lim != nil {
+		n = max(1, min(n, lim.Burst()-sc.queued[endpoint]))
+	}
+	return n
 }
 
 // room returns how many events a punctuation at now may take into the
@@ -216,7 +278,8 @@ func (e *Engine) room(now time.Time) int {
 }
 
 // scan is one punctuation's pass over the due events: the limits it fills
-// the ready queue within, and the events of held endpoints it pushes back.
+// the ready queue within, and the events of rate-limited endpoints it
+// spreads at their limit's pace.
 type scan struct {
 	e        *Engine
 	now      time.Time
@@ -227,10 +290,8 @@ type scan struct {
 
 	unrouted []*store.Record // events kept unrouted whose retention ended
 
-	deferred   []store.Outcome // push-backs of held endpoints' events
-	deferredEP []string        // the endpoint of each
-	paced      []store.Outcome // push-backs of rate-limited endpoints' events
-	pacedEP    []string        // the endpoint of each
+	paced   []store.Outcome // push-backs of rate-limited endpoints' events
+	pacedEP []string        // the endpoint of each
 }
 
 // newScan marks the scan before the snapshot's read transaction starts: an
@@ -271,14 +332,11 @@ func (sc *scan) skipID(id []byte) bool {
 	return busy
 }
 
-// skip refuses events of held endpoints (pushing them back to the end of
-// the hold, a bounded number per punctuation), of endpoints whose share of
-// the ready queue is full, and of keys with an event in flight (Ordered).
-// A half-open endpoint's share is one event (its probe); its others are
-// pushed back to the end of the cool-down that would follow a failed probe,
-// and brought forward when it closes. A rate-limited endpoint's share is
-// its burst; its others are pushed back to when its limit will let them go
-// (see pacedAt).
+// skip refuses events of endpoints whose share of the ready queue is full,
+// and of keys with an event in flight (Ordered); pick reads a held
+// endpoint's events only for the probe of its half-open breaker. A
+// rate-limited endpoint's share is its burst; its others are pushed back to
+// when its limit will let them go (see pacedAt).
 func (sc *scan) skip(r *store.Record) bool {
 	e, c := sc.e, &sc.e.cfg
 	if r.Unrouted() {
@@ -288,23 +346,8 @@ func (sc *scan) skip(r *store.Record) bool {
 		}
 		return true
 	}
-	if ep, held := sc.holds[r.Endpoint]; held {
-		until := heldUntil(ep)
-		switch {
-		case ep.Disabled:
-			until = sc.now.Add(disabledDefer)
-		case !heldAt(ep, sc.now) && !ep.BreakerUntil.IsZero():
-			// Half-open: its probe may go.
-			if sc.queued[r.Endpoint] == 0 {
-				return sc.take(r)
-			}
-			until = sc.now.Add(expBackoff(c.Breaker.CoolDown, 2, c.Breaker.MaxCoolDown, 0, ep.BreakerOpens+1))
-		}
-		if until.After(r.NextAttemptAt) && len(sc.deferred) < c.BatchSize {
-			sc.deferred = append(sc.deferred, rescheduleAt(r, until))
-			sc.deferredEP = append(sc.deferredEP, r.Endpoint)
-		}
-		return true
+	if _, held := sc.holds[r.Endpoint]; held {
+		return sc.queued[r.Endpoint] > 0 || sc.take(r)
 	}
 	quota := sc.quota(r.Endpoint)
 	if lim := e.limiter(r.Endpoint); lim != nil && sc.queued[r.Endpoint] >= min(quota, lim.Burst()) {
@@ -387,14 +430,6 @@ func (e *Engine) take(recs []*store.Record) int {
 		e.ready = append(e.ready, r)
 	}
 	return e.dispatchLocked()
-}
-
-// deferHeld commits the push-back of events whose endpoint was held when the
-// punctuation looked (see holds.pushBack).
-func (e *Engine) deferHeld(ctx context.Context, deferred []store.Outcome, endpoints []string) {
-	if err := e.holds.pushBack(ctx, deferred, endpoints, e.clock.Now()); err != nil {
-		e.LogStoreErr("defer held events", err)
-	}
 }
 
 // deferPaced commits the push-back of events whose endpoint's rate limit

@@ -5,12 +5,20 @@
 //
 // It works in three jobs, as river splits its producer and completer:
 //
-//   - dispatch: the delivery punctuation reads a snapshot of due events in a
-//     short read transaction (closed before any delivery starts) into a ready
-//     queue, skipping events in flight, held endpoints (whose events it
-//     pushes back to the end of the hold), endpoints at their share of the
-//     queue or their rate limit, and busy keys when order is kept; workers
-//     take ready events within the overall and per-endpoint limits.
+//   - dispatch: the delivery punctuation walks the endpoints that have due
+//     events (earliest first) and reads, in one short read transaction
+//     closed before any delivery starts, each one's due events up to what
+//     it may still take into the ready queue: twice its in-flight limit,
+//     less what it holds. A held endpoint (disabled, throttled, breaker
+//     open) costs one look whatever its backlog; events in flight, busy
+//     keys when order is kept and a rate limit's excess are skipped.
+//     Workers go first to endpoints under their fair share of Concurrency,
+//     then to any endpoint within its limit; a slow endpoint never takes
+//     the last eighth of them.
+//   - adapting: each endpoint's in-flight limit grows while its deliveries
+//     succeed at a steady latency and shrinks on failures and rising
+//     latency (additive increase, multiplicative decrease), between 1 and
+//     MaxPerEndpoint.
 //   - the completer gathers finished attempts and commits their outcomes in
 //     batched write transactions: a compare-and-delete on the delivered
 //     version for a success, a reschedule, or a dead letter, as the status

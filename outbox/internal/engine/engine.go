@@ -103,11 +103,6 @@ type DeliveryInfo struct {
 	Duration, SinceEnqueue time.Duration
 }
 
-// disabledDefer is how far the events of a disabled endpoint are pushed back
-// when a punctuation meets them, so that they do not clog the head of the due
-// index; EnableEndpoint brings them forward again.
-const disabledDefer = time.Hour
-
 // maxCommitBatch caps the outcomes committed in one transaction.
 const maxCommitBatch = 1024
 

@@ -17,11 +17,9 @@ import (
 // yet put on them, and the one lock that orders every write of them.
 //
 // The lock is held by whatever changes an endpoint, from its change of the
-// cache until the store has it: a commit of delivery outcomes, the
-// push-back of a held endpoint's events, and EnableEndpoint. So what the
-// cache shows is never overwritten by an older write, and a punctuation
-// that saw an endpoint held cannot push its events back after it was
-// enabled. Readers do not take it: the cache is a map replaced whole.
+// cache until the store has it: a commit of delivery outcomes, and
+// EnableEndpoint. So what the cache shows is never overwritten by an older
+// write. Readers do not take it: the cache is a map replaced whole.
 type holds struct {
 	e  *Engine // for its log, hooks and live failure streaks
 	st *store.Store
@@ -68,20 +66,10 @@ func heldAt(ep store.EndpointState, now time.Time) bool {
 	return ep.Disabled || ep.NotBefore.After(now) || ep.BreakerUntil.After(now)
 }
 
-// heldUntil returns when a held endpoint's hold ends, as far as it is
-// known: the end of its throttle or its breaker's cool-down, whichever is
-// later (zero when disabled with neither).
-func heldUntil(ep store.EndpointState) time.Time {
-	if ep.BreakerUntil.After(ep.NotBefore) {
-		return ep.BreakerUntil
-	}
-	return ep.NotBefore
-}
-
 // heldNow returns the endpoints held at now, for a punctuation: the cached
 // state of those disabled, throttled, or whose breaker is open or
 // half-open, and a state with only the name for those held by an answer
-// not committed yet (skipped, not pushed back).
+// not committed yet.
 func (h *holds) heldNow(now time.Time) map[string]store.EndpointState {
 	out := make(map[string]store.EndpointState)
 	for name, ep := range *h.cache.Load() {
@@ -172,28 +160,6 @@ func (h *holds) enable(ctx context.Context, name string, now time.Time, after fu
 		return err
 	}
 	return after()
-}
-
-// pushBack commits the push-back of events whose endpoint was held when a
-// punctuation looked, keeping only those whose endpoint is still held (or
-// its breaker still half-open): an endpoint enabled, or whose breaker
-// closed, in between has had its events brought forward already, and must
-// not lose them for another cool-down. endpoints[i] is the endpoint of
-// outs[i].
-func (h *holds) pushBack(ctx context.Context, outs []store.Outcome, endpoints []string, now time.Time) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	kept := outs[:0]
-	for i, out := range outs {
-		if ep, ok := h.state(endpoints[i]); ok && (heldAt(ep, now) || !ep.BreakerUntil.IsZero()) {
-			kept = append(kept, out)
-		}
-	}
-	if len(kept) == 0 {
-		return nil
-	}
-	_, err := h.st.Apply(ctx, kept, nil)
-	return err
 }
 
 // retry closes the endpoint's breaker and lifts its throttle, in the store

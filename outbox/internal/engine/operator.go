@@ -32,8 +32,8 @@ func (e *Engine) HoldCounts(now time.Time) (throttled, disabled, broken int) {
 }
 
 // Enable re-enables an endpoint, lifts its throttle, closes its breaker and
-// makes its pending events due now (those pushed back while it was held,
-// not before their DeliverAt), skipping events in flight. The error is
+// makes its pending events due now (those waiting out a backoff, not
+// before their DeliverAt), skipping events in flight. The error is
 // the store's; store.ErrNotFound when the endpoint has no state.
 func (e *Engine) Enable(ctx context.Context, name string, now time.Time) error {
 	return e.holds.enable(ctx, name, now, func() error { return e.bringForward(ctx, name, now) })
@@ -58,8 +58,8 @@ func (e *Engine) Retry(ctx context.Context, name string, now time.Time, listed b
 	return n, nil
 }
 
-// bringForward makes the pending events of an endpoint due now (those pushed
-// back while it was held), skipping events in flight; a scheduled event is
+// bringForward makes the pending events of an endpoint due now (those
+// waiting out a backoff), skipping events in flight; a scheduled event is
 // not brought before its DeliverAt.
 func (e *Engine) bringForward(ctx context.Context, endpoint string, now time.Time) error {
 	_, err := e.pull(ctx, endpoint, now, 0)
@@ -71,9 +71,11 @@ const pageSize = 1000
 
 // pull makes the pending events of an endpoint due from now on, one every
 // step (all at now with a step of 0), skipping events in flight and never
-// making an event due later than it was, nor before its DeliverAt. It
-// returns how many events it made due (those due already included; those
-// scheduled later are not).
+// making an event due before its DeliverAt. With a step of 0 it only brings
+// events forward; with a step, every event takes its slot, those due
+// already included, so that the backlog is paced. It returns how many
+// events it made due (those due already included; those scheduled later
+// are not).
 func (e *Engine) pull(ctx context.Context, endpoint string, now time.Time, step time.Duration) (int, error) {
 	n := 0
 	after := ""
@@ -100,8 +102,8 @@ func (e *Engine) pull(ctx context.Context, endpoint string, now time.Time, step 
 			} else {
 				n++
 			}
-			if !at.Before(r.NextAttemptAt) {
-				continue // due already, or sooner than its turn
+			if at.Equal(r.NextAttemptAt) || step == 0 && at.After(r.NextAttemptAt) {
+				continue // in its slot, or due already and nothing to pace
 			}
 			outs = append(outs, rescheduleAt(r, at))
 		}

@@ -58,7 +58,7 @@ func TestCheckHealthyFileExitsZero(t *testing.T) {
 		Buckets  []struct{ Name string }
 		Problems []any `json:"problems"`
 	}
-	if err := json.Unmarshal([]byte(out), &v); err != nil || code != exitOK || !v.OK || len(v.Buckets) != 10 || len(v.Problems) != 0 {
+	if err := json.Unmarshal([]byte(out), &v); err != nil || code != exitOK || !v.OK || len(v.Buckets) != 12 || len(v.Problems) != 0 {
 		t.Fatalf("check --json: %d %v\n%s", code, err, out)
 	}
 }
