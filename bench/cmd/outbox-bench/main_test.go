@@ -35,36 +35,50 @@ func TestRunPrintsEveryFigureBesideItsBaseline(t *testing.T) {
 		"-duration", "200ms", "-events", "300", "-pending", "2000", "-parked", "0,2000",
 		"-concurrency", "1,4", "-callers", "8", "-batch", "100", "-http-batch", "10",
 		"-receiver-delay", "1ms", "-dir", filepath.Join(dir, "db"), "-chart", chart,
+		"-isolation-scale", "0.02",
 	}, &out, &log)
 	if err != nil {
 		t.Fatalf("run: %v\nlog:\n%s", err, log.String())
 	}
-	// Two tables: the figures (5 cells a row) and the sweep's points (8).
-	var rows, points int
+	// Three tables: the figures (5 cells a row), the sweep's points (8)
+	// and the isolation figures (7, with a ratio where there is a
+	// baseline, and a target).
+	var rows, points, iso int
 	for _, line := range strings.Split(out.String(), "\n") {
-		if !strings.HasPrefix(line, "| ") || strings.HasPrefix(line, "| scenario") || strings.HasPrefix(line, "| concurrency") {
+		if !strings.HasPrefix(line, "| ") || strings.HasPrefix(line, "| scenario") || strings.HasPrefix(line, "| concurrency") || strings.HasPrefix(line, "| figure") {
 			continue
 		}
 		cells := strings.Split(strings.Trim(line, "| "), " | ")
+		ratio := cells[len(cells)-1]
 		switch len(cells) {
 		case 5:
 			rows++
 		case 8:
 			points++
+		case 7:
+			iso++
+			if ratio = cells[4]; ratio == "—" && cells[3] == "—" {
+				continue
+			}
 		default:
-			t.Errorf("row %q has %d cells, want 5 or 8", line, len(cells))
+			t.Errorf("row %q has %d cells, want 5, 7 or 8", line, len(cells))
 			continue
 		}
-		if last := cells[len(cells)-1]; !strings.HasSuffix(last, "×") {
-			t.Errorf("row %q: ratio %q is not a ratio", line, last)
+		if !strings.HasSuffix(ratio, "×") {
+			t.Errorf("row %q: ratio %q is not a ratio", line, ratio)
 		}
+	}
+	if iso < 10 {
+		t.Errorf("isolation table has %d rows, want at least 10:\n%s", iso, out.String())
 	}
 	if points != 2 {
 		t.Errorf("sweep table has %d points, want 2 (concurrency 1 and 4):\n%s", points, out.String())
 	}
 	for _, want := range []string{"durable enqueue, 1 caller", "durable enqueue, 8 callers", "drain 300 events",
 		"file size after offline compaction", "HTTP ingest, 1 event/request", "HTTP ingest, 10 events/request",
-		"enqueue → delivery p99", "concurrency 4", "punctuation (median), 2,000 parked", "open, 2,000 pending", "RSS after open"} {
+		"enqueue → delivery p99", "concurrency 4", "punctuation (median), 2,000 parked", "open, 2,000 pending", "RSS after open",
+		"1. healthy p99 beside", "2. healthy p99 beside", "3. fast endpoint's drain", "4. connections a resetting endpoint",
+		"5. drain of", "6. events lost"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}
@@ -93,6 +107,8 @@ func TestFlagsRefuseNonsense(t *testing.T) {
 		{"-parked", "-1"},
 		{"-duration", "0s"},
 		{"-events", "0"},
+		{"-isolation-scale", "0"},
+		{"-isolation-scale", "2"},
 		{"-only", "("},
 		{"stray"},
 	} {

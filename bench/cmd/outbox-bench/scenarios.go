@@ -24,6 +24,7 @@ func scenarios() []scenario {
 		{"sweep", sweepScenario},
 		{"punctuation", punctuationScenario},
 		{"open", openScenario},
+		{"isolation", isolationScenario},
 	}
 }
 

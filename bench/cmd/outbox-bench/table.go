@@ -17,6 +17,8 @@ const (
 	millis                    // a latency in milliseconds: less is better
 	micros                    // a short duration in microseconds: less is better
 	mebibytes                 // a size in MiB: less is better
+	seconds                   // a longer duration in seconds: less is better
+	count                     // a count (What names what is counted): less is better
 )
 
 // figure is one measured value.
@@ -38,6 +40,10 @@ func (f figure) String() string {
 		return strconv.FormatFloat(f.Value, 'f', 1, 64) + " µs"
 	case mebibytes:
 		return strconv.FormatFloat(f.Value, 'f', 1, 64) + " MiB"
+	case seconds:
+		return strconv.FormatFloat(f.Value, 'f', 1, 64) + " s"
+	case count:
+		return formatCount(f.Value) + " " + f.What
 	}
 	return strconv.FormatFloat(f.Value, 'g', 4, 64)
 }
@@ -69,6 +75,9 @@ func (r row) ratioString() string {
 		return strconv.FormatFloat(q, 'f', 0, 64) + "×"
 	case q >= 10:
 		return strconv.FormatFloat(q, 'f', 1, 64) + "×"
+	case q > 0 && q < 0.1:
+		// Two significant digits: 0.0046×, not 0.00×.
+		return strconv.FormatFloat(q, 'g', 2, 64) + "×"
 	}
 	return strconv.FormatFloat(q, 'f', 2, 64) + "×"
 }
