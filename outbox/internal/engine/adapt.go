@@ -32,7 +32,7 @@ const (
 	minRound         = 4
 	latencyTolerance = 2.0
 	latencyBackoff   = 0.9
-	latencyNoise     = 20 * time.Millisecond
+	latencyNoise     = 50 * time.Millisecond
 	// floorWindow is how long the lowest latency seen stays the floor: the
 	// floor is the lowest of the current and the previous window, so a
 	// receiver that became slower for good sets a new floor within two.
