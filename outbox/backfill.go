@@ -61,13 +61,18 @@ func (o *Outbox) kickBackfill() {
 }
 
 // startBackfillLocked is kickBackfill with o.mu held and the outbox
-// started.
+// started. It starts no runner when no event is unrouted: one stored from
+// now on is routed by the router in use when it is stored, and one stored
+// with an older router kicks the backfill again (afterInsert).
 func (o *Outbox) startBackfillLocked() {
 	b := &o.bf
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.running {
 		b.again = true
+		return
+	}
+	if ss, err := o.st.Stats(); err == nil && ss.Unrouted == 0 {
 		return
 	}
 	b.running, b.again = true, false
