@@ -184,7 +184,14 @@
 // (Config.Unrouted, default UnroutedKeep): counted in Stats.Unrouted,
 // listed with ListOptions.Unrouted, never delivered, and routed to its
 // endpoints when a matching subscription is set (SetSubscriptions) within
-// Config.UnroutedRetention (default MaxAge). Past the retention it becomes
+// Config.UnroutedRetention (default MaxAge). That routing, the backfill,
+// runs in the background of a started outbox, not in the SetSubscriptions
+// call: a few hundred events per write transaction, each event's unrouted
+// record removed in the transaction that stores its deliveries (so none
+// is routed twice), enqueues and other calls going on between batches; a
+// backfill cut short by Stop or a crash resumes at the next Start, and on
+// an outbox not started nothing is routed until Start. Stats.Backfill
+// and EndpointBackfill show its progress. Past the retention it becomes
 // a dead letter with the reason "unrouted: no endpoint subscribes to topic
 // ..."; replayed, it is routed to the endpoints subscribed then, or dead
 // again at once. With UnroutedDrop such an event is dropped instead,

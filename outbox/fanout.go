@@ -101,17 +101,13 @@ func mapDeliveryErr(op, id, endpoint string, err error) error {
 	return mapErr(op, id+" to "+endpoint, err)
 }
 
-// afterInsert routes the events just kept unrouted when the subscriptions
-// changed while they were being stored: SetSubscriptions may have looked
-// for unrouted events before they were committed.
-func (o *Outbox) afterInsert(ctx context.Context, routed *route.Router, unrouted bool) {
-	if !unrouted {
-		return
-	}
-	if rt := o.router.Load(); rt != routed {
-		if err := o.routes.RouteUnrouted(ctx, rt); err != nil {
-			o.log.Warn("outbox: route unrouted events", "err", err)
-		}
+// afterInsert has the events just kept unrouted routed when the
+// subscriptions changed while they were being stored: the backfill of the
+// new subscriptions may have looked for unrouted events before they were
+// committed.
+func (o *Outbox) afterInsert(_ context.Context, routed *route.Router, unrouted bool) {
+	if unrouted && o.router.Load() != routed {
+		o.kickBackfill()
 	}
 }
 
@@ -186,16 +182,30 @@ func (p UnroutedPolicy) String() string {
 // SetSubscriptions replaces every subscription with subs. They are
 // validated as a whole first: on error nothing changes and the error is a
 // *ValidationError with Index the subscription's index in subs and Field
-// "endpoint", "topics" or "headers". Then the kept unrouted events that
-// the new subscriptions match are routed to their endpoints, each in one
-// write transaction with its deliveries (the event stays unrouted if that
-// fails; the error is returned, and the next SetSubscriptions tries
-// again). Events already routed keep their deliveries: a new subscriber
-// does not receive events enqueued before it subscribed, and an endpoint
-// that no longer subscribes keeps its pending deliveries (DeadLetterEndpoint
-// moves those of an endpoint that is removed). Safe while the outbox runs;
-// subs is copied. Routing the kept unrouted events reads every pending
-// event once (none when Stats.Unrouted is 0).
+// "endpoint", "topics" or "headers". Events enqueued after it returns are
+// routed with subs.
+//
+// The kept unrouted events that the new subscriptions match are routed to
+// their endpoints in the background, not before SetSubscriptions returns:
+// the backfill (Stats.Backfill, EndpointBackfill) routes them in batches,
+// a few hundred events (at most a thousand or so deliveries) per write
+// transaction, each event's unrouted record removed in the transaction
+// that stores its deliveries, so an event is routed once; enqueues and
+// other calls go on between batches. It reads every pending event once
+// (none when Stats.Unrouted is 0). One backfill runs at a time: a change
+// of subscriptions while it runs makes it run again once done. It is
+// owned by the outbox: Stop cancels it between batches and waits for it,
+// and Start starts it for the subscriptions in use, so a backfill cut
+// short by Stop or a crash resumes at the next Start (the events not yet
+// routed are still unrouted). On an outbox opened but not started,
+// SetSubscriptions routes nothing: Start does. A backfill that fails
+// (a store error, logged) runs again at the next maintenance.
+//
+// Events already routed keep their deliveries: a new subscriber does not
+// receive events enqueued before it subscribed, and an endpoint that no
+// longer subscribes keeps its pending deliveries (DeadLetterEndpoint
+// moves those of an endpoint that is removed). Safe while the outbox
+// runs; subs is copied.
 func (o *Outbox) SetSubscriptions(ctx context.Context, subs []Subscription) error {
 	if err := o.enter(); err != nil {
 		return err
@@ -206,7 +216,8 @@ func (o *Outbox) SetSubscriptions(ctx context.Context, subs []Subscription) erro
 		return err
 	}
 	o.router.Store(r)
-	return o.routes.RouteUnrouted(ctx, r)
+	o.kickBackfill()
+	return nil
 }
 
 // Subscriptions returns a copy of the subscriptions in use.

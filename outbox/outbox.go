@@ -40,6 +40,7 @@ type Outbox struct {
 	router atomic.Pointer[route.Router] // the subscriptions in use
 	routes *route.Mover                 // routes and dead-letters stored records
 	admin  *admin.Admin                 // the admin verbs' work on the store
+	bf     backfill                     // routing unrouted events to new subscriptions
 
 	mu       sync.Mutex
 	started  bool
@@ -89,6 +90,7 @@ func Open(path string, cfg Config) (*Outbox, error) {
 		stopDone: make(chan struct{}),
 	}
 	o.resolver, _ = cfg.Sink.(EndpointResolver)
+	o.bf.ctx, o.bf.cancel = context.WithCancel(context.Background())
 	o.hooks.Store(&[]Hooks{cfg.Hooks})
 	r, err := o.newRouter(cfg.Subscriptions)
 	if err != nil {
@@ -107,8 +109,9 @@ func Open(path string, cfg Config) (*Outbox, error) {
 	return o, nil
 }
 
-// Start starts the delivery and maintenance punctuations and the delivery
-// workers. It is idempotent; after Stop it returns ErrClosed, and on an
+// Start starts the delivery and maintenance punctuations, the delivery
+// workers, and the routing of the kept unrouted events that the
+// subscriptions match (see SetSubscriptions), in the background. It is idempotent; after Stop it returns ErrClosed, and on an
 // outbox opened with Config.ReadOnly an error matching ErrReadOnly.
 func (o *Outbox) Start() error {
 	o.mu.Lock()
@@ -143,6 +146,7 @@ func (o *Outbox) Start() error {
 	o.sched = sched
 	o.started = true
 	o.deliverP.Wake()
+	o.startBackfillLocked()
 	return nil
 }
 
@@ -168,6 +172,7 @@ func (o *Outbox) Stop(ctx context.Context) error {
 	}
 	o.stopping = true
 	close(o.stopCh)
+	o.bf.cancel()
 	started, sched := o.started, o.sched
 	o.mu.Unlock()
 
@@ -189,6 +194,7 @@ func (o *Outbox) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 		// Closing the store below makes them fail with ErrClosed.
 	}
+	o.bf.wg.Wait() // cancelled above: it ends with its current batch
 	if err := o.st.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("outbox: close store: %w", err))
 	}

@@ -64,6 +64,10 @@ type Stats struct {
 
 	// Commits describes the group committer's work since Open.
 	Commits CommitStats
+
+	// Backfill describes the routing of the kept unrouted events to new
+	// subscriptions (see SetSubscriptions).
+	Backfill Backfill
 }
 
 // CommitStats describe the work of the group committer, which writes every
@@ -110,6 +114,7 @@ func (o *Outbox) Stats() Stats {
 		EnqueuedTotal:   o.enqueuedTotal.Load(),
 		DuplicatesTotal: o.duplicatesTotal.Load(),
 		Commits:         o.CommitStats(),
+		Backfill:        o.backfillStats(),
 
 		UnroutedDroppedTotal: o.unroutedDropped.Load(),
 	}
@@ -121,6 +126,7 @@ func (o *Outbox) Stats() Stats {
 	if ss, err := o.st.Stats(); err == nil {
 		s.Pending, s.Dead = ss.Pending-ss.Unrouted, ss.Dead
 		s.Unrouted = ss.Unrouted
+		s.Backfill.Remaining = ss.Unrouted
 		s.Tombstones, s.Endpoints, s.ChangelogEntries = ss.Tombstones, ss.Endpoints, ss.ChangelogEntries
 		s.LastLSN, s.ShippedLSN = ss.LastLSN, ss.ShippedLSN
 		s.FileSize, s.KeyIndex = ss.FileSize, ss.KeyIndex
@@ -136,10 +142,12 @@ func (o *Outbox) Stats() Stats {
 }
 
 // maintain is the maintenance punctuation: trim the tombstones past their
-// retention and the changelog past its policy.
+// retention and the changelog past its policy, and run the backfill again
+// when its last run failed.
 func (o *Outbox) maintain(ctx context.Context, _ time.Time) {
 	p := store.TrimPolicy{MaxAge: max(o.cfg.ChangelogRetention, 0), MaxEntries: max(o.cfg.ChangelogMaxEntries, 0)}
 	o.admin.Maintain(ctx, o.clock.Now().Add(-o.cfg.TombstoneRetention), p)
+	o.retryBackfill()
 }
 
 // Hooks are optional callbacks for metrics and tracing. Each is called

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -320,6 +321,69 @@ func (w *wtx) groupLive(g string) (pending, dead []*Record, err error) {
 // record is not pending at that version (it expired, was dropped or
 // routed meanwhile) and writes nothing.
 func (s *Store) Route(ctx context.Context, id string, version uint64, recs []*Record) error {
+	if err := checkRoute(id, recs); err != nil {
+		return err
+	}
+	return s.do(ctx, max(len(recs), 1), func(w *wtx) error {
+		cur, err := w.routable(id, version, recs)
+		if err != nil {
+			return err
+		}
+		w.route(cur, recs)
+		return nil
+	})
+}
+
+// Routing is one pending record to replace with its deliveries in a
+// RouteMany call: Route's arguments.
+type Routing struct {
+	ID      string
+	Version uint64
+	Recs    []*Record
+}
+
+// RouteMany does what Route does for each of rs, in one write transaction
+// (keep it bounded: a few hundred records). The answer has one error per
+// routing, nil for those done: ErrStale or a *ConflictError leaves that
+// one as it was and the others go on. The error is the transaction's
+// (then nothing was written) or a routing's invalid record.
+func (s *Store) RouteMany(ctx context.Context, rs []Routing) ([]error, error) {
+	weight := 0
+	for _, r := range rs {
+		if err := checkRoute(r.ID, r.Recs); err != nil {
+			return nil, err
+		}
+		weight += max(len(r.Recs), 1)
+	}
+	errs := make([]error, len(rs))
+	err := s.do(ctx, max(weight, 1), func(w *wtx) error {
+		curs := make([]*Record, len(rs))
+		for i, r := range rs {
+			cur, err := w.routable(r.ID, r.Version, r.Recs)
+			var ce *ConflictError
+			switch {
+			case errors.Is(err, ErrStale) || errors.As(err, &ce):
+				errs[i] = err
+			case err != nil:
+				return err
+			}
+			curs[i] = cur
+		}
+		for i, r := range rs {
+			if errs[i] == nil {
+				w.route(curs[i], r.Recs)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return errs, nil
+}
+
+// checkRoute checks Route's records before the transaction.
+func checkRoute(id string, recs []*Record) error {
 	for i, r := range recs {
 		if err := validateRecord(r); err != nil {
 			return fmt.Errorf("record %d: %w", i, err)
@@ -328,37 +392,47 @@ func (s *Store) Route(ctx context.Context, id string, version uint64, recs []*Re
 			return fmt.Errorf("%w: record %d (%q) is not a delivery of %q", ErrInvalid, i, r.ID, id)
 		}
 	}
-	return s.do(ctx, max(len(recs), 1), func(w *wtx) error {
-		cur, err := w.getPending(id)
-		if err != nil {
-			return err
+	return nil
+}
+
+// routable returns the pending record id at version when recs, its
+// deliveries, can replace it: ErrStale when it is not pending at that
+// version, a *ConflictError when a delivery is of another event or exists.
+// It writes nothing.
+func (w *wtx) routable(id string, version uint64, recs []*Record) (*Record, error) {
+	cur, err := w.getPending(id)
+	if err != nil {
+		return nil, err
+	}
+	if cur == nil || cur.Version != version {
+		return nil, ErrStale
+	}
+	for _, r := range recs {
+		if !cur.SameEvent(r) {
+			return nil, &ConflictError{ID: GroupOf(id)}
 		}
-		if cur == nil || cur.Version != version {
-			return ErrStale
+		k := []byte(r.ID)
+		if w.get(w.events, k) != nil || w.get(w.dead, k) != nil || w.get(w.tombs, k) != nil {
+			return nil, &ConflictError{ID: r.ID}
 		}
-		for _, r := range recs {
-			if !cur.SameEvent(r) {
-				return &ConflictError{ID: GroupOf(id)}
-			}
-			k := []byte(r.ID)
-			if w.get(w.events, k) != nil || w.get(w.dead, k) != nil || w.get(w.tombs, k) != nil {
-				return &ConflictError{ID: r.ID}
-			}
+	}
+	return cur, nil
+}
+
+// route replaces cur with recs (checked by routable).
+func (w *wtx) route(cur *Record, recs []*Record) {
+	lsn := w.next()
+	w.removePending(cur)
+	w.tombstone(cur.ID, tombDelivered)
+	w.log(lsn, OpSupersede, cur.ID, nil, "routed")
+	for _, r := range recs {
+		c := r.clone()
+		c.Version, c.seq = 0, 0
+		c.DeadReason, c.DeadAt = "", time.Time{}
+		if c.CreatedAt.IsZero() {
+			c.CreatedAt = cur.CreatedAt
 		}
-		lsn := w.next()
-		w.removePending(cur)
-		w.tombstone(cur.ID, tombDelivered)
-		w.log(lsn, OpSupersede, cur.ID, nil, "routed")
-		for _, r := range recs {
-			c := r.clone()
-			c.Version, c.seq = 0, 0
-			c.DeadReason, c.DeadAt = "", time.Time{}
-			if c.CreatedAt.IsZero() {
-				c.CreatedAt = cur.CreatedAt
-			}
-			w.insertNew(c)
-			r.Version = c.Version
-		}
-		return nil
-	})
+		w.insertNew(c)
+		r.Version = c.Version
+	}
 }

@@ -188,3 +188,38 @@ func checkGroupFile(t *testing.T, s *Store) {
 		t.Fatalf("check of %s: %+v", filepath.Base(path), rep.Problems)
 	}
 }
+
+// RouteMany routes several unrouted records in one transaction; one at a
+// stale version is left as it is and the others are routed, and routing
+// again changes nothing.
+func TestRouteMany(t *testing.T) {
+	s := openTest(t, Options{})
+	var rs []Routing
+	for _, id := range []string{"e1", "e2", "e3"} {
+		u := &Record{ID: id + GroupSep, Topic: "order.paid", Method: "POST", Payload: []byte("p")}
+		mustInsert(t, s, u)
+		rs = append(rs, Routing{ID: u.ID, Version: u.Version, Recs: []*Record{delivery(id, "a", "p"), delivery(id, "b", "p")}})
+	}
+	rs[1].Version++
+	errs, err := s.RouteMany(t.Context(), rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs[0] != nil || !errors.Is(errs[1], ErrStale) || errs[2] != nil {
+		t.Fatalf("errors %v, want the second stale only", errs)
+	}
+	if st, _ := s.Stats(); st.Unrouted != 1 || st.Pending != 5 {
+		t.Fatalf("stats after routing two of three: %+v", st)
+	}
+	rs[1].Version--
+	errs, err = s.RouteMany(t.Context(), rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(errs[0], ErrStale) || errs[1] != nil || !errors.Is(errs[2], ErrStale) {
+		t.Fatalf("errors routing again %v, want the routed ones stale", errs)
+	}
+	if st, _ := s.Stats(); st.Unrouted != 0 || st.Pending != 6 {
+		t.Fatalf("stats after routing all: %+v", st)
+	}
+}

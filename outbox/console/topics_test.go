@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -188,5 +189,34 @@ func TestTopicEventOverUnion(t *testing.T) {
 	}
 	if st := deliveryState(t, part, "pay-9", "audit"); st != outbox.StateDeleted {
 		t.Errorf("audit's delivery in its store: %v, want deleted", st)
+	}
+}
+
+// While the backfill of a new subscription runs (its commits held, so that
+// it cannot end first), the overview says so, with its progress.
+func TestOverviewShowsBackfill(t *testing.T) {
+	e := newEnvWith(t, console.Config{}, nil, nil)
+	var evs []outbox.Event
+	for i := range 300 {
+		evs = append(evs, outbox.Event{ID: fmt.Sprintf("ev-%03d", i), Topic: "user.deleted"})
+	}
+	if _, err := e.o.Enqueue(t.Context(), evs...); err != nil {
+		t.Fatal(err)
+	}
+	held, release, errc := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		errc <- e.o.Update(context.Background(), func(*outbox.Tx) error { close(held); <-release; return nil })
+	}()
+	<-held
+	if err := e.o.SetSubscriptions(t.Context(), []outbox.Subscription{{Endpoint: "hooks", Topics: []string{"user.*"}}}); err != nil {
+		t.Fatal(err)
+	}
+	_, body := do(t, client(t), http.MethodGet, e.base+"/", nil)
+	close(release)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(body, `<p class="notice" id="backfill">Routing the waiting unrouted events to new subscriptions: 0 routed so far (0 deliveries), 300 still unrouted.</p>`) {
+		t.Errorf("the overview does not show the backfill:\n%s", body)
 	}
 }

@@ -27,7 +27,8 @@
 //	GET    /v1/endpoints?limit=&after=     endpoint states by name, with their definitions (Config.Endpoints), at most
 //	                                       limit (default 100, at most 1000) after the cursor: 200 {"endpoints": [...],
 //	                                       "next": "..."}; next is the last name of a full page and "" on the last page
-//	GET    /v1/endpoints/{name}            one endpoint, as the list shows it
+//	GET    /v1/endpoints/{name}            one endpoint, as the list shows it, with its "backfill": {"running",
+//	                                       "deliveries"} (see below)
 //	POST   /v1/endpoints/{name}            create a managed endpoint: 201 with its "secret", shown only then
 //	PUT    /v1/endpoints/{name}            replace a managed endpoint's definition: 200
 //	DELETE /v1/endpoints/{name}            delete a managed endpoint: 200 {"dead_lettered": n}
@@ -37,7 +38,8 @@
 //	POST   /v1/endpoints/{name}/enable     re-enable a disabled endpoint
 //	POST   /v1/endpoints/{name}/retry      close the breaker, make its pending events due now, paced: 202 {"retried": n}
 //	GET    /v1/stats                       counts: {"pending", "dead", "unrouted", "unrouted_dropped_total", "in_flight",
-//	                                       "delivered_total", "failed_total", "oldest_pending_age_seconds"}, plus the
+//	                                       "delivered_total", "failed_total", "oldest_pending_age_seconds",
+//	                                       "backfill": {"running", "routed", "deliveries", "remaining"}}, plus the
 //	                                       fields of Config.ExtraStats
 //	GET    /v1/openapi.json                the OpenAPI 3.1 document of these routes (OpenAPI), without the token
 //
@@ -95,6 +97,16 @@
 // or replay to the whole event. Every attempt of a topic event carries its
 // "endpoint"; each delivery numbers its own attempts, and the log lists
 // them all by start time. POST /v1/dead/replay takes a "topic" filter too.
+//
+// Creating or changing a subscription (a managed endpoint's POST or PUT)
+// answers at once: the unrouted events it matches are routed in the
+// background, a few hundred per write transaction (the backfill, see
+// outbox.Outbox.SetSubscriptions), and resume after a restart. GET
+// /v1/stats shows its progress ("backfill": whether it runs, the events
+// it routed and the deliveries it made since the start, and "remaining",
+// the events still unrouted); GET /v1/endpoints/{name} shows the
+// endpoint's part ("backfill": whether it runs for the endpoint, and the
+// deliveries to it made so far).
 //
 // The endpoint management routes call Config.Endpoints, an
 // EndpointManager (outboxd's stores the endpoints in the outbox's file);

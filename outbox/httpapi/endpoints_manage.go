@@ -196,7 +196,7 @@ func (h *handler) endpoint(w http.ResponseWriter, r *http.Request) {
 		if e.Name == name {
 			out := []endpointOut{toEndpointOut(e)}
 			h.withDefinitions(out)
-			writeJSON(w, http.StatusOK, out[0])
+			writeJSON(w, http.StatusOK, oneEndpointOut{endpointOut: out[0], Backfill: h.endpointBackfill(name)})
 			return
 		}
 	}

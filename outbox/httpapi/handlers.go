@@ -559,10 +559,24 @@ type StatsBody struct {
 	DeliveredTotal          uint64  `json:"delivered_total"`
 	FailedTotal             uint64  `json:"failed_total"`
 	OldestPendingAgeSeconds float64 `json:"oldest_pending_age_seconds"`
+	// Backfill is the routing of the events kept unrouted to new
+	// subscriptions (outbox.Stats.Backfill).
+	Backfill BackfillBody `json:"backfill"`
+}
+
+// BackfillBody is the "backfill" object of GET /v1/stats: whether the
+// routing of kept unrouted events to new subscriptions runs now, the
+// events it routed and the deliveries it made since the start, and the
+// events still kept unrouted.
+type BackfillBody struct {
+	Running    bool   `json:"running"`
+	Routed     uint64 `json:"routed"`
+	Deliveries uint64 `json:"deliveries"`
+	Remaining  int    `json:"remaining"`
 }
 
 // Add sums o into s: the counts add up, the oldest pending age is the
-// older of the two.
+// older of the two, and a backfill runs when one of the two runs.
 func (s *StatsBody) Add(o StatsBody) {
 	s.Pending += o.Pending
 	s.Dead += o.Dead
@@ -572,6 +586,10 @@ func (s *StatsBody) Add(o StatsBody) {
 	s.DeliveredTotal += o.DeliveredTotal
 	s.FailedTotal += o.FailedTotal
 	s.OldestPendingAgeSeconds = max(s.OldestPendingAgeSeconds, o.OldestPendingAgeSeconds)
+	s.Backfill.Running = s.Backfill.Running || o.Backfill.Running
+	s.Backfill.Routed += o.Backfill.Routed
+	s.Backfill.Deliveries += o.Backfill.Deliveries
+	s.Backfill.Remaining += o.Backfill.Remaining
 }
 
 // stats serves GET /v1/stats.
@@ -586,6 +604,8 @@ func (h *handler) stats(w http.ResponseWriter, r *http.Request) {
 		DeliveredTotal:          s.DeliveredTotal,
 		FailedTotal:             s.FailedTotal,
 		OldestPendingAgeSeconds: s.OldestPendingAge.Seconds(),
+		Backfill: BackfillBody{Running: s.Backfill.Running, Routed: s.Backfill.Routed,
+			Deliveries: s.Backfill.Deliveries, Remaining: s.Backfill.Remaining},
 	}
 	if h.cfg.ExtraStats == nil {
 		writeJSON(w, http.StatusOK, out)

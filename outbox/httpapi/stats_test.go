@@ -101,7 +101,8 @@ func TestStatsWithoutExtraFields(t *testing.T) {
 	rc := newReceiver(t, nil)
 	e := newEnv(t, httpapi.Config{ExtraStats: func() map[string]any { return nil }}, map[string]string{"orders": rc.URL})
 	code, raw := e.getRaw(t, "/v1/stats")
-	want := `{"pending":0,"dead":0,"unrouted":0,"unrouted_dropped_total":0,"in_flight":0,"delivered_total":0,"failed_total":0,"oldest_pending_age_seconds":0}` + "\n"
+	want := `{"pending":0,"dead":0,"unrouted":0,"unrouted_dropped_total":0,"in_flight":0,"delivered_total":0,"failed_total":0,"oldest_pending_age_seconds":0,` +
+		`"backfill":{"running":false,"routed":0,"deliveries":0,"remaining":0}}` + "\n"
 	if code != http.StatusOK || string(raw) != want {
 		t.Errorf("stats with an empty ExtraStats: %d %s, want 200 %s", code, raw, want)
 	}
@@ -109,32 +110,46 @@ func TestStatsWithoutExtraFields(t *testing.T) {
 
 // Add sums every count the stats body carries, so a view over several
 // servers never leaves one out: each field of two bodies that all hold 1
-// adds up to 2, except the oldest pending age, which is the older one.
+// (true for a flag) adds up to 2, except the oldest pending age, which is
+// the older one, and a flag, which is true when one of the two is.
 func TestStatsBodyAddSumsEveryCount(t *testing.T) {
 	one := func() httpapi.StatsBody {
 		var b httpapi.StatsBody
-		v := reflect.ValueOf(&b).Elem()
-		for i := range v.NumField() {
-			switch f := v.Field(i); f.Kind() {
-			case reflect.Int:
-				f.SetInt(1)
-			case reflect.Uint64:
-				f.SetUint(1)
-			case reflect.Float64:
-				f.SetFloat(1)
-			default:
-				t.Fatalf("field %s of kind %s: teach this test (and Add) how it sums", v.Type().Field(i).Name, f.Kind())
-			}
-		}
+		setOnes(t, reflect.ValueOf(&b).Elem())
 		return b
 	}
 	sum := one()
 	sum.Add(one())
-	v := reflect.ValueOf(sum)
+	checkTwos(t, "", reflect.ValueOf(sum))
+}
+
+// setOnes sets every field of the struct v (and of its structs) to 1, or
+// true.
+func setOnes(t *testing.T, v reflect.Value) {
 	for i := range v.NumField() {
-		name, f := v.Type().Field(i).Name, v.Field(i)
+		switch f := v.Field(i); f.Kind() {
+		case reflect.Int:
+			f.SetInt(1)
+		case reflect.Uint64:
+			f.SetUint(1)
+		case reflect.Float64:
+			f.SetFloat(1)
+		case reflect.Bool:
+			f.SetBool(true)
+		case reflect.Struct:
+			setOnes(t, f)
+		default:
+			t.Fatalf("field %s of kind %s: teach this test (and Add) how it sums", v.Type().Field(i).Name, f.Kind())
+		}
+	}
+}
+
+// checkTwos checks the fields of the sum of two setOnes bodies.
+func checkTwos(t *testing.T, prefix string, v reflect.Value) {
+	for i := range v.NumField() {
+		name, f := prefix+v.Type().Field(i).Name, v.Field(i)
 		want := 2.0
-		if name == "OldestPendingAgeSeconds" {
+		if name == "OldestPendingAgeSeconds" || f.Kind() == reflect.Bool {
 			want = 1
 		}
 		var got float64
@@ -145,6 +160,13 @@ func TestStatsBodyAddSumsEveryCount(t *testing.T) {
 			got = float64(f.Uint())
 		case reflect.Float64:
 			got = f.Float()
+		case reflect.Bool:
+			if f.Bool() {
+				got = 1
+			}
+		case reflect.Struct:
+			checkTwos(t, name+".", f)
+			continue
 		}
 		if got != want {
 			t.Errorf("after Add, %s = %v, want %v", name, got, want)

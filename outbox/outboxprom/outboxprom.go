@@ -43,6 +43,9 @@ var _ Source = (*outbox.Outbox)(nil)
 //	outbox_endpoints_breaker_open               gauges from Stats
 //	outbox_unrouted_events                      gauge     topic events kept unrouted (no subscriber yet)
 //	outbox_unrouted_dropped_total               counter   topic events dropped for want of a subscriber
+//	outbox_backfill_running                     gauge     1 while kept unrouted events are routed to new subscriptions
+//	outbox_backfill_routed_total                counter   unrouted events the backfill routed
+//	outbox_backfill_deliveries_total            counter   deliveries the backfill made of them
 //	outbox_breaker_transitions_total{endpoint,state} counter circuit breaker transitions
 //	outbox_rate_limited_total{endpoint}         counter   events rescheduled by a rate limit
 //	outbox_endpoint_breaker_state{endpoint,state} gauge   1 for the breaker's state (closed, open, half-open)
@@ -86,6 +89,7 @@ type Collector struct {
 
 	pendingDesc, deadDesc, inFlightDesc, oldestDesc, throttledDesc, disabledDesc, breakerOpenDesc, unavailableDesc *prometheus.Desc
 	unroutedDesc, droppedDesc                                                                                      *prometheus.Desc
+	backfillRunningDesc, backfillRoutedDesc, backfillDeliveriesDesc                                                *prometheus.Desc
 
 	breakerStateDesc, rateLimitDesc, deliveryRateDesc    *prometheus.Desc
 	inFlightLimitDesc, endpointInFlightDesc, latencyDesc *prometheus.Desc
@@ -143,10 +147,14 @@ func New(o *outbox.Outbox) (*Collector, outbox.Hooks) {
 		unroutedDesc:         prometheus.NewDesc(ns+"_unrouted_events", "Topic events kept unrouted: no endpoint subscribes to their topic yet.", nil, nil),
 		droppedDesc:          prometheus.NewDesc(ns+"_unrouted_dropped_total", "Topic events dropped because no endpoint subscribed to their topic (Config.Unrouted = drop).", nil, nil),
 		deadDesc:             prometheus.NewDesc(ns+"_dead", "Dead letters kept.", nil, nil),
-		inFlightDesc:         prometheus.NewDesc(ns+"_in_flight", "Deliveries in flight.", nil, nil),
-		oldestDesc:           prometheus.NewDesc(ns+"_oldest_pending_age_seconds", "Age of the oldest pending event.", nil, nil),
-		throttledDesc:        prometheus.NewDesc(ns+"_endpoints_throttled", "Endpoints held by a throttle now.", nil, nil),
-		disabledDesc:         prometheus.NewDesc(ns+"_endpoints_disabled", "Disabled endpoints.", nil, nil),
+		backfillRunningDesc: prometheus.NewDesc(ns+"_backfill_running",
+			"1 while the topic events kept unrouted are routed, in the background, to the subscriptions set after they were stored.", nil, nil),
+		backfillRoutedDesc:     prometheus.NewDesc(ns+"_backfill_routed_total", "Topic events kept unrouted that the backfill routed to new subscriptions.", nil, nil),
+		backfillDeliveriesDesc: prometheus.NewDesc(ns+"_backfill_deliveries_total", "Deliveries the backfill made of the events it routed (one per subscribed endpoint).", nil, nil),
+		inFlightDesc:           prometheus.NewDesc(ns+"_in_flight", "Deliveries in flight.", nil, nil),
+		oldestDesc:             prometheus.NewDesc(ns+"_oldest_pending_age_seconds", "Age of the oldest pending event.", nil, nil),
+		throttledDesc:          prometheus.NewDesc(ns+"_endpoints_throttled", "Endpoints held by a throttle now.", nil, nil),
+		disabledDesc:           prometheus.NewDesc(ns+"_endpoints_disabled", "Disabled endpoints.", nil, nil),
 		unavailableDesc: prometheus.NewDesc(ns+"_unavailable", "1 while the outbox cannot do its job (see Outbox.Health), by reason: damaged (the database file) or commit (outcomes cannot be committed).",
 			[]string{"reason"}, nil),
 
@@ -225,7 +233,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	c.punctDur.Describe(ch)
 	c.transitions.Describe(ch)
 	c.rateLimited.Describe(ch)
-	for _, d := range []*prometheus.Desc{c.pendingDesc, c.unroutedDesc, c.droppedDesc, c.deadDesc, c.inFlightDesc, c.oldestDesc, c.throttledDesc, c.disabledDesc, c.unavailableDesc,
+	for _, d := range []*prometheus.Desc{c.pendingDesc, c.unroutedDesc, c.droppedDesc, c.deadDesc,
+		c.backfillRunningDesc, c.backfillRoutedDesc, c.backfillDeliveriesDesc, c.inFlightDesc, c.oldestDesc, c.throttledDesc, c.disabledDesc, c.unavailableDesc,
 		c.breakerOpenDesc, c.breakerStateDesc, c.rateLimitDesc, c.deliveryRateDesc,
 		c.inFlightLimitDesc, c.endpointInFlightDesc, c.latencyDesc,
 		c.commitsDesc, c.commitFailuresDesc, c.commitCallsDesc, c.commitRecordsDesc, c.commitSecondsDesc, c.commitRunningDesc} {
@@ -257,6 +266,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.unroutedDesc, float64(s.Unrouted))
 	ch <- prometheus.MustNewConstMetric(c.droppedDesc, prometheus.CounterValue, float64(s.UnroutedDroppedTotal))
 	gauge(c.deadDesc, float64(s.Dead))
+	c.collectBackfill(ch, s.Backfill)
 	gauge(c.inFlightDesc, float64(s.InFlight))
 	gauge(c.oldestDesc, s.OldestPendingAge.Seconds())
 	gauge(c.throttledDesc, float64(s.EndpointsThrottled))
@@ -314,4 +324,15 @@ func (c *Collector) collectEndpoints(ch chan<- prometheus.Metric, src endpointSo
 		ch <- prometheus.MustNewConstMetric(c.latencyDesc, prometheus.GaugeValue, ep.LatencyP50.Seconds(), ep.Name, "0.5")
 		ch <- prometheus.MustNewConstMetric(c.latencyDesc, prometheus.GaugeValue, ep.LatencyP99.Seconds(), ep.Name, "0.99")
 	}
+}
+
+// collectBackfill sends the backfill's metrics.
+func (c *Collector) collectBackfill(ch chan<- prometheus.Metric, b outbox.Backfill) {
+	running := 0.0
+	if b.Running {
+		running = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.backfillRunningDesc, prometheus.GaugeValue, running)
+	ch <- prometheus.MustNewConstMetric(c.backfillRoutedDesc, prometheus.CounterValue, float64(b.Routed))
+	ch <- prometheus.MustNewConstMetric(c.backfillDeliveriesDesc, prometheus.CounterValue, float64(b.Deliveries))
 }

@@ -281,3 +281,42 @@ func TestUnroutedMetrics(t *testing.T) {
 		}
 	}
 }
+
+// The backfill of a new subscription shows in its metrics: running while
+// it runs, then the events it routed and the deliveries it made.
+func TestBackfillMetrics(t *testing.T) {
+	cfg := outbox.Config{Sink: sinkFunc(func(context.Context, *outbox.Delivery) outbox.Result {
+		return outbox.Result{Action: outbox.ActionSuccess, Status: 200}
+	})}
+	cfg.NoSync = true
+	o, err := outbox.Open(filepath.Join(t.TempDir(), "o.db"), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := o.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	col, _ := outboxprom.New(o)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(col)
+	if _, err := o.Enqueue(context.Background(), outbox.Event{ID: "t1", Topic: "order.paid"}, outbox.Event{ID: "t2", Topic: "order.paid"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.SetSubscriptions(context.Background(), []outbox.Subscription{
+		{Endpoint: "a", Topics: []string{"order.*"}}, {Endpoint: "b", Topics: []string{"order.paid"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := gather(t, reg); got["outbox_backfill_running"] != 0 || got["outbox_backfill_routed_total"] != 0 {
+		t.Errorf("before Start: %v", got)
+	}
+	if err := o.Start(); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, time.Minute, "the backfill to end", func() bool { return o.Stats().Unrouted == 0 && !o.Stats().Backfill.Running })
+	if got := gather(t, reg); got["outbox_backfill_running"] != 0 || got["outbox_backfill_routed_total"] != 2 || got["outbox_backfill_deliveries_total"] != 4 {
+		t.Errorf("after the backfill: running %v, routed %v, deliveries %v; want 0, 2, 4",
+			got["outbox_backfill_running"], got["outbox_backfill_routed_total"], got["outbox_backfill_deliveries_total"])
+	}
+}

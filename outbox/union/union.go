@@ -434,6 +434,9 @@ func (v *View) Stats() outbox.Stats {
 		sum.FileSize += s.FileSize
 		sum.KeyIndex = sum.KeyIndex && s.KeyIndex
 		sum.Commits = addCommits(sum.Commits, s.Commits)
+		sum.Backfill = outbox.Backfill{Running: sum.Backfill.Running || s.Backfill.Running,
+			Routed: sum.Backfill.Routed + s.Backfill.Routed, Deliveries: sum.Backfill.Deliveries + s.Backfill.Deliveries,
+			Remaining: sum.Backfill.Remaining + s.Backfill.Remaining}
 	}
 	return sum
 }

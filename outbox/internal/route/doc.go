@@ -6,7 +6,9 @@
 // appears or its retention ends, when it becomes a dead letter.
 //
 // A Router is immutable: the outbox swaps a new one in when the
-// subscriptions change, then routes the kept unrouted events it matches,
-// each in one write transaction that removes the unrouted record and stores
-// its deliveries. An event that changed meanwhile is left as it is.
+// subscriptions change, then routes the kept unrouted events it matches
+// in the background (Mover.RouteUnrouted), in bounded batches: each batch
+// is one write transaction that removes its events' unrouted records and
+// stores their deliveries. An event that changed meanwhile is left as it
+// is.
 package route

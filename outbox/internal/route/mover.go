@@ -30,18 +30,31 @@ type Mover struct {
 	PageSize int
 }
 
-// RouteUnrouted routes every kept unrouted event that rt now subscribes an
-// endpoint to: each in one transaction that removes it and stores its
-// deliveries. An event that changed meanwhile (expired, deleted or routed
-// by another call) is left as it is.
-func (m *Mover) RouteUnrouted(ctx context.Context, rt *Router) error {
+// Batch bounds of RouteUnrouted: a write transaction routes at most
+// BatchEvents events and, past the first event, BatchDeliveries deliveries.
+const (
+	BatchEvents     = 256
+	BatchDeliveries = 1024
+)
+
+// RouteUnrouted routes every kept unrouted event that the router rt
+// returns (asked again before each batch, so that a change of
+// subscriptions applies to the events not yet looked at) subscribes an
+// endpoint to, in batches (BatchEvents, BatchDeliveries): each batch is
+// one write transaction that removes its events' unrouted records and
+// stores their deliveries, so an event stops being unrouted in the
+// transaction that routes it and is never routed twice. An event that
+// changed meanwhile (expired, deleted or routed by another call) is left
+// as it is. routed, when not nil, is told of each event routed with its
+// endpoints, after its batch committed. It stops at ctx's end.
+func (m *Mover) RouteUnrouted(ctx context.Context, rt func() *Router, routed func(eps []string)) error {
 	if ss, err := m.St.Stats(); err != nil {
 		return m.MapErr("route unrouted", "", err)
 	} else if ss.Unrouted == 0 {
 		return nil
 	}
+	b := batch{m: m, routed: routed}
 	after := ""
-	routed := 0
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -51,13 +64,13 @@ func (m *Mover) RouteUnrouted(ctx context.Context, rt *Router) error {
 		if err != nil {
 			return m.MapErr("route unrouted", "", err)
 		}
+		r := rt()
 		for _, u := range recs {
-			ok, err := m.routeOne(ctx, u, rt)
-			if err != nil {
-				return err
-			}
-			if ok {
-				routed++
+			if b.add(u, r) {
+				if err := b.flush(ctx); err != nil {
+					return err
+				}
+				r = rt()
 			}
 		}
 		if next == "" {
@@ -65,11 +78,79 @@ func (m *Mover) RouteUnrouted(ctx context.Context, rt *Router) error {
 		}
 		after = next
 	}
-	if routed > 0 {
-		m.Log.Info("outbox: routed unrouted events to their new subscribers", "events", routed)
-		m.Wake()
+	if err := b.flush(ctx); err != nil {
+		return err
+	}
+	if b.total > 0 {
+		m.Log.Info("outbox: routed unrouted events to their new subscribers", "events", b.total)
 	}
 	return nil
+}
+
+// batch gathers the routings of one RouteUnrouted transaction.
+type batch struct {
+	m          *Mover
+	routed     func(eps []string)
+	rs         []store.Routing
+	eps        [][]string
+	deliveries int
+	total      int
+}
+
+// add adds the routing of u to the endpoints r subscribes to its topic,
+// if any, and reports whether the batch is full.
+func (b *batch) add(u *store.Record, r *Router) bool {
+	eps := r.Endpoints(u.Topic, u.Headers)
+	if len(eps) == 0 {
+		return false
+	}
+	b.rs = append(b.rs, store.Routing{ID: u.ID, Version: u.Version, Recs: deliveries(u, eps)})
+	b.eps = append(b.eps, eps)
+	b.deliveries += len(eps)
+	return len(b.rs) >= BatchEvents || b.deliveries >= BatchDeliveries
+}
+
+// flush routes the batch's events in one transaction and empties it.
+func (b *batch) flush(ctx context.Context) error {
+	if len(b.rs) == 0 {
+		return nil
+	}
+	errs, err := b.m.St.RouteMany(ctx, b.rs)
+	if err != nil {
+		return b.m.MapErr("route unrouted", "", err)
+	}
+	n := 0
+	for i, e := range errs {
+		var ce *store.ConflictError
+		switch {
+		case e == nil:
+			n++
+			if b.routed != nil {
+				b.routed(b.eps[i])
+			}
+		case errors.As(e, &ce):
+			b.m.Log.Warn("outbox: unrouted event not routed: a delivery of it exists", "id", store.GroupOf(b.rs[i].ID), "err", e)
+		}
+	}
+	b.total += n
+	b.rs, b.eps, b.deliveries = b.rs[:0], b.eps[:0], 0
+	if n > 0 {
+		b.m.Wake()
+	}
+	return nil
+}
+
+// deliveries returns the deliveries of the unrouted record u to eps, due
+// from their creation (or DeliverAt) on.
+func deliveries(u *store.Record, eps []string) []*store.Record {
+	recs := make([]*store.Record, len(eps))
+	for i, ep := range eps {
+		d := DeliveryOf(u, ep)
+		d.NextAttemptAt = time.Time{}
+		d.Attempts, d.Deliveries, d.LastStatus, d.LastError = 0, 0, 0, ""
+		recs[i] = d
+	}
+	return recs
 }
 
 // routeOne routes the unrouted record u to the endpoints rt subscribes to
@@ -79,14 +160,7 @@ func (m *Mover) routeOne(ctx context.Context, u *store.Record, rt *Router) (bool
 	if len(eps) == 0 {
 		return false, nil
 	}
-	recs := make([]*store.Record, len(eps))
-	for i, ep := range eps {
-		d := DeliveryOf(u, ep)
-		d.NextAttemptAt = time.Time{} // due from its creation (or DeliverAt) on
-		d.Attempts, d.Deliveries, d.LastStatus, d.LastError = 0, 0, 0, ""
-		recs[i] = d
-	}
-	err := m.St.Route(ctx, u.ID, u.Version, recs)
+	err := m.St.Route(ctx, u.ID, u.Version, deliveries(u, eps))
 	switch {
 	case errors.Is(err, store.ErrStale):
 		return false, nil
