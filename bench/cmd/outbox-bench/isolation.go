@@ -865,7 +865,7 @@ func isoFlapping(ctx context.Context, b *bench, s isoScale) error {
 		waitUntil(ctx, wait, func() bool { return ob.t.delivered("flapping")+ob.t.deadLetters() >= n })
 		if stopSampling != nil {
 			b.limitTrace = stopSampling()
-			b.logf("flapping receiver, %s: %d samples of the in-flight limit", label, len(b.limitTrace.Samples))
+			b.logf("flapping receiver, %s: %d samples of the in-flight limit; %s", label, len(b.limitTrace.Samples), b.limitTrace.summary())
 		}
 		ob.stop()
 		rcv.Close()
@@ -972,4 +972,31 @@ func sampleLimit(ctx context.Context, o *outbox.Outbox, ep string, t0 time.Time,
 		<-done
 		return tr
 	}
+}
+
+// summary describes a trace in words for the log: the limit's range and
+// when the breaker was not closed.
+func (tr *limitTrace) summary() string {
+	if len(tr.Samples) == 0 {
+		return "no samples"
+	}
+	lo, hi := tr.Samples[0].Limit, tr.Samples[0].Limit
+	var open []string
+	for i := 0; i < len(tr.Samples); i++ {
+		lo, hi = min(lo, tr.Samples[i].Limit), max(hi, tr.Samples[i].Limit)
+		if !tr.Samples[i].BreakerOpen {
+			continue
+		}
+		j := i
+		for j+1 < len(tr.Samples) && tr.Samples[j+1].BreakerOpen {
+			j++
+		}
+		open = append(open, fmt.Sprintf("%.2f–%.2f s", tr.Samples[i].At, tr.Samples[j].At))
+		i = j
+	}
+	s := fmt.Sprintf("limit from %d to %d; breaker not closed: ", lo, hi)
+	if len(open) == 0 {
+		return s + "never"
+	}
+	return s + strings.Join(open, ", ")
 }

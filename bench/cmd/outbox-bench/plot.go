@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"image/color"
 	"os"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -152,6 +153,17 @@ func writeLimitChart(path string, tr *limitTrace) error {
 	p.X.Label.Text = "seconds since the receiver started"
 	p.Y.Label.Text = "deliveries"
 	p.X.Min, p.X.Max = 0, end
+	// A tick every few phases: the default ticker leaves three on a
+	// minute's run.
+	step := 2 * tr.Phase.Seconds()
+	for end/step > 25 {
+		step *= 2
+	}
+	var ticks plot.ConstantTicks
+	for x := 0.0; x <= end; x += step {
+		ticks = append(ticks, plot.Tick{Value: x, Label: strconv.FormatFloat(x, 'g', 4, 64)})
+	}
+	p.X.Tick.Marker = ticks
 	p.Y.Min, p.Y.Max = 0, top
 	p.Legend.Top = true
 
