@@ -110,7 +110,10 @@ func (s isoScale) engine(cfg outbox.Config) outbox.Config {
 		cfg.Interval = s.d(outbox.DefaultInterval, 50*time.Millisecond)
 		cfg.BackoffInitial = s.d(outbox.DefaultBackoffInitial, 50*time.Millisecond)
 		cfg.Breaker.CoolDown = s.d(outbox.DefaultBreakerCoolDown, 100*time.Millisecond)
-		cfg.Breaker.MaxCoolDown = s.d(outbox.DefaultBreakerMaxCoolDown, time.Second)
+		// The cool-down's growth is capped low too: a probe that lands in
+		// one of part 6's short 503 phases must not push the next one past
+		// the run's wait.
+		cfg.Breaker.MaxCoolDown = min(s.d(outbox.DefaultBreakerMaxCoolDown, time.Second), 8*cfg.Breaker.CoolDown)
 	}
 	return cfg
 }
