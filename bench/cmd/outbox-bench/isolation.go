@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -109,7 +110,10 @@ func (s isoScale) engine(cfg outbox.Config) outbox.Config {
 		cfg.Interval = s.d(outbox.DefaultInterval, 50*time.Millisecond)
 		cfg.BackoffInitial = s.d(outbox.DefaultBackoffInitial, 50*time.Millisecond)
 		cfg.Breaker.CoolDown = s.d(outbox.DefaultBreakerCoolDown, 100*time.Millisecond)
-		cfg.Breaker.MaxCoolDown = s.d(outbox.DefaultBreakerMaxCoolDown, time.Second)
+		// The cool-down's growth is capped low too: a probe that lands in
+		// one of part 6's short 503 phases must not push the next one past
+		// the run's wait.
+		cfg.Breaker.MaxCoolDown = min(s.d(outbox.DefaultBreakerMaxCoolDown, time.Second), 8*cfg.Breaker.CoolDown)
 	}
 	return cfg
 }
@@ -456,11 +460,21 @@ func isolationScenario(ctx context.Context, b *bench) error {
 	s := isoScale(b.cfg.IsolationScale)
 	b.logf("load average before: %s", loadAvg())
 	defer func() { b.logf("load average after: %s", loadAvg()) }()
-	steps := []func(context.Context, *bench, isoScale) error{
-		isoDeadAndSlowEndpoints, isoSlowBeside, isoResetOutage, isoAdaptiveDrain, isoFlapping,
+	steps := []struct {
+		parts []int
+		run   func(context.Context, *bench, isoScale) error
+	}{
+		{[]int{1, 2}, isoDeadAndSlowEndpoints},
+		{[]int{3}, isoSlowBeside},
+		{[]int{4}, isoResetOutage},
+		{[]int{5}, isoAdaptiveDrain},
+		{[]int{6}, isoFlapping},
 	}
 	for _, step := range steps {
-		if err := step(ctx, b, s); err != nil {
+		if b.cfg.IsolationParts != nil && !slices.ContainsFunc(step.parts, func(p int) bool { return slices.Contains(b.cfg.IsolationParts, p) }) {
+			continue
+		}
+		if err := step.run(ctx, b, s); err != nil {
 			return err
 		}
 	}
@@ -834,8 +848,17 @@ func isoFlapping(ctx context.Context, b *bench, s isoScale) error {
 			rcv.Close()
 			return err
 		}
+		// The first adaptive run's in-flight limit is sampled for
+		// -isolation-chart, from the receiver's start to the run's end.
+		var stopSampling func() *limitTrace
+		if b.cfg.IsolationChart != "" && !fixed && b.limitTrace == nil {
+			stopSampling = sampleLimit(ctx, ob.o, "flapping", t0, phase, span)
+		}
 		starts, err := b.trickle(ctx, ob.o, "flapping", rate, span)
 		if err != nil {
+			if stopSampling != nil {
+				stopSampling()
+			}
 			ob.stop()
 			rcv.Close()
 			return err
@@ -843,6 +866,10 @@ func isoFlapping(ctx context.Context, b *bench, s isoScale) error {
 		n := len(starts)
 		wait := s.d(5*time.Minute, 30*time.Second)
 		waitUntil(ctx, wait, func() bool { return ob.t.delivered("flapping")+ob.t.deadLetters() >= n })
+		if stopSampling != nil {
+			b.limitTrace = stopSampling()
+			b.logf("flapping receiver, %s: %d samples of the in-flight limit; %s", label, len(b.limitTrace.Samples), b.limitTrace.summary())
+		}
 		ob.stop()
 		rcv.Close()
 		missing := 0
@@ -887,4 +914,92 @@ func formatCount(v float64) string {
 		return thousands(v)
 	}
 	return strconv.FormatFloat(v, 'f', 3, 64)
+}
+
+// limitSample is one reading of an endpoint's in-flight limit and of its
+// deliveries under way, At seconds after the trace's start.
+type limitSample struct {
+	At              float64
+	Limit, InFlight int
+	// BreakerOpen: the endpoint's breaker was not closed (open or
+	// half-open).
+	BreakerOpen bool
+}
+
+// limitTrace is an endpoint's in-flight limit sampled over one run against
+// a receiver whose answer flips every Phase from the trace's start (200
+// first, then 503), enqueued to for Span.
+type limitTrace struct {
+	Samples     []limitSample
+	Phase, Span time.Duration
+}
+
+// limitSampleEvery is how often sampleLimit reads the limit.
+const limitSampleEvery = 50 * time.Millisecond
+
+// sampleLimit reads endpoint ep's in-flight limit and deliveries in flight
+// through Outbox.Endpoints every limitSampleEvery, timed from t0, until the
+// returned function is called (or ctx ends); that function returns the
+// trace.
+func sampleLimit(ctx context.Context, o *outbox.Outbox, ep string, t0 time.Time, phase, span time.Duration) func() *limitTrace {
+	tr := &limitTrace{Phase: phase, Span: span}
+	quit := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(limitSampleEvery)
+		defer tick.Stop()
+		for {
+			if states, err := o.Endpoints(ctx); err == nil {
+				for _, st := range states {
+					if st.Name == ep {
+						tr.Samples = append(tr.Samples, limitSample{
+							At:    time.Since(t0).Seconds(),
+							Limit: st.InFlightLimit, InFlight: st.InFlight,
+							BreakerOpen: st.Breaker != outbox.BreakerClosed,
+						})
+					}
+				}
+			}
+			select {
+			case <-tick.C:
+			case <-quit:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return func() *limitTrace {
+		close(quit)
+		<-done
+		return tr
+	}
+}
+
+// summary describes a trace in words for the log: the limit's range and
+// when the breaker was not closed.
+func (tr *limitTrace) summary() string {
+	if len(tr.Samples) == 0 {
+		return "no samples"
+	}
+	lo, hi := tr.Samples[0].Limit, tr.Samples[0].Limit
+	var open []string
+	for i := 0; i < len(tr.Samples); i++ {
+		lo, hi = min(lo, tr.Samples[i].Limit), max(hi, tr.Samples[i].Limit)
+		if !tr.Samples[i].BreakerOpen {
+			continue
+		}
+		j := i
+		for j+1 < len(tr.Samples) && tr.Samples[j+1].BreakerOpen {
+			j++
+		}
+		open = append(open, fmt.Sprintf("%.2f–%.2f s", tr.Samples[i].At, tr.Samples[j].At))
+		i = j
+	}
+	s := fmt.Sprintf("limit from %d to %d; breaker not closed: ", lo, hi)
+	if len(open) == 0 {
+		return s + "never"
+	}
+	return s + strings.Join(open, ", ")
 }

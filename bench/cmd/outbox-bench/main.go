@@ -19,6 +19,8 @@
 //	go run ./cmd/outbox-bench -chart docs/bench-concurrency.png
 //	go run ./cmd/outbox-bench -pending 1000000 -parked 0,10000,100000,1000000
 //	go run ./cmd/outbox-bench -only isolation -isolation-scale 1 -chart ''
+//	go run ./cmd/outbox-bench -only isolation -isolation-scale 1 -isolation-parts 6 \
+//		-isolation-chart docs/isolation-limit.png -chart ''
 package main
 
 import (
@@ -67,6 +69,12 @@ type config struct {
 	// IsolationScale sizes the isolation scenario: 1 is the size its
 	// targets are stated at.
 	IsolationScale float64
+	// IsolationParts are the isolation scenario's parts to run (1 to 6;
+	// 1 and 2 run together); nil runs every part.
+	IsolationParts []int
+	// IsolationChart is the PNG file for part 6's trace of the flapping
+	// endpoint's in-flight limit (empty: none, and no sampling).
+	IsolationChart string
 	Dir            string
 	Chart          string
 	CPUProfile     string
@@ -88,6 +96,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	conc := fs.String("concurrency", "1,4,16,64", "comma-separated delivery concurrencies for the sweep and the chart")
 	fs.DurationVar(&c.ReceiverDelay, "receiver-delay", 2*time.Millisecond, "work the local receiver does per request in the concurrency sweep, standing in for a remote endpoint")
 	fs.Float64Var(&c.IsolationScale, "isolation-scale", 0.05, "size of the endpoint isolation scenario: 1 is 30,000 dead-endpoint events, a 30 s trickle, a 10 s hang, 500 ms answers and a 60 s outage; below 1 the counts, durations and the engine's timers shrink with it")
+	parts := fs.String("isolation-parts", "", "comma-separated parts of the isolation scenario to run, 1 to 6 (1 and 2 run together; empty: all)")
+	fs.StringVar(&c.IsolationChart, "isolation-chart", "", "PNG file for the flapping endpoint's in-flight limit and deliveries in flight over one adaptive run of isolation part 6 (empty: no chart)")
 	fs.StringVar(&c.Dir, "dir", "", "directory for the database files (default: a new temporary directory, removed at the end)")
 	fs.StringVar(&c.Chart, "chart", "outbox-bench.png", "PNG file for the throughput and latency chart (empty: no chart)")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -104,6 +114,16 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.Concurrency, err = intList("concurrency", *conc); err != nil {
 		return c, err
+	}
+	if *parts != "" {
+		if c.IsolationParts, err = intList("isolation-parts", *parts); err != nil {
+			return c, err
+		}
+		for _, p := range c.IsolationParts {
+			if p > 6 {
+				return c, fmt.Errorf("-isolation-parts: there is no part %d (1 to 6)", p)
+			}
+		}
 	}
 	if *only != "" {
 		if c.Only, err = regexp.Compile(*only); err != nil {
@@ -152,6 +172,8 @@ type bench struct {
 	rows   []row
 	points []concPoint
 	iso    []isoRow
+	// limitTrace is part 6's sampled in-flight limit, for -isolation-chart.
+	limitTrace *limitTrace
 	// failures are broken promises (events lost) found by a scenario that
 	// still printed its figures: the run fails after the tables.
 	failures []string
@@ -232,6 +254,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("chart: %w", err)
 		}
 		fmt.Fprintf(stdout, "\nchart: %s\n", cfg.Chart)
+	}
+	if cfg.IsolationChart != "" && b.limitTrace != nil {
+		if err := writeLimitChart(cfg.IsolationChart, b.limitTrace); err != nil {
+			return fmt.Errorf("isolation chart: %w", err)
+		}
+		fmt.Fprintf(stdout, "\nisolation chart: %s\n", cfg.IsolationChart)
 	}
 	if len(b.failures) > 0 {
 		return fmt.Errorf("%d broken promises: %s", len(b.failures), strings.Join(b.failures, "; "))

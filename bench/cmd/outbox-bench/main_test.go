@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -30,12 +31,13 @@ func TestRunPrintsEveryFigureBesideItsBaseline(t *testing.T) {
 	}
 	dir := t.TempDir()
 	chart := filepath.Join(dir, "chart.png")
+	limitChart := filepath.Join(dir, "limit.png")
 	var out, log bytes.Buffer
 	err := run(context.Background(), []string{
 		"-duration", "200ms", "-events", "300", "-pending", "2000", "-parked", "0,2000",
 		"-concurrency", "1,4", "-callers", "8", "-batch", "100", "-http-batch", "10",
 		"-receiver-delay", "1ms", "-dir", filepath.Join(dir, "db"), "-chart", chart,
-		"-isolation-scale", "0.02",
+		"-isolation-scale", "0.02", "-isolation-chart", limitChart,
 	}, &out, &log)
 	if err != nil {
 		t.Fatalf("run: %v\nlog:\n%s", err, log.String())
@@ -86,17 +88,68 @@ func TestRunPrintsEveryFigureBesideItsBaseline(t *testing.T) {
 	if rows < 17 {
 		t.Errorf("table has %d rows, want at least 17:\n%s", rows, out.String())
 	}
-	f, err := os.Open(chart)
+	checkPNG(t, chart)
+	checkPNG(t, limitChart)
+}
+
+// checkPNG fails t unless path is a PNG image large enough to read.
+func checkPNG(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
 	img, err := png.Decode(f)
 	if err != nil {
-		t.Fatalf("chart is not a PNG: %v", err)
+		t.Fatalf("%s is not a PNG: %v", path, err)
 	}
 	if b := img.Bounds(); b.Dx() < 600 || b.Dy() < 200 {
-		t.Errorf("chart is %dx%d, too small to read", b.Dx(), b.Dy())
+		t.Errorf("%s is %dx%d, too small to read", path, b.Dx(), b.Dy())
+	}
+}
+
+// TestIsolationPartsRunsOnlyThoseParts runs part 6 alone and checks that
+// its figures, and no other part's, are printed.
+func TestIsolationPartsRunsOnlyThoseParts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the flapping part (a few seconds)")
+	}
+	dir := t.TempDir()
+	var out, log bytes.Buffer
+	err := run(context.Background(), []string{
+		"-only", "isolation", "-isolation-parts", "6", "-isolation-scale", "0.02",
+		"-dir", filepath.Join(dir, "db"), "-chart", "",
+	}, &out, &log)
+	if err != nil {
+		t.Fatalf("run: %v\nlog:\n%s", err, log.String())
+	}
+	if !strings.Contains(out.String(), "| 6. events lost") {
+		t.Errorf("no part 6 figures:\n%s", out.String())
+	}
+	for _, other := range []string{"\n| 1. ", "\n| 2. ", "\n| 3. ", "\n| 4. ", "\n| 5. "} {
+		if strings.Contains(out.String(), other) {
+			t.Errorf("-isolation-parts 6 printed a %q row:\n%s", other[1:], out.String())
+		}
+	}
+	if strings.Contains(out.String(), "isolation chart") {
+		t.Errorf("no -isolation-chart, yet a chart was written:\n%s", out.String())
+	}
+}
+
+func TestLimitChartDrawsATrace(t *testing.T) {
+	tr := &limitTrace{Phase: 2 * time.Second, Span: 20 * time.Second}
+	for i := range 500 {
+		at := float64(i) * 0.05
+		tr.Samples = append(tr.Samples, limitSample{At: at, Limit: 4 + i%40, InFlight: i % 7, BreakerOpen: int(at)%4 >= 2})
+	}
+	path := filepath.Join(t.TempDir(), "limit.png")
+	if err := writeLimitChart(path, tr); err != nil {
+		t.Fatal(err)
+	}
+	checkPNG(t, path)
+	if err := writeLimitChart(path, &limitTrace{Phase: time.Second}); err == nil {
+		t.Error("a trace without samples drew a chart")
 	}
 }
 
@@ -109,6 +162,9 @@ func TestFlagsRefuseNonsense(t *testing.T) {
 		{"-events", "0"},
 		{"-isolation-scale", "0"},
 		{"-isolation-scale", "2"},
+		{"-isolation-parts", "0"},
+		{"-isolation-parts", "7"},
+		{"-isolation-parts", "x"},
 		{"-only", "("},
 		{"stray"},
 	} {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"image/color"
 	"os"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -125,3 +126,129 @@ func addLine(p *plot.Plot, name string, xys plotter.XYs, c color.Color, dashed b
 	p.Legend.Add(name, l, pts)
 	return nil
 }
+
+// writeLimitChart draws an endpoint's in-flight limit and its deliveries in
+// flight against time over a flapping receiver's phases (503 phases
+// shaded), into a PNG file.
+func writeLimitChart(path string, tr *limitTrace) error {
+	if len(tr.Samples) == 0 {
+		return fmt.Errorf("no samples")
+	}
+	limit := make(plotter.XYs, len(tr.Samples))
+	inFlight := make(plotter.XYs, len(tr.Samples))
+	top := 1.0
+	for i, s := range tr.Samples {
+		limit[i] = plotter.XY{X: s.At, Y: float64(s.Limit)}
+		inFlight[i] = plotter.XY{X: s.At, Y: float64(s.InFlight)}
+		top = max(top, float64(s.Limit), float64(s.InFlight))
+	}
+	// Room above the lines for the legend, and a strip at the top for
+	// the breaker.
+	band := top * 1.04
+	top *= 1.4
+	end := tr.Samples[len(tr.Samples)-1].At
+
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("Adaptive in-flight limit, receiver answering 200 and 503 in alternating %s phases", tr.Phase)
+	p.X.Label.Text = "seconds since the receiver started"
+	p.Y.Label.Text = "deliveries"
+	p.X.Min, p.X.Max = 0, end
+	// A tick every few phases: the default ticker leaves three on a
+	// minute's run.
+	step := 2 * tr.Phase.Seconds()
+	for end/step > 25 {
+		step *= 2
+	}
+	var ticks plot.ConstantTicks
+	for x := 0.0; x <= end; x += step {
+		ticks = append(ticks, plot.Tick{Value: x, Label: strconv.FormatFloat(x, 'g', 4, 64)})
+	}
+	p.X.Tick.Marker = ticks
+	p.Y.Min, p.Y.Max = 0, top
+	p.Legend.Top = true
+
+	ph := tr.Phase.Seconds()
+	var shaded *plotter.Polygon
+	for lo := ph; lo < end; lo += 2 * ph {
+		hi := min(lo+ph, end)
+		poly, err := plotter.NewPolygon(plotter.XYs{{X: lo, Y: 0}, {X: hi, Y: 0}, {X: hi, Y: top}, {X: lo, Y: top}})
+		if err != nil {
+			return err
+		}
+		poly.Color = phaseColor
+		poly.LineStyle.Width = 0
+		p.Add(poly)
+		shaded = poly
+	}
+	if shaded != nil {
+		p.Legend.Add("receiver answers 503", shaded)
+	}
+	var open *plotter.Polygon
+	for i := 0; i < len(tr.Samples); i++ {
+		if !tr.Samples[i].BreakerOpen {
+			continue
+		}
+		j := i
+		for j+1 < len(tr.Samples) && tr.Samples[j+1].BreakerOpen {
+			j++
+		}
+		lo, hi := tr.Samples[i].At, end
+		if j+1 < len(tr.Samples) {
+			hi = tr.Samples[j+1].At
+		}
+		poly, err := plotter.NewPolygon(plotter.XYs{{X: lo, Y: band}, {X: hi, Y: band}, {X: hi, Y: band + top*0.04}, {X: lo, Y: band + top*0.04}})
+		if err != nil {
+			return err
+		}
+		poly.Color = breakerColor
+		poly.LineStyle.Width = 0
+		p.Add(poly)
+		open = poly
+		i = j
+	}
+	if open != nil {
+		p.Legend.Add("breaker not closed", open)
+	}
+	if s := tr.Span.Seconds(); s < end {
+		stop, err := plotter.NewLine(plotter.XYs{{X: s, Y: 0}, {X: s, Y: top}})
+		if err != nil {
+			return err
+		}
+		stop.Color, stop.Width = color.Gray{Y: 0x60}, vg.Points(1)
+		stop.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		p.Add(stop)
+		p.Legend.Add("enqueueing stops", stop)
+	}
+	fl, err := plotter.NewLine(inFlight)
+	if err != nil {
+		return err
+	}
+	fl.Color, fl.Width = baseColor, vg.Points(1)
+	ll, err := plotter.NewLine(limit)
+	if err != nil {
+		return err
+	}
+	ll.Color, ll.Width, ll.StepStyle = outboxColor, vg.Points(2), plotter.PostStep
+	p.Add(fl, ll)
+	p.Legend.Add("in-flight limit", ll)
+	p.Legend.Add(fmt.Sprintf("deliveries in flight (sampled every %s)", limitSampleEvery), fl)
+	p.Add(plotter.NewGrid())
+
+	img := vgimg.New(vg.Points(900), vg.Points(380))
+	p.Draw(draw.Crop(draw.New(img), vg.Points(8), -vg.Points(12), vg.Points(8), -vg.Points(8)))
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// phaseColor shades the receiver's 503 phases; breakerColor marks the times the endpoint's breaker was not closed.
+var (
+	phaseColor   = color.RGBA{R: 0xe6, G: 0xe6, B: 0xe6, A: 0xff}
+	breakerColor = color.RGBA{R: 0xe6, G: 0x7e, B: 0x22, A: 0xff}
+)
