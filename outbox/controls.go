@@ -3,11 +3,11 @@ package outbox
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"golang.org/x/time/rate"
 
+	"github.com/outboxd/outbox/outbox/internal/engine"
 	"github.com/outboxd/outbox/outbox/internal/ratelimit"
 )
 
@@ -149,17 +149,7 @@ const (
 )
 
 // String returns "closed", "open" or "half-open".
-func (s BreakerState) String() string {
-	switch s {
-	case BreakerClosed:
-		return "closed"
-	case BreakerOpen:
-		return "open"
-	case BreakerHalfOpen:
-		return "half-open"
-	}
-	return "BreakerState(" + strconv.Itoa(int(s)) + ")"
-}
+func (s BreakerState) String() string { return engine.BreakerState(s).String() }
 
 // BreakerChange describes a transition of an endpoint's circuit breaker for
 // Hooks.OnBreaker.
