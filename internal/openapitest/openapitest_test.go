@@ -41,9 +41,9 @@ func TestHandlerReportsWhatTheDocumentDoesNotSay(t *testing.T) {
 		want                     string // in the failure; "" for none
 	}{
 		{"documented", "GET", "/v1/stats", "", 200,
-			`{"pending":0,"dead":0,"unrouted":0,"unrouted_dropped_total":0,"in_flight":0,"delivered_total":0,"failed_total":0,"oldest_pending_age_seconds":0}`, ""},
+			`{"pending":0,"dead":0,"unrouted":0,"unrouted_dropped_total":0,"in_flight":0,"delivered_total":0,"failed_total":0,"oldest_pending_age_seconds":0,"backfill":{"running":false,"routed":0,"deliveries":0,"remaining":0}}`, ""},
 		{"wrong type", "GET", "/v1/stats", "", 200,
-			`{"pending":"none","dead":0,"unrouted":0,"unrouted_dropped_total":0,"in_flight":0,"delivered_total":0,"failed_total":0,"oldest_pending_age_seconds":0}`,
+			`{"pending":"none","dead":0,"unrouted":0,"unrouted_dropped_total":0,"in_flight":0,"delivered_total":0,"failed_total":0,"oldest_pending_age_seconds":0,"backfill":{"running":false,"routed":0,"deliveries":0,"remaining":0}}`,
 			"does not match the document"},
 		{"undocumented status", "GET", "/v1/stats", "", http.StatusTeapot, `{"error":"teapot"}`, "status is not supported"},
 		{"undocumented field", "GET", "/v1/events/e1", "", 200,
