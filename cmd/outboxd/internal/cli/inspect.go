@@ -493,6 +493,11 @@ func writeStatsText(w io.Writer, path string, stats outbox.Stats) {
 	fmt.Fprintf(w, "database %s (%d bytes)\n", path, stats.FileSize)
 	fmt.Fprintf(w, "  pending %d, dead %d, unrouted %d, tombstones %d, changelog entries %d (last LSN %d, shipped %d)\n",
 		stats.Pending, stats.Dead, stats.Unrouted, stats.Tombstones, stats.ChangelogEntries, stats.LastLSN, stats.ShippedLSN)
+	if stats.Unrouted > 0 {
+		// The backfill's state, as far as a stopped server's file has it:
+		// what waits, which serve routes in the background when it starts.
+		fmt.Fprintf(w, "  backfill: %d topic events wait for a subscription; serve routes those that one matches in the background from its start (--unrouted lists them)\n", stats.Unrouted)
+	}
 	if stats.KeyIndex {
 		fmt.Fprintln(w, "  key index kept (per-key order)")
 	} else {

@@ -77,6 +77,7 @@ func TestInspectShowsTopicsAndDeliveries(t *testing.T) {
 	text := spaces.ReplaceAllString(out.String(), " | ")
 	for _, want := range []string{
 		"pending 2, dead 1, unrouted 1,",
+		"backfill: 1 topic events wait for a subscription;",
 		" | ID | DESTINATION | TOPIC | ENDPOINT | ATTEMPTS | NEXT ATTEMPT | LAST",
 		" | direct | billing | - | billing | 1 |",
 		" | pay-1 | - | order.paid | billing | 1 |",
