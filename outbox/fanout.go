@@ -215,8 +215,46 @@ func (o *Outbox) SetSubscriptions(ctx context.Context, subs []Subscription) erro
 	if err != nil {
 		return err
 	}
+	o.subsMu.Lock()
 	o.router.Store(r)
+	o.subsMu.Unlock()
 	o.kickBackfill()
+	return nil
+}
+
+// PutSubscription replaces the subscriptions of s.Endpoint with s and
+// leaves every other endpoint's as they are: SetSubscriptions for one
+// endpoint, which checks only s, so that its cost does not grow with the
+// number of endpoints subscribed beyond one copy of the list. Its error is
+// SetSubscriptions', with Index 0; the waiting unrouted events that s
+// matches are routed in the background.
+func (o *Outbox) PutSubscription(ctx context.Context, s Subscription) error {
+	if err := o.enter(); err != nil {
+		return err
+	}
+	defer o.ops.Done()
+	if err := o.validateSubscription(s); err != nil {
+		return err
+	}
+	rule := route.Rule(s)
+	o.subsMu.Lock()
+	o.router.Store(o.router.Load().With(s.Endpoint, &rule))
+	o.subsMu.Unlock()
+	o.kickBackfill()
+	return nil
+}
+
+// RemoveSubscriptions removes every subscription of endpoint, leaving the
+// others as they are. The endpoint keeps its pending deliveries (see
+// DeadLetterEndpoint).
+func (o *Outbox) RemoveSubscriptions(ctx context.Context, endpoint string) error {
+	if err := o.enter(); err != nil {
+		return err
+	}
+	defer o.ops.Done()
+	o.subsMu.Lock()
+	o.router.Store(o.router.Load().With(endpoint, nil))
+	o.subsMu.Unlock()
 	return nil
 }
 

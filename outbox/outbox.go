@@ -38,6 +38,7 @@ type Outbox struct {
 	hooks   atomic.Pointer[[]Hooks]
 
 	router atomic.Pointer[route.Router] // the subscriptions in use
+	subsMu sync.Mutex                   // orders the changes of router
 	routes *route.Mover                 // routes and dead-letters stored records
 	admin  *admin.Admin                 // the admin verbs' work on the store
 	bf     backfill                     // routing unrouted events to new subscriptions

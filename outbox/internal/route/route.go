@@ -32,6 +32,23 @@ type Router struct {
 // New returns the router of rules, which must be valid; it keeps a copy.
 func New(rules []Rule) *Router { return &Router{rules: clone(rules)} }
 
+// With returns a router whose rules for endpoint are rule alone (none when
+// rule is nil), the other endpoints' rules kept as they are: one copy of
+// the list, not a rebuild of every rule. rule must be valid and name
+// endpoint.
+func (rt *Router) With(endpoint string, rule *Rule) *Router {
+	rules := make([]Rule, 0, len(rt.rules)+1)
+	for _, r := range rt.rules {
+		if r.Endpoint != endpoint {
+			rules = append(rules, r) // immutable: shared with rt
+		}
+	}
+	if rule != nil {
+		rules = append(rules, clone([]Rule{*rule})...)
+	}
+	return &Router{rules: rules}
+}
+
 // Rules returns a copy of the router's rules.
 func (rt *Router) Rules() []Rule { return clone(rt.rules) }
 

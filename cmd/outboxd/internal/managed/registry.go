@@ -367,12 +367,12 @@ func (r *Registry) DeleteEndpoint(ctx context.Context, name string) (int, error)
 		if err := r.apply(e); err != nil {
 			cause = errors.Join(cause, err)
 		}
-		if err := o.SetSubscriptions(context.WithoutCancel(ctx), r.subscriptionsLocked()); err != nil {
+		if err := r.subscribeLocked(context.WithoutCancel(ctx), e); err != nil {
 			cause = errors.Join(cause, err)
 		}
 		return 0, cause
 	}
-	if err := o.SetSubscriptions(ctx, r.subscriptionsLocked()); err != nil {
+	if err := o.RemoveSubscriptions(ctx, name); err != nil {
 		r.putLocked(e)
 		return 0, err
 	}
@@ -441,7 +441,7 @@ func (r *Registry) commit(ctx context.Context, e *endpoint) error {
 	if sameSubscription(old, e) {
 		return nil
 	}
-	err = r.cfg.Outbox.SetSubscriptions(ctx, r.subscriptionsLocked())
+	err = r.subscribeLocked(ctx, e)
 	var ve *outbox.ValidationError
 	if !errors.As(err, &ve) {
 		return err
@@ -524,6 +524,16 @@ func (r *Registry) apply(e *endpoint) error {
 	}
 	r.cfg.Limits.Remove(e.name)
 	return nil
+}
+
+// subscribeLocked puts e's subscription in force, or takes away the one
+// its name had when e subscribes to nothing: only e's, whatever the
+// number of endpoints. r.mu must be held.
+func (r *Registry) subscribeLocked(ctx context.Context, e *endpoint) error {
+	if s, ok := e.subscription(); ok {
+		return r.cfg.Outbox.PutSubscription(ctx, s)
+	}
+	return r.cfg.Outbox.RemoveSubscriptions(ctx, e.name)
 }
 
 // subscriptionsLocked returns the static subscriptions and those of the
