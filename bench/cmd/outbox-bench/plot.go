@@ -95,6 +95,11 @@ func writeChart(path string, pts []concPoint, receiverDelayMS float64) error {
 	thr.Draw(canvases[0][0])
 	lat.Draw(canvases[0][1])
 
+	return writePNG(path, img)
+}
+
+// writePNG writes img to path as a PNG file.
+func writePNG(path string, img *vgimg.Canvas) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -236,15 +241,7 @@ func writeLimitChart(path string, tr *limitTrace) error {
 
 	img := vgimg.New(vg.Points(900), vg.Points(380))
 	p.Draw(draw.Crop(draw.New(img), vg.Points(8), -vg.Points(12), vg.Points(8), -vg.Points(8)))
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return writePNG(path, img)
 }
 
 // phaseColor shades the receiver's 503 phases; breakerColor marks the times the endpoint's breaker was not closed.
