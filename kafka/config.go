@@ -133,6 +133,11 @@ type Config struct {
 	// default "<Group>-<Topic>-changelog". For Start it ships that one
 	// outbox (empty: no shipping); give each such outbox its own topic.
 	ChangelogTopic string `yaml:"changelog_topic"`
+	// EndpointsTopic is, in group mode, the compacted one-partition topic
+	// of the group's table (OpenTable): the endpoints managed through the
+	// API, shared by every member. It is created when missing. Default
+	// "<changelog topic>-endpoints" (EndpointsTopic).
+	EndpointsTopic string `yaml:"endpoints_topic"`
 	// ClientID identifies this client to the brokers. Default "outboxd".
 	ClientID string `yaml:"client_id"`
 	// TLS configures TLS. Default: plaintext.
@@ -314,6 +319,14 @@ func (c Config) validateTopics() error {
 		}
 		if c.ChangelogTopic == c.Topic {
 			return badField("ChangelogTopic", "must differ from Topic %q", c.Topic)
+		}
+	}
+	if c.EndpointsTopic != "" {
+		if err := checkTopic(c.EndpointsTopic); err != nil {
+			return badField("EndpointsTopic", "%v", err)
+		}
+		if c.EndpointsTopic == c.Topic || c.EndpointsTopic == c.ChangelogTopic {
+			return badField("EndpointsTopic", "must differ from Topic and ChangelogTopic")
 		}
 	}
 	if c.AdvertiseURL != "" {

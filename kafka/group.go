@@ -29,6 +29,13 @@ type StoreConfig struct {
 	// Sink is required; Hooks, when set, are installed on every store (so
 	// that their counters sum over the partitions). ReadOnly must be false.
 	Outbox outbox.Config
+	// Prepare, when not nil, is called with each partition store after it
+	// is restored and before it starts ingesting and delivering, with the
+	// partition: the place to put in force what the configuration cannot
+	// hold, such as subscriptions that change at run time. An error keeps
+	// the store from starting, as a failed outbox.Outbox.Start does (the
+	// partition stays undelivered until the next generation).
+	Prepare func(p int, o *outbox.Outbox) error
 }
 
 // Group is this instance's share of a consumer group in which the state
@@ -307,6 +314,7 @@ func (g *Group) partitionEnv() *partition.Env {
 		Reading:     g.cfg.reading(g.conns),
 		Files:       g.files(),
 		StoreConfig: g.partitionConfig,
+		BeforeStart: g.sc.Prepare,
 		Ingest:      partitionIngest{g.in},
 		Counts:      &g.counts,
 		ShipCounts:  &g.met.shipping,

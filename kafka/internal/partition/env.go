@@ -37,6 +37,9 @@ type Env struct {
 	Files Files
 	// StoreConfig is the configuration of partition p's store.
 	StoreConfig func(p int) outbox.Config
+	// BeforeStart, when not nil, is called with partition p's store after
+	// it is restored and before it starts; an error keeps it from starting.
+	BeforeStart func(p int, o *outbox.Outbox) error
 	// Ingest ingests an owned partition into its store.
 	Ingest Ingest
 	// Counts are the group's counters of restores and standbys.

@@ -139,7 +139,7 @@ func (t *Task) Run(gctx context.Context, hand *Handover) {
 		t.closeWithCheckpoint(o, end, true)
 		return
 	}
-	if err := o.Start(); err != nil {
+	if err := t.start(o); err != nil {
 		t.log.Error("kafka: starting the partition store", "err", err)
 		hand.shipped.Done()
 		<-hand.final
@@ -167,6 +167,16 @@ func (t *Task) Run(gctx context.Context, hand *Handover) {
 	stopShip()
 	shipping.Wait()
 	t.handOver(o, hand)
+}
+
+// start prepares the store (Env.BeforeStart) and starts it.
+func (t *Task) start(o *outbox.Outbox) error {
+	if t.g.BeforeStart != nil {
+		if err := t.g.BeforeStart(t.p, o); err != nil {
+			return err
+		}
+	}
+	return o.Start()
 }
 
 // epoch returns the epoch this owner writes.
