@@ -237,10 +237,10 @@ func TestManagedEndpointBadInputChangesNothing(t *testing.T) {
 	}
 }
 
-// In Kafka mode the endpoints are those of the settings file, the same on
-// every instance: the API shows them with their topics and refuses every
-// change with a 409 saying so, storing nothing.
-func TestManagedEndpointsRefusedInKafkaMode(t *testing.T) {
+// In Kafka group mode without endpoint_secret_key_file the settings'
+// endpoints are static as ever, and a creation is refused with a 409
+// naming the setting, storing nothing.
+func TestManagedEndpointsNeedTheKeyInKafkaMode(t *testing.T) {
 	cluster := newEventsCluster(t, 1)
 	defer cluster.Close()
 	dir := t.TempDir()
@@ -249,15 +249,15 @@ func TestManagedEndpointsRefusedInKafkaMode(t *testing.T) {
 	p := start(t, dir, "--config", tuning, "--endpoint", rc.endpoint("orders")+",topic=order.*",
 		"--kafka-brokers", strings.Join(cluster.ListenAddrs(), ","), "--kafka-topic", "events", "--kafka-group", "e2e",
 		"--kafka-destination", "orders")
-	for _, tc := range []struct{ method, path, body string }{
-		{"POST", "/v1/endpoints/billing", `{"url": "` + rc.URL + `", "topics": ["order.*"]}`},
-		{"PUT", "/v1/endpoints/orders", `{"url": "` + rc.URL + `"}`},
-		{"DELETE", "/v1/endpoints/orders", ""},
-		{"POST", "/v1/endpoints/orders/rotate-secret", ""},
+	for _, tc := range []struct{ method, path, body, want string }{
+		{"POST", "/v1/endpoints/billing", `{"url": "` + rc.URL + `", "topics": ["order.*"]}`, "endpoint_secret_key_file"},
+		{"PUT", "/v1/endpoints/orders", `{"url": "` + rc.URL + `"}`, "static"},
+		{"DELETE", "/v1/endpoints/orders", "", "static"},
+		{"POST", "/v1/endpoints/orders/rotate-secret", "", "static"},
 	} {
 		code, body := call(t, tc.method, p.url(tc.path), "", tc.body)
-		if msg, _ := body["error"].(string); code != http.StatusConflict || !strings.Contains(msg, "managed in the settings file in Kafka mode") {
-			t.Errorf("%s %s in Kafka mode: %d %v; want 409 saying endpoints are managed in the settings file", tc.method, tc.path, code, body)
+		if msg, _ := body["error"].(string); code != http.StatusConflict || !strings.Contains(msg, tc.want) {
+			t.Errorf("%s %s in Kafka mode without a key: %d %v; want 409 saying %s", tc.method, tc.path, code, body, tc.want)
 		}
 	}
 	ep := endpointOf(t, p, "", "orders")

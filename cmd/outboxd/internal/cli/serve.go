@@ -65,6 +65,7 @@ type server struct {
 	cluster  *cluster.Handler     // nil unless in Kafka group mode
 	ui       *console.Console     // nil when the ui setting is off
 	eps      *managed.Registry    // the named endpoints, for the API
+	table    *kafka.Table         // group mode: the endpoints topic eps reads
 	tracer   trace.TracerProvider // nil: the global one (a no-op)
 	stopping atomic.Bool
 	// lastPunct is when the local store's punctuation last ran (Unix ns).
@@ -96,7 +97,7 @@ func (s *server) run(sigs <-chan os.Signal) int {
 		{name: "tracing", start: s.startTracing, stop: s.stopTracing},
 		{name: "sink", start: s.startSink, stop: s.closeSink},
 		{name: "outbox", start: s.openOutbox, stop: s.stopOutbox},
-		{name: "endpoints", start: s.loadEndpoints},
+		{name: "endpoints", start: s.loadEndpoints, stop: s.closeEndpoints},
 		{name: "metrics", start: s.startMetrics},
 		{name: "listener", start: s.listen, stop: s.closeListener},
 		{name: "delivery", start: s.startDelivery},
@@ -262,6 +263,10 @@ func (s *server) stopOutbox(ctx context.Context) error {
 // loadEndpoints puts the named endpoints in force, before deliveries start.
 func (s *server) loadEndpoints(context.Context) error {
 	eps, err := s.openEndpoints(s.o, s.sink, s.ocfg.RateLimits)
+	var se *startError
+	if errors.As(err, &se) {
+		return se
+	}
 	if err != nil {
 		return failed(exitError, "loading the endpoints managed through the API: %v", err)
 	}
@@ -277,6 +282,12 @@ func (s *server) startMetrics(context.Context) error {
 	s.reg.MustRegister(s.collector,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if t := s.table; t != nil {
+		s.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "outboxd_endpoints_topic_skipped_total",
+			Help: "Records of the group's endpoints topic skipped because they do not decode.",
+		}, func() float64 { return float64(t.Stats().Skipped) }))
+	}
 	return nil
 }
 
@@ -317,7 +328,11 @@ func (s *server) startKafka(ctx context.Context) error {
 	}
 	pcfg := s.ocfg
 	pcfg.Hooks = s.hooks
-	r, err := startKafka(ctx, s.o, s.kcfg, partitionStores(s.cfg.DB, pcfg), s.log)
+	sc := partitionStores(s.cfg.DB, pcfg)
+	if s.table != nil {
+		sc.Prepare = s.eps.Prepare
+	}
+	r, err := startKafka(ctx, s.o, s.kcfg, sc, s.log)
 	if err != nil {
 		var se *config.SettingError
 		if errors.As(config.Explain(err), &se) {

@@ -44,6 +44,12 @@ type Config struct {
 	// Kafka configures ingest from a topic and changelog shipping (package
 	// kafka documents each setting and its default). Default: off.
 	Kafka kafka.Config `yaml:"kafka"`
+	// EndpointSecretKeyFile is, in Kafka group mode, the file of the key
+	// that encrypts the secrets of the endpoints managed through the API
+	// in the group's endpoints topic: 32 bytes, raw or as 64 hexadecimal
+	// digits. Required once such an endpoint exists; the same on every
+	// instance. Default: none.
+	EndpointSecretKeyFile string `yaml:"endpoint_secret_key_file"`
 }
 
 // Log configures logging.

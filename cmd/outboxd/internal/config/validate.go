@@ -95,6 +95,9 @@ func Validate(c *Config) error {
 	if err := validateKafka(&c.Kafka); err != nil {
 		return err
 	}
+	if c.EndpointSecretKeyFile != "" && c.Kafka.Topic == "" {
+		return bad("endpoint_secret_key_file", "is only used in Kafka group mode (kafka.topic), where managed endpoints are kept in the group's endpoints topic")
+	}
 	if c.Kafka.Topic != "" && c.Kafka.AdvertiseURL == "" {
 		if _, err := AdvertiseURL(c.Listen, nil); err != nil {
 			return bad("kafka.advertise_url", "%v", err)

@@ -41,6 +41,11 @@ type storedSecret struct {
 
 // encode returns the stored form of e.
 func encode(e *endpoint) []byte {
+	return mustJSON(toStored(e))
+}
+
+// toStored returns the stored form of e, secrets included.
+func toStored(e *endpoint) stored {
 	s := stored{
 		V: codecVersion, URL: e.spec.URL, Topics: e.spec.Topics, Filter: e.spec.Filter, Headers: e.spec.Headers,
 		TimeoutNS: int64(e.spec.Timeout), MaxInFlight: e.spec.MaxInFlight, Rate: e.spec.Rate, Burst: e.spec.Burst,
@@ -49,7 +54,12 @@ func encode(e *endpoint) []byte {
 	for _, r := range e.retiring {
 		s.Retiring = append(s.Retiring, storedSecret{Secret: r.Secret, Until: r.Until})
 	}
-	b, err := json.Marshal(s)
+	return s
+}
+
+// mustJSON returns the JSON of v, a value of this package's forms.
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
 	if err != nil {
 		panic("managed: encoding an endpoint: " + err.Error()) // strings, numbers and times always encode
 	}
@@ -64,14 +74,32 @@ var errNewer = errors.New("written by a newer version of outboxd")
 // checked as the API's would be when it is applied.
 func decode(name string, b []byte) (*endpoint, error) {
 	var s stored
+	if err := strictJSON(b, &s, "a stored endpoint"); err != nil {
+		return nil, err
+	}
+	if s.Secret == "" {
+		return nil, errors.New("no secret")
+	}
+	return s.endpoint(name)
+}
+
+// strictJSON decodes the one JSON value of b into v, refusing unknown
+// fields and trailing data; what names the form in errors.
+func strictJSON(b []byte, v any, what string) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&s); err != nil {
-		return nil, fmt.Errorf("not a stored endpoint: %w", err)
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("not %s: %w", what, err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("not a stored endpoint: trailing data")
+		return fmt.Errorf("not %s: trailing data", what)
 	}
+	return nil
+}
+
+// endpoint checks the stored form's version and numbers and returns the
+// endpoint of that name it describes.
+func (s *stored) endpoint(name string) (*endpoint, error) {
 	switch {
 	case s.V > codecVersion:
 		return nil, fmt.Errorf("version %d: %w", s.V, errNewer)
@@ -79,8 +107,6 @@ func decode(name string, b []byte) (*endpoint, error) {
 		return nil, fmt.Errorf("version %d is not a version of the stored form", s.V)
 	case s.TimeoutNS < 0 || s.MaxInFlight < 0 || s.Burst < 0 || !(s.Rate >= 0):
 		return nil, errors.New("a negative limit")
-	case s.Secret == "":
-		return nil, errors.New("no secret")
 	}
 	e := &endpoint{
 		name: name,

@@ -140,6 +140,7 @@ type Config struct {
 type Registry struct {
 	cfg        Config
 	fixed      string // non-empty: changes are refused with this reason
+	grp        *group // non-nil: the endpoints of a Kafka group
 	staticSubs []outbox.Subscription
 
 	mu  sync.Mutex
@@ -222,9 +223,8 @@ func Open(ctx context.Context, cfg Config) (*Registry, error) {
 }
 
 // Fixed returns a registry of the static endpoints only, which refuses
-// every change with ErrEndpointsFixed and reason (outboxd in Kafka mode,
-// where the endpoints are the same on every instance and come from the
-// settings file).
+// every change with ErrEndpointsFixed and reason (outboxd shipping its
+// changelog to Kafka without a group, where nothing shares them).
 func Fixed(static []Static, reason string) *Registry {
 	r := newRegistry(Config{Static: static, Now: time.Now})
 	r.fixed = reason
@@ -277,6 +277,9 @@ func (r *Registry) Managed() int {
 // definition, generates the endpoint's signing secret, stores it and puts
 // it in force.
 func (r *Registry) CreateEndpoint(ctx context.Context, name string, s httpapi.EndpointSpec) (httpapi.EndpointDefinition, string, error) {
+	if r.grp != nil {
+		return r.groupCreate(ctx, name, s)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := r.refuse(name); err != nil {
@@ -304,6 +307,9 @@ func (r *Registry) CreateEndpoint(ctx context.Context, name string, s httpapi.En
 // ReplaceEndpoint implements httpapi.EndpointManager: the endpoint keeps
 // its secrets and creation time.
 func (r *Registry) ReplaceEndpoint(ctx context.Context, name string, s httpapi.EndpointSpec) (httpapi.EndpointDefinition, error) {
+	if r.grp != nil {
+		return r.groupReplace(ctx, name, s)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	old, err := r.managedLocked(name)
@@ -328,13 +334,25 @@ func (r *Registry) RotateSecret(ctx context.Context, name string, grace time.Dur
 	if grace < 0 || grace > MaxRotationGrace {
 		return "", time.Time{}, &outbox.ValidationError{Field: "grace", Reason: fmt.Sprintf("%s is out of range: from 0s to %s", grace, MaxRotationGrace)}
 	}
+	if r.grp != nil {
+		return r.groupRotate(ctx, name, grace)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	old, err := r.managedLocked(name)
 	if err != nil {
 		return "", time.Time{}, err
 	}
-	now := r.cfg.Now().UTC()
+	e, until := rotated(old, r.cfg.Now().UTC(), grace)
+	if err := r.commit(ctx, e); err != nil {
+		return "", time.Time{}, err
+	}
+	return e.secret, until, nil
+}
+
+// rotated returns old with a new secret from now, the previous one
+// signing until now + grace, and when that ends.
+func rotated(old *endpoint, now time.Time, grace time.Duration) (*endpoint, time.Time) {
 	until := now.Add(grace)
 	e := *old
 	e.secret, e.updatedAt = newSecret(), now
@@ -345,15 +363,15 @@ func (r *Registry) RotateSecret(ctx context.Context, name string, grace time.Dur
 	if len(e.retiring) > MaxRetiringSecrets {
 		e.retiring = e.retiring[:MaxRetiringSecrets]
 	}
-	if err := r.commit(ctx, &e); err != nil {
-		return "", time.Time{}, err
-	}
-	return e.secret, until, nil
+	return &e, until
 }
 
 // DeleteEndpoint implements httpapi.EndpointManager: see the package doc
 // for the order of its steps.
 func (r *Registry) DeleteEndpoint(ctx context.Context, name string) (int, error) {
+	if r.grp != nil {
+		return r.groupDelete(ctx, name)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, err := r.managedLocked(name)
@@ -541,6 +559,11 @@ func (r *Registry) subscribeLocked(ctx context.Context, e *endpoint) error {
 func (r *Registry) subscriptionsLocked() []outbox.Subscription {
 	subs := slices.Clone(r.staticSubs)
 	for _, name := range r.managed {
+		if r.grp != nil {
+			if _, unsealed := r.grp.unsealed[name]; unsealed {
+				continue // not in force
+			}
+		}
 		if s, ok := r.eps[name].subscription(); ok {
 			subs = append(subs, s)
 		}
