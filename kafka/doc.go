@@ -182,6 +182,24 @@
 // up lets that store keep the event. Keep delete.retention.ms above the
 // longest time an instance may be down with its local stores.
 //
+// # State shared by the group (Table)
+//
+// A Table is a global table: one compacted topic of one partition
+// (Config.EndpointsTopic, default "<changelog topic>-endpoints"; created
+// when missing, compacted, replicated as the changelog) that every member
+// reads whole from its first offset, in offset order, and then as it
+// grows. Records go to handlers by the prefix of their key ("endpoint/",
+// "state/"), so that several kinds share the topic, and a kind no handler
+// knows is passed over. Every member applies the same records in the same
+// order, so the offset order decides between changes written at the same
+// time: a record that carries the revision it expects to replace lets
+// every member come to the same decision. Table.Put is acknowledged by
+// every in-sync replica and returns once the writer's own reader applied
+// the record. A record its handler cannot decode is skipped, logged once
+// and counted (TableStats.Skipped); it never stops the reader. As
+// compaction keeps a key's last record only, a kind's last record of each
+// key must say everything that is in force.
+//
 // # Changelog shipping and restore of one outbox
 //
 // Start with Config.ChangelogTopic ships one outbox's changelog: the
