@@ -147,7 +147,18 @@ func (r *Registry) Prepare(p int, o *outbox.Outbox) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := o.SetSubscriptions(ctx, r.subscriptionsLocked()); err != nil {
-		return fmt.Errorf("subscriptions of the managed endpoints: %w", err)
+		// One subscription the store refuses must not keep the partition
+		// from delivering: put them in one by one, logging the refused.
+		if err := o.SetSubscriptions(ctx, r.staticSubs); err != nil {
+			return err
+		}
+		for _, name := range r.managed {
+			if e := r.eps[name]; r.grp.unsealed[name] == nil {
+				if err := r.subscribe(ctx, o, e); err != nil {
+					r.cfg.Logger.Error("a partition store refuses a managed endpoint's subscription", "partition", p, "endpoint", name, "err", err)
+				}
+			}
+		}
 	}
 	for name := range r.grp.deleted {
 		if _, err := o.DeadLetterEndpoint(ctx, name, deletedReason(name)); err != nil {
