@@ -97,7 +97,9 @@ func TestGroupManagedEndpointIsSharedByEveryInstance(t *testing.T) {
 	fleet := []*instance{a, b, c}
 	f.waitBalanced(waitLong, fleet...)
 
+	began := time.Now()
 	code, body := call(t, "POST", b.p.url("/v1/endpoints/hooks"), "", `{"url": "`+hooks.URL+`/hook", "topics": ["order.*"]}`)
+	answered := time.Since(began)
 	secret, _ := body["secret"].(string)
 	if code != http.StatusCreated || secret == "" {
 		t.Fatalf("POST /v1/endpoints/hooks through b: %d %v", code, body)
@@ -108,6 +110,8 @@ func TestGroupManagedEndpointIsSharedByEveryInstance(t *testing.T) {
 	testkit.WaitFor(t, time.Second, "a and c to list the endpoint created through b", func() bool {
 		return listed(a, "hooks") && listed(c, "hooks")
 	})
+	t.Logf("POST through b answered after %s; listed by a and c %s after it was sent",
+		answered.Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
 
 	checkDelivered := func(tag string, n int) {
 		t.Helper()
