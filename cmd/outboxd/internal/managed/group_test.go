@@ -275,3 +275,44 @@ func TestLoadKey(t *testing.T) {
 		}
 	}
 }
+
+// A partition store assigned after a deletion (restored holding the
+// deleted endpoint's deliveries) has them dead-lettered before it
+// delivers.
+func TestGroupDeleteReachesStoresPreparedLater(t *testing.T) {
+	brokers := newKafka(t)
+	a, b := mustJoin(t, brokers), mustJoin(t, brokers)
+	ctx := context.Background()
+	if _, _, err := a.reg.CreateEndpoint(ctx, "sms", httpapi.EndpointSpec{URL: refusing(t)}); err != nil {
+		t.Fatal(err)
+	}
+	// A store of another partition, written while sms existed, closed
+	// before the deletion (as a store is between two owners).
+	path := filepath.Join(t.TempDir(), "p1.db")
+	later, err := outbox.Open(path, outbox.Config{Sink: a.sink, BackoffInitial: time.Hour, BackoffMax: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := later.Enqueue(ctx, outbox.Event{ID: "held", Destination: "sms", Payload: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := later.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.reg.DeleteEndpoint(ctx, "sms"); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 10*time.Second, "a to apply the deletion", func() bool { _, ok := a.reg.EndpointDefinition("sms"); return !ok })
+	later, err = outbox.Open(path, outbox.Config{Sink: a.sink, BackoffInitial: time.Hour, BackoffMax: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer later.Stop(ctx)
+	if err := a.reg.Prepare(1, later); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := later.Get(ctx, "held")
+	if err != nil || ev.State != outbox.StateDead || !strings.Contains(ev.DeadReason, `endpoint "sms" deleted`) {
+		t.Fatalf("the held delivery after Prepare: %+v %v; want dead, the endpoint named deleted", ev, err)
+	}
+}
