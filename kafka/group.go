@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
@@ -28,6 +29,9 @@ type StoreConfig struct {
 	// Outbox is the configuration every partition store is opened with.
 	// Sink is required; Hooks, when set, are installed on every store (so
 	// that their counters sum over the partitions). ReadOnly must be false.
+	// RateLimits, when set, are the group's: at every assignment the Group
+	// makes them enforce its share (outbox.RateLimits.SetShare: each limit
+	// times the partitions it owns over all partitions of Config.Topic).
 	Outbox outbox.Config
 }
 
@@ -51,6 +55,8 @@ type Group struct {
 
 	env    *partition.Env // what the partitions' tasks and standbys share
 	counts partition.Counts
+
+	topicPartitions atomic.Int32 // of Config.Topic, as the last topic check saw them
 
 	mu           sync.Mutex
 	tasks        map[int]*partition.Task // the current generation's partitions
@@ -215,6 +221,7 @@ func (g *Group) runGeneration(gen *kafkago.Generation) {
 		ids = append(ids, pa.ID)
 	}
 	slices.Sort(ids)
+	g.shareRateLimits(ids)
 	g.in.assigned.Store(int32(len(parts)))
 	g.in.mu.Lock()
 	g.in.current = ids
