@@ -168,6 +168,14 @@
 // the same without joining, with each partition's committed offset, log
 // end offset and lag, for operators (outboxd inspect --cluster).
 //
+// A member also announces a hash of each of its static endpoint
+// definitions, by name (StoreConfig.StaticEndpoints, "static" in the
+// UserData): endpoints defined in configuration must be defined alike on
+// every member, which Group.StaticMismatch checks, naming the endpoints
+// whose hashes differ between members or that some members do not define.
+// Members that announce no hashes (older versions) are left out of the
+// comparison.
+//
 // # Fencing and zombies
 //
 // Once restored, an owner picks an epoch above every epoch its restore saw

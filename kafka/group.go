@@ -33,6 +33,15 @@ type StoreConfig struct {
 	// makes them enforce its share (outbox.RateLimits.SetShare: each limit
 	// times the partitions it owns over all partitions of Config.Topic).
 	Outbox outbox.Config
+	// StaticEndpoints maps the name of each endpoint Outbox's Sink defines
+	// statically (from configuration, the same on every member) to a hash
+	// of its definition, announced to the group so that members can find
+	// definitions that differ (Group.StaticMismatch). Hash everything that
+	// changes a delivery, secrets included, but announce no secret: every
+	// member of the group can read the announcement. Default nil: nothing
+	// is announced, and this member is left out of the comparison; an
+	// empty map announces that it defines none.
+	StaticEndpoints map[string]string
 }
 
 // Group is this instance's share of a consumer group in which the state
@@ -64,6 +73,10 @@ type Group struct {
 	generation   int32
 	memberID     string // this instance's member ID in generation
 	preflightErr error
+
+	static      []string // StaticMismatch's answer in staticGen, when staticKnown
+	staticGen   int32
+	staticKnown bool
 
 	membersMu  chan struct{} // a lock that waits within a context: held by the Members call under way
 	members    []Member

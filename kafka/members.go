@@ -36,6 +36,8 @@ type Member struct {
 	// Self reports whether the member is the instance that asked
 	// (Group.Members only).
 	Self bool `json:"self,omitempty"`
+
+	static map[string]string // the hashes of its static endpoints; nil when it announces none
 }
 
 // GroupStatus is the state of a consumer group and of the partitions of
@@ -135,8 +137,9 @@ func describeGroup(ctx context.Context, cl *kafkago.Client, group, topic string)
 		}
 		st.State = gr.GroupState
 		for _, m := range gr.Members {
-			mem := Member{ID: m.MemberID, ClientID: m.ClientID, Host: m.ClientHost,
-				API: balance.DecodeMemberData(m.MemberMetadata.UserData).API, Partitions: []int{}}
+			md := balance.DecodeMemberData(m.MemberMetadata.UserData)
+			mem := Member{ID: m.MemberID, ClientID: m.ClientID, Host: m.ClientHost, API: md.API, Partitions: []int{},
+				static: md.Static}
 			for _, t := range m.MemberAssignments.Topics {
 				if t.Topic == topic {
 					mem.Partitions = append(mem.Partitions, t.Partitions...)
