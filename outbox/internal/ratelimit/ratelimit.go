@@ -159,14 +159,6 @@ func (s *Set) SetShare(owned, total int) error {
 	return nil
 }
 
-// Share returns the part of every limit that the set enforces, as given to
-// SetShare: total is 0 when SetShare was never called (the whole).
-func (s *Set) Share() (owned, total int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.share.owned, s.share.total
-}
-
 // Remove removes the limit of an endpoint, if it has one.
 func (s *Set) Remove(endpoint string) {
 	s.mu.Lock()

@@ -86,8 +86,8 @@ func TestSetShareAppliesToLimitsSetBeforeAndAfter(t *testing.T) {
 			t.Errorf("SetShare(%d, %d) accepted", bad[0], bad[1])
 		}
 	}
-	if owned, total := s.Share(); owned != 0 || total != 0 {
-		t.Fatalf("a refused share changed it: %d/%d", owned, total)
+	if l, _ := s.Effective("a"); l != (Limit{PerSecond: 100, Burst: 10}) {
+		t.Fatalf("a refused share changed the limit enforced: %v", l)
 	}
 	if err := s.SetShare(1, 4); err != nil {
 		t.Fatal(err)
