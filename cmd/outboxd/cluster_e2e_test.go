@@ -77,7 +77,7 @@ func ask(t *testing.T, in *instance, method, path string) apiCall {
 // false when it did not answer.
 func memberStats(in *instance) (instanceStats, bool) {
 	var s instanceStats
-	req, _ := http.NewRequest(http.MethodGet, in.p.url("/v1/stats"), nil)
+	req, _ := http.NewRequest(http.MethodGet, in.p.url("/v1/stats?scope=local"), nil)
 	req.Header.Set("Authorization", "Bearer "+clusterToken)
 	resp, err := statsClient.Do(req)
 	if err != nil {
