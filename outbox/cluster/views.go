@@ -43,14 +43,12 @@ type memberView struct {
 	Retried  *int `json:"retried,omitempty"`
 }
 
-// scope reads the scope parameter, def when it is not given; ok is false
-// (and the 400 answered) when it is neither local nor cluster.
+// scope reads the scope parameter, def when it is not given (or empty);
+// ok is false (and the 400 answered) when it is neither local nor cluster.
 func scope(w http.ResponseWriter, r *http.Request, def string) (string, bool) {
-	q := r.URL.Query()
-	if _, given := q["scope"]; !given {
+	switch s := r.URL.Query().Get("scope"); s {
+	case "":
 		return def, true
-	}
-	switch s := q.Get("scope"); s {
 	case ScopeLocal, ScopeCluster:
 		return s, true
 	default:
@@ -81,8 +79,8 @@ func withoutParams(r *http.Request, names ...string) *http.Request {
 	return r2
 }
 
-// gather answers the local request and, for scope=cluster, asks every
-// other member for path; the members come in the group's order, this
+// gather answers the local request and, for the group (scope=cluster, or
+// def when no scope is given), asks every other member for path; the members come in the group's order, this
 // instance among them. done is true when the answer was given already (the
 // local one, a refusal, or a 503 when the members cannot be learned).
 func (h *Handler) gather(w http.ResponseWriter, r *http.Request, def, path, query string) (members []*answer, done bool) {

@@ -259,6 +259,14 @@ func TestRetryReachesEveryMember(t *testing.T) {
 	if r := post(t, c, "/v1/endpoints/orders/retry", `{"rate": -1}`); r.status != 400 {
 		t.Errorf("retry at a negative rate: %d %s", r.status, r.body)
 	}
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	g.extra = []cluster.Peer{{ID: "gone", URL: closed.URL}}
+	r = post(t, c, "/v1/endpoints/orders/retry", "")
+	_, down = memberCounts(r, "retried")
+	if r.status != 502 || r.json["retried"] == nil || !strings.Contains(r.body, closed.URL) || !slices.Equal(down, []string{"gone"}) {
+		t.Errorf("retry with a member down: %d %s", r.status, r.body)
+	}
 }
 
 // A GET for an event whose ID or key names its partition goes to the
@@ -308,5 +316,22 @@ func TestGetGoesToTheOwnerInOneRequest(t *testing.T) {
 	}
 	if got := a.h.Counts(); got.Answered != 4 {
 		t.Errorf("a's counts %+v, want 4 answered by another member", got)
+	}
+}
+
+// A retry of an endpoint disabled on one member is that member's 409, as
+// on one machine: enable it instead.
+func TestRetryPassesOnAMembersRefusal(t *testing.T) {
+	g := newGroup(t, 3, time.Second)
+	a, c := g.members[0], g.members[2]
+	enqueue(t, a, "a-1", "k")
+	enqueue(t, c, "c-1", "gone")
+	testkit.WaitFor(t, time.Minute, "orders disabled on c", func() bool {
+		eps, err := c.o.Endpoints(context.Background())
+		return err == nil && len(eps) == 1 && eps[0].Disabled
+	})
+	r := post(t, a, "/v1/endpoints/orders/retry", "")
+	if r.status != 409 || r.header.Get(cluster.ServedByHeader) != c.srv.URL || !strings.Contains(r.body, "enable") {
+		t.Errorf("retry through a of an endpoint disabled on c: %d %s (served by %q)", r.status, r.body, r.header.Get(cluster.ServedByHeader))
 	}
 }
