@@ -429,7 +429,8 @@ func (h *Handler) event(w http.ResponseWriter, r *http.Request) {
 		write(w, local, "")
 		return
 	}
-	if h.owner(w, r) {
+	done, asked := h.owner(w, r)
+	if done {
 		return
 	}
 	id := r.PathValue("id")
@@ -443,7 +444,10 @@ func (h *Handler) event(w http.ResponseWriter, r *http.Request) {
 	}
 	// The member that holds the event answers for it: the others are not
 	// waited for.
-	answers := h.forward(r, peers, r.URL.EscapedPath(), r.URL.RawQuery, holds)
+	answers := h.forward(r, notAsked(peers, asked), r.URL.EscapedPath(), r.URL.RawQuery, holds)
+	if asked != nil {
+		answers = append(answers, asked)
+	}
 	if a := pick(answers); a != nil {
 		h.counts.answered.Add(1)
 		write(w, a, a.peer.URL)

@@ -17,7 +17,8 @@
 // alone is asked: one forwarded request, whose answer, when the member
 // holds the event, is passed on with ServedByHeader naming it. Otherwise,
 // and when the owner does not hold the event (the partition moved since
-// the assignment was read), the other members are asked at once; the
+// the assignment was read) or cannot be asked, the other members are
+// asked at once (the owner is not asked twice: its answer counts); the
 // member that holds the event answers, and its answer is passed on with
 // ServedByHeader naming it, at once: the requests to the others (which
 // answer 404) are cancelled, so a slow member holds up only the requests

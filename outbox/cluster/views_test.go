@@ -308,11 +308,16 @@ func TestGetGoesToTheOwnerInOneRequest(t *testing.T) {
 	if st, n, toC := get("/v1/events/part7-x"); st != 200 || n != 1 || toC != 0 {
 		t.Errorf("GET of an ID naming its partition: %d, %d forwarded requests, %d reached c; want one to b", st, n, toC)
 	}
-	// Partition 7 said to be b's, but c holds the event: asked of all.
+	// Partition 7 said to be b's, but c holds the event: the others are
+	// asked, b not twice.
 	enqueue(t, c, "part7-y", "k")
+	before := a.h.Counts().Forwarded
 	r := do(t, a, "GET", "/v1/events/part7-y")
 	if r.status != 200 || r.header.Get(cluster.ServedByHeader) != c.srv.URL {
 		t.Errorf("GET of an event its partition's owner does not hold: %d %s", r.status, r.body)
+	}
+	if n := a.h.Counts().Forwarded - before; n != 2 {
+		t.Errorf("GET of an event its partition's owner does not hold: %d forwarded requests, want 2 (b, then c)", n)
 	}
 	if got := a.h.Counts(); got.Answered != 4 {
 		t.Errorf("a's counts %+v, want 4 answered by another member", got)
