@@ -285,7 +285,13 @@ func TestAnyInstanceAnswersForAnyEvent(t *testing.T) {
 		}
 	}
 
-	// The group's stats, on any instance.
+	// The group's stats, on any instance, once the replayed dead letters'
+	// outcomes are stored (the receiver has them a moment before).
+	testkit.WaitFor(t, waitLong, "the group's stats without the replayed dead letters", func() bool {
+		var s struct{ Pending, Dead int }
+		got := ask(t, a, http.MethodGet, "/v1/stats")
+		return json.Unmarshal(got.body, &s) == nil && s.Pending == len(later) && s.Dead == 0
+	})
 	for _, in := range fleet {
 		got := ask(t, in, http.MethodGet, "/v1/stats?scope=cluster")
 		var s struct {
