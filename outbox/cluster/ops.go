@@ -248,14 +248,14 @@ func (h *Handler) retry(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	answers := slices.Insert(h.sendAll(r, others, r.URL.EscapedPath(), shared), selfAt, local)
-	h.mergeRetry(w, r, answers)
+	h.mergeRetry(w, r, answers, local)
 }
 
 // mergeRetry answers a retry from the members' answers: members that
 // could not be asked are named (502, 504); else a member's own refusal
 // (409: disabled there) is the answer; else the sum of those that know
-// the endpoint, or 404 when none does.
-func (h *Handler) mergeRetry(w http.ResponseWriter, r *http.Request, answers []*answer) {
+// the endpoint, or local's 404 when none does.
+func (h *Handler) mergeRetry(w http.ResponseWriter, r *http.Request, answers []*answer, local *answer) {
 	known, failed := 0, 0
 	for _, a := range answers {
 		switch {
@@ -274,7 +274,7 @@ func (h *Handler) mergeRetry(w http.ResponseWriter, r *http.Request, answers []*
 		}
 	}
 	if known == 0 && failed == 0 {
-		write(w, answers[0], "") // nobody knows the endpoint: a 404
+		write(w, local, "") // nobody knows the endpoint: a 404
 		return
 	}
 	res, down, timeouts := sumOp(answers, "retried")
