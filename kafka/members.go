@@ -298,6 +298,23 @@ func checkAdvertiseURL(s string) error {
 	return nil
 }
 
+// KeyPartition returns the partition, of partitions, that KeyBalancer (and
+// so Kafka's default partitioner) puts a record of an event with key in,
+// and false when key is empty or cannot be a record's key (a "base64:..."
+// key that is not the form a binary record key maps to), or partitions is
+// not positive.
+func KeyPartition(key string, partitions int) (int, bool) {
+	b, ok := recordKey(key)
+	if !ok || len(b) == 0 || partitions <= 0 {
+		return 0, false
+	}
+	ps := make([]int, partitions)
+	for i := range ps {
+		ps[i] = i
+	}
+	return KeyBalancer{}.Balance(kafkago.Message{Key: b}, ps...), true
+}
+
 // RecordPartition returns the partition of topic that an event ID made by
 // RecordID names, and whether id is such an ID. Other IDs (given by the
 // IDHeader, or by the HTTP API) tell nothing of their partition.
