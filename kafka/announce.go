@@ -7,9 +7,9 @@ import (
 
 // announce is what this member tells the group when it joins: the
 // partitions of the ingest topic with a checkpoint in the store directory,
-// and its API address.
+// its API address and the hashes of its static endpoints.
 func (g *Group) announce() balance.MemberData {
-	return balance.MemberData{Warm: g.files().Warm(), API: g.cfg.AdvertiseURL}
+	return balance.MemberData{Warm: g.files().Warm(), API: g.cfg.AdvertiseURL, Static: g.sc.StaticEndpoints}
 }
 
 // balancer is the group's partition assignor.

@@ -116,6 +116,14 @@
 // their stores are and are caught up, and only a lost member's partitions
 // are rebuilt (unless they had standbys, below).
 //
+// The stores' rate limits (StoreConfig.Outbox.RateLimits) hold for the
+// group: at every assignment, before its stores start, a member makes them
+// enforce its share, each limit times the partitions it owns over the
+// partitions of Config.Topic, bursts likewise (rounded down, at least 1;
+// nothing while it owns none) (outbox.RateLimits.SetShare). The shares of
+// the members add up to the limit, and a lost member's share passes to the
+// survivors with its partitions. Give every member the same limits.
+//
 // # Standby replicas
 //
 // With Config.StandbyReplicas N, the group leader's assignor also gives
@@ -159,6 +167,14 @@
 // (package outbox/cluster forwards requests to it). DescribeGroup gives
 // the same without joining, with each partition's committed offset, log
 // end offset and lag, for operators (outboxd inspect --cluster).
+//
+// A member also announces a hash of each of its static endpoint
+// definitions, by name (StoreConfig.StaticEndpoints, "static" in the
+// UserData): endpoints defined in configuration must be defined alike on
+// every member, which Group.StaticMismatch checks, naming the endpoints
+// whose hashes differ between members or that some members do not define.
+// Members that announce no hashes (older versions) are left out of the
+// comparison.
 //
 // # Fencing and zombies
 //

@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
@@ -28,6 +29,9 @@ type StoreConfig struct {
 	// Outbox is the configuration every partition store is opened with.
 	// Sink is required; Hooks, when set, are installed on every store (so
 	// that their counters sum over the partitions). ReadOnly must be false.
+	// RateLimits, when set, are the group's: at every assignment the Group
+	// makes them enforce its share (outbox.RateLimits.SetShare: each limit
+	// times the partitions it owns over all partitions of Config.Topic).
 	Outbox outbox.Config
 	// Prepare, when not nil, is called with each partition store after it
 	// is restored and before it starts ingesting and delivering, with the
@@ -36,6 +40,15 @@ type StoreConfig struct {
 	// the store from starting, as a failed outbox.Outbox.Start does (the
 	// partition stays undelivered until the next generation).
 	Prepare func(p int, o *outbox.Outbox) error
+	// StaticEndpoints maps the name of each endpoint Outbox's Sink defines
+	// statically (from configuration, the same on every member) to a hash
+	// of its definition, announced to the group so that members can find
+	// definitions that differ (Group.StaticMismatch). Hash everything that
+	// changes a delivery, secrets included, but announce no secret: every
+	// member of the group can read the announcement. Default nil: nothing
+	// is announced, and this member is left out of the comparison; an
+	// empty map announces that it defines none.
+	StaticEndpoints map[string]string
 }
 
 // Group is this instance's share of a consumer group in which the state
@@ -59,12 +72,18 @@ type Group struct {
 	env    *partition.Env // what the partitions' tasks and standbys share
 	counts partition.Counts
 
+	topicPartitions atomic.Int32 // of Config.Topic, as the last topic check saw them
+
 	mu           sync.Mutex
 	tasks        map[int]*partition.Task // the current generation's partitions
 	standbys     map[int]*partition.Standby
 	generation   int32
 	memberID     string // this instance's member ID in generation
 	preflightErr error
+
+	static      []string // StaticMismatch's answer in staticGen, when staticKnown
+	staticGen   int32
+	staticKnown bool
 
 	membersMu  chan struct{} // a lock that waits within a context: held by the Members call under way
 	members    []Member
@@ -222,6 +241,7 @@ func (g *Group) runGeneration(gen *kafkago.Generation) {
 		ids = append(ids, pa.ID)
 	}
 	slices.Sort(ids)
+	g.shareRateLimits(ids)
 	g.in.assigned.Store(int32(len(parts)))
 	g.in.mu.Lock()
 	g.in.current = ids

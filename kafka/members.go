@@ -36,6 +36,8 @@ type Member struct {
 	// Self reports whether the member is the instance that asked
 	// (Group.Members only).
 	Self bool `json:"self,omitempty"`
+
+	static map[string]string // the hashes of its static endpoints; nil when it announces none
 }
 
 // GroupStatus is the state of a consumer group and of the partitions of
@@ -135,8 +137,9 @@ func describeGroup(ctx context.Context, cl *kafkago.Client, group, topic string)
 		}
 		st.State = gr.GroupState
 		for _, m := range gr.Members {
-			mem := Member{ID: m.MemberID, ClientID: m.ClientID, Host: m.ClientHost,
-				API: balance.DecodeMemberData(m.MemberMetadata.UserData).API, Partitions: []int{}}
+			md := balance.DecodeMemberData(m.MemberMetadata.UserData)
+			mem := Member{ID: m.MemberID, ClientID: m.ClientID, Host: m.ClientHost, API: md.API, Partitions: []int{},
+				static: md.Static}
 			for _, t := range m.MemberAssignments.Topics {
 				if t.Topic == topic {
 					mem.Partitions = append(mem.Partitions, t.Partitions...)
@@ -293,6 +296,23 @@ func checkAdvertiseURL(s string) error {
 		return fmt.Errorf("%q is a wildcard address the other members cannot reach: give this instance's own address", s)
 	}
 	return nil
+}
+
+// KeyPartition returns the partition, of partitions, that KeyBalancer (and
+// so Kafka's default partitioner) puts a record of an event with key in,
+// and false when key is empty or cannot be a record's key (a "base64:..."
+// key that is not the form a binary record key maps to), or partitions is
+// not positive.
+func KeyPartition(key string, partitions int) (int, bool) {
+	b, ok := recordKey(key)
+	if !ok || len(b) == 0 || partitions <= 0 {
+		return 0, false
+	}
+	ps := make([]int, partitions)
+	for i := range ps {
+		ps[i] = i
+	}
+	return KeyBalancer{}.Balance(kafkago.Message{Key: b}, ps...), true
 }
 
 // RecordPartition returns the partition of topic that an event ID made by

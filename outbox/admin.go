@@ -246,6 +246,10 @@ type EndpointState struct {
 	// RateLimit is the endpoint's rate limit (see Config.RateLimits); its
 	// zero value means none.
 	RateLimit RateLimit
+	// RateLimitShare is the share of RateLimit that this outbox's
+	// Config.RateLimits enforces (see RateLimits.SetShare): RateLimit
+	// itself unless a share was set.
+	RateLimitShare RateLimit
 	// Rate is the recent rate of deliveries started to it, per second
 	// (averaged over the last few seconds).
 	Rate float64
@@ -357,6 +361,7 @@ func (o *Outbox) endpointStates(eps []store.EndpointState, names []string, limit
 	}
 	for i := range out {
 		out[i].RateLimit, _ = o.cfg.RateLimits.Limit(out[i].Name)
+		out[i].RateLimitShare, _ = o.cfg.RateLimits.Effective(out[i].Name)
 		out[i].Rate = o.eng.Rate(out[i].Name)
 		ld := o.eng.Load(out[i].Name)
 		out[i].InFlight, out[i].InFlightLimit = ld.InFlight, ld.Limit

@@ -30,6 +30,10 @@ type RateLimit struct {
 // concurrent use, and limits can be set and removed while the outboxes
 // using it deliver (Set, Remove).
 //
+// Several processes can hold one limit between them: each enforces a share
+// of it (SetShare), as the members of a Kafka group do, each the share of
+// the partitions it owns, so that the limit holds for the group.
+//
 // A delivery the limit refuses is not started: its event stays pending,
 // spends no attempt, and no worker waits for it; events of a limited
 // endpoint with a backlog are rescheduled, in order, to when the limit will
@@ -90,6 +94,35 @@ func (rl *RateLimits) Limit(endpoint string) (l RateLimit, ok bool) {
 		return RateLimit{}, false
 	}
 	sl, ok := rl.set.Limit(endpoint)
+	return RateLimit(sl), ok
+}
+
+// SetShare makes rl enforce the part owned/total of every limit, those set
+// before and those set after, until the next SetShare: an endpoint limited
+// to PerSecond with Burst is paced at PerSecond × owned / total, with
+// bursts of Burst × owned / total rounded down but at least 1. Set keeps
+// the limit as given (Limit reports it); Effective reports the share
+// enforced. SetShare(n, n) enforces the whole limits again.
+//
+// Each endpoint's limiter keeps its tokens (up to the new burst) across a
+// new share, so a re-split lets no extra burst through. With owned 0 no
+// delivery to a limited endpoint starts until a later SetShare gives a
+// part back: such an endpoint's events stay pending and spend nothing.
+//
+// total must be positive and owned between 0 and total, else the error is
+// a *ConfigError and nothing changes.
+func (rl *RateLimits) SetShare(owned, total int) error {
+	return rateLimitErr(rl.set.SetShare(owned, total))
+}
+
+// Effective returns the share of an endpoint's rate limit that rl enforces
+// (see SetShare): the limit itself when no share was set, the zero
+// RateLimit under a share of nothing. ok is false when it has no limit.
+func (rl *RateLimits) Effective(endpoint string) (l RateLimit, ok bool) {
+	if rl == nil {
+		return RateLimit{}, false
+	}
+	sl, ok := rl.set.Effective(endpoint)
 	return RateLimit(sl), ok
 }
 

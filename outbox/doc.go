@@ -134,8 +134,11 @@
 // started and spends nothing: it waits in the ready queue without holding a
 // worker, and the rest of the endpoint's due backlog is rescheduled, in
 // order, to the times the limit will let it go, so that it does not stand
-// in front of other endpoints' events. The breaker, the limit, the throttle
-// and the disable compose: an endpoint delivers only when none holds it.
+// in front of other endpoints' events. Outboxes given one *RateLimits
+// share its limits; processes that hold a limit between them each enforce
+// a share of it (RateLimits.SetShare, as Kafka group mode does by owned
+// partitions). The breaker, the limit, the throttle and the disable
+// compose: an endpoint delivers only when none holds it.
 //
 // EnableEndpoint lifts a disable, a throttle and an open breaker;
 // RetryEndpoint, for an endpoint whose receiver was fixed, closes the

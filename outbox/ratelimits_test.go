@@ -62,3 +62,61 @@ func TestRateLimitSetAtRunTime(t *testing.T) {
 		t.Fatal("Limit after Remove reports a limit")
 	}
 }
+
+// An outbox enforcing a share of its limits (as an instance of a Kafka
+// group does) reports the limit as set and the share it enforces; under a
+// share of nothing its limited endpoint's events stay pending, spend no
+// attempt and keep their schedule, and once a share is given back they are
+// all delivered.
+func TestRateLimitShareHoldsAndReleases(t *testing.T) {
+	rc := testkit.NewReceiver(t, "Idempotency-Key", nil)
+	sink := newCountingSink(t)
+	cfg := testConfig(sink)
+	endpoint := rc.Listener.Addr().String() + "/shared"
+	limit := outbox.RateLimit{PerSecond: 1000, Burst: 10}
+	limits, err := outbox.NewRateLimits(map[string]outbox.RateLimit{endpoint: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RateLimits = limits
+	o, _ := open(t, cfg)
+	if err := o.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var ce *outbox.ConfigError
+	if err := limits.SetShare(1, 0); !errors.As(err, &ce) {
+		t.Fatalf("SetShare(1, 0) = %v; want a *ConfigError", err)
+	}
+	if err := limits.SetShare(0, 3); err != nil {
+		t.Fatal(err)
+	}
+	const n = 50
+	enqueueN(t, o, n, func(int) string { return rc.URL + "/shared/x" })
+	waitPunctuations(t, o, 5)
+	if got := sink.attempts(endpoint); got != 0 {
+		t.Fatalf("%d deliveries started under a share of nothing", got)
+	}
+	if st := o.Stats(); st.Pending != n {
+		t.Fatalf("pending = %d under a share of nothing, want %d", st.Pending, n)
+	}
+	if l, _ := limits.Limit(endpoint); l != limit {
+		t.Fatalf("Limit = %v under a share, want %v as set", l, limit)
+	}
+	if l, ok := limits.Effective(endpoint); !ok || l != (outbox.RateLimit{}) {
+		t.Fatalf("Effective = %v, %v under a share of nothing, want the zero limit", l, ok)
+	}
+
+	if err := limits.SetShare(1, 2); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, settle, "the held events delivered", func() bool {
+		return rc.Successes() >= n && o.Stats().Pending == 0
+	})
+	want := outbox.RateLimit{PerSecond: 500, Burst: 5}
+	if got, _ := limits.Effective(endpoint); got != want {
+		t.Fatalf("Effective = %v, want %v", got, want)
+	}
+	if ep := endpointState(t, o, endpoint); ep.RateLimit != limit || ep.RateLimitShare != want {
+		t.Fatalf("endpoint limit %v, share %v; want %v and %v", ep.RateLimit, ep.RateLimitShare, limit, want)
+	}
+}

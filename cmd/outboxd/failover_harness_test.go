@@ -253,7 +253,7 @@ func (in *instance) stats() (instanceStats, bool) {
 	if !in.running() {
 		return s, false
 	}
-	resp, err := statsClient.Get(in.p.url("/v1/stats"))
+	resp, err := statsClient.Get(in.p.url("/v1/stats?scope=local"))
 	if err != nil {
 		return s, false
 	}

@@ -157,7 +157,7 @@ func standbyFailover(t *testing.T, n, standbys int) standbyResult {
 	_, lost := lastAssignment(procs[victim])
 	if standbys > 0 {
 		// /v1/stats lists the standbys, as the OpenAPI document says.
-		resp, err := statsClient.Get(procs[0].url("/v1/stats"))
+		resp, err := statsClient.Get(procs[0].url("/v1/stats?scope=local"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -53,6 +53,24 @@ func TestHandlerReportsWhatTheDocumentDoesNotSay(t *testing.T) {
 			`{"ids":["x"]}`, "the server accepted a request the document refuses"},
 		{"refused a refused request", "POST", "/v1/events", `{"destination":"orders","surprise":1}`, 400,
 			`{"error":"json: unknown field \"surprise\""}`, ""},
+		{"the group's listing", "GET", "/v1/events?scope=cluster&limit=1", "", 200,
+			`{"events":[{"id":"e1","key":"","destination":"orders","state":"pending","attempts":0,"last_status":0,"last_error":""}],"next":"e1",` +
+				`"scope":"cluster","complete":false,"members":[{"member":"m1","api":"http://10.0.0.1:8080","self":true,"answered":true},` +
+				`{"member":"m2","api":"http://10.0.0.2:8080","answered":false,"error":"connection refused"}]}`, ""},
+		{"the group's listing with an undocumented member field", "GET", "/v1/events", "", 200,
+			`{"events":[],"next":"","scope":"cluster","complete":true,"members":[{"member":"m1","api":"","answered":true,"color":"red"}]}`,
+			"does not match the document"},
+		{"a dead replay some members missed", "POST", "/v1/dead/replay", "", 502,
+			`{"error":"member m2 at http://10.0.0.2:8080 (connection refused) could not be asked","unreachable":[{"member":"m2","api":"http://10.0.0.2:8080","error":"connection refused"}],` +
+				`"replayed":4,"scope":"cluster","complete":false,"members":[{"member":"m1","api":"http://10.0.0.1:8080","self":true,"answered":true,"replayed":4},` +
+				`{"member":"m2","api":"http://10.0.0.2:8080","answered":false,"error":"connection refused"}]}`, ""},
+		{"the group's retry", "POST", "/v1/endpoints/orders/retry?scope=cluster", "", 202,
+			`{"retried":3,"scope":"cluster","complete":true,"members":[{"member":"m1","api":"http://10.0.0.1:8080","answered":true,"retried":3}]}`, ""},
+		{"a retry counted as a replay", "POST", "/v1/endpoints/orders/retry", "", 202,
+			`{"replayed":3,"scope":"cluster","complete":true,"members":[]}`, "does not match the document"},
+		{"an undocumented scope", "GET", "/v1/stats?scope=galaxy", "", 200,
+			`{"pending":0,"dead":0,"unrouted":0,"unrouted_dropped_total":0,"in_flight":0,"delivered_total":0,"failed_total":0,"oldest_pending_age_seconds":0,"backfill":{"running":false,"routed":0,"deliveries":0,"remaining":0}}`,
+			"the server accepted a request the document refuses"},
 		{"unknown path", "GET", "/v1/nowhere", "", 200, `{}`, "must be 404"},
 		{"unknown method", "PUT", "/v1/stats", "", 404, `{"error":"no"}`, "must be 405"},
 	} {

@@ -66,6 +66,11 @@ type Config struct {
 	// that an unreachable member that owns it is named as the owner.
 	// Default: none does.
 	PartitionOf func(id string) (int, bool)
+	// PartitionOfKey returns the partition, of partitions, that an event
+	// with key lands in (the ingest topic's partitioner), for GET
+	// /v1/events/{id}?key=; false when the key cannot be a record's key.
+	// Default: none: the key tells nothing.
+	PartitionOfKey func(key string, partitions int) (int, bool)
 	// Moving reports whether this instance holds partitions whose stores
 	// are not serving yet (restoring, handing over), or is between two
 	// generations of the group: an event it does not find may be in one
@@ -84,8 +89,10 @@ type Config struct {
 }
 
 // Handler serves the HTTP API of one member of a group: it passes every
-// request to the local handler, and answers the event routes, the stats
-// and the endpoints for the whole group (see the package documentation).
+// request to the local handler, and answers the event routes, the listing
+// of events, the dead replay, the retry and enable of an endpoint, the
+// stats and the endpoints for the whole group (see the package
+// documentation).
 // Create it with New; Close releases its connections.
 type Handler struct {
 	counts counters
@@ -117,6 +124,9 @@ func New(local http.Handler, cfg Config) *Handler {
 	if cfg.PartitionOf == nil {
 		cfg.PartitionOf = func(string) (int, bool) { return 0, false }
 	}
+	if cfg.PartitionOfKey == nil {
+		cfg.PartitionOfKey = func(string, int) (int, bool) { return 0, false }
+	}
 	h := &Handler{local: local, cfg: cfg}
 	rt := cfg.Transport
 	if rt == nil {
@@ -135,6 +145,9 @@ func New(local http.Handler, cfg Config) *Handler {
 	for _, p := range []string{"GET /v1/events/{id}", "GET /v1/events/{id}/attempts", "POST /v1/events/{id}/replay", "DELETE /v1/events/{id}"} {
 		h.mux.HandleFunc(p, h.event)
 	}
+	h.mux.HandleFunc("GET /v1/events", h.list)
+	h.mux.HandleFunc("POST /v1/dead/replay", h.replayDead)
+	h.mux.HandleFunc("POST /v1/endpoints/{name}/retry", h.retry)
 	h.mux.HandleFunc("GET /v1/stats", h.stats)
 	h.mux.HandleFunc("GET /v1/endpoints", h.endpoints)
 	h.mux.HandleFunc("POST /v1/endpoints/{name}/enable", h.enable)
@@ -151,14 +164,17 @@ type Counts struct {
 	// not be asked (Unreachable, 502 or 504); the members could not be
 	// learned (NoMembers, 503).
 	Answered, NotFound, Moving, Unreachable, NoMembers uint64
-	// ClusterViews counts the answers with scope=cluster; Incomplete
-	// those in which some member did not answer.
+	// ClusterViews counts the answers for the whole group (stats,
+	// endpoints, listings, dead replays, retries); Incomplete those in
+	// which some member did not answer.
 	ClusterViews, Incomplete uint64
+	// Forwarded counts the requests sent to other members, for any route.
+	Forwarded uint64
 }
 
 // counters are the atomic counts behind Counts.
 type counters struct {
-	answered, notFound, moving, unreachable, noMembers, views, incomplete atomic.Uint64
+	answered, notFound, moving, unreachable, noMembers, views, incomplete, forwarded atomic.Uint64
 }
 
 // Counts returns what the Handler did so far.
@@ -166,7 +182,7 @@ func (h *Handler) Counts() Counts {
 	c := &h.counts
 	return Counts{Answered: c.answered.Load(), NotFound: c.notFound.Load(), Moving: c.moving.Load(),
 		Unreachable: c.unreachable.Load(), NoMembers: c.noMembers.Load(),
-		ClusterViews: c.views.Load(), Incomplete: c.incomplete.Load()}
+		ClusterViews: c.views.Load(), Incomplete: c.incomplete.Load(), Forwarded: c.forwarded.Load()}
 }
 
 // Close closes the idle connections of the Handler's own transport.
@@ -179,12 +195,13 @@ func (h *Handler) Close() {
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get(ForwardedHeader) != "" {
-		// Never forwarded twice. A member with partitions on the move says
-		// so with its answer (it matters only on a 404).
+		// Never forwarded twice, whatever its scope. A member with
+		// partitions on the move says so with its answer (it matters only
+		// on a 404).
 		if h.cfg.Moving() {
 			w.Header().Set(MovingHeader, "true")
 		}
-		h.local.ServeHTTP(w, r)
+		h.local.ServeHTTP(w, withoutParams(r, "scope"))
 		return
 	}
 	h.mux.ServeHTTP(w, r)
@@ -294,7 +311,7 @@ func (h *Handler) others(ctx context.Context) ([]Peer, error) {
 	}
 	var out []Peer
 	for _, p := range peers {
-		if !p.Self && p.URL != h.cfg.Self {
+		if !h.isSelf(p) {
 			out = append(out, p)
 		}
 	}
@@ -330,15 +347,26 @@ func (h *Handler) forward(r *http.Request, peers []Peer, path, query string, eno
 	return out
 }
 
-// ask makes one forwarded request and fills a.
+// ask makes one forwarded request, without a body, within Config.Timeout
+// and fills a.
 func (h *Handler) ask(ctx context.Context, r *http.Request, a *answer, path, query string) {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
 	defer cancel()
+	h.send(ctx, r, a, path, query, nil)
+}
+
+// send makes one forwarded request of r's method, with body (JSON) when it
+// is not nil, and fills a.
+func (h *Handler) send(ctx context.Context, r *http.Request, a *answer, path, query string, body []byte) {
 	u := strings.TrimSuffix(a.peer.URL, "/") + path
 	if query != "" {
 		u += "?" + query
 	}
-	req, err := http.NewRequestWithContext(ctx, r.Method, u, nil)
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, r.Method, u, rd)
 	if err != nil || req.URL.Scheme != "http" && req.URL.Scheme != "https" || req.URL.User != nil {
 		// The token goes only to an http(s) address without credentials.
 		a.err = errors.New("the member announces an API address that is not an http:// or https:// URL")
@@ -350,22 +378,26 @@ func (h *Handler) ask(ctx context.Context, r *http.Request, a *answer, path, que
 		}
 	}
 	req.Header.Set(ForwardedHeader, h.cfg.Self)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	h.counts.forwarded.Add(1)
 	resp, err := h.client.Do(req)
 	if err != nil {
 		a.err = unwrapURLError(err)
 		return
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
+	got, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
 	switch {
 	case err != nil:
 		a.err = fmt.Errorf("reading the answer: %w", unwrapURLError(err))
 		return
-	case len(body) > maxAnswer:
+	case len(got) > maxAnswer:
 		a.err = fmt.Errorf("an answer of more than %d bytes", maxAnswer)
 		return
 	}
-	a.status, a.header, a.body = resp.StatusCode, resp.Header, body
+	a.status, a.header, a.body = resp.StatusCode, resp.Header, got
 	for _, k := range []string{"Date", "Content-Length", "Connection", "Keep-Alive", "Transfer-Encoding"} {
 		a.header.Del(k)
 	}
@@ -397,6 +429,10 @@ func (h *Handler) event(w http.ResponseWriter, r *http.Request) {
 		write(w, local, "")
 		return
 	}
+	done, asked := h.owner(w, r)
+	if done {
+		return
+	}
 	id := r.PathValue("id")
 	peers, err := h.others(r.Context())
 	if err != nil {
@@ -408,7 +444,10 @@ func (h *Handler) event(w http.ResponseWriter, r *http.Request) {
 	}
 	// The member that holds the event answers for it: the others are not
 	// waited for.
-	answers := h.forward(r, peers, r.URL.EscapedPath(), r.URL.RawQuery, holds)
+	answers := h.forward(r, notAsked(peers, asked), r.URL.EscapedPath(), r.URL.RawQuery, holds)
+	if asked != nil {
+		answers = append(answers, asked)
+	}
 	if a := pick(answers); a != nil {
 		h.counts.answered.Add(1)
 		write(w, a, a.peer.URL)
@@ -457,20 +496,26 @@ func (h *Handler) writeUnreachable(w http.ResponseWriter, r *http.Request, down 
 	if timeouts == len(down) {
 		status = http.StatusGatewayTimeout
 	}
-	var names []string
-	for _, u := range down {
-		what := "member " + u.Member
-		if u.Owner {
-			what = "its owner, member " + u.Member
-		}
-		names = append(names, fmt.Sprintf("%s at %s (%s)", what, cmpOr(u.API, "no address"), u.Error))
-	}
 	h.cfg.Logger.Warn("cluster: members did not answer a forwarded request", "method", r.Method, "path", r.URL.Path,
 		"unreachable", len(down))
 	writeJSON(w, status, struct {
 		Error       string        `json:"error"`
 		Unreachable []unreachable `json:"unreachable"`
-	}{before + strings.Join(names, "; ") + after, down})
+	}{before + names(down) + after, down})
+}
+
+// names names each member of down with its address and why it could not
+// be asked.
+func names(down []unreachable) string {
+	var out []string
+	for _, u := range down {
+		what := "member " + u.Member
+		if u.Owner {
+			what = "its owner, member " + u.Member
+		}
+		out = append(out, fmt.Sprintf("%s at %s (%s)", what, cmpOr(u.API, "no address"), u.Error))
+	}
+	return strings.Join(out, "; ")
 }
 
 // holds reports whether a is the answer of a member that holds the event.

@@ -9,13 +9,21 @@
 // GET /v1/events/{id}, GET /v1/events/{id}/attempts, POST
 // /v1/events/{id}/replay and DELETE /v1/events/{id} are answered by the
 // local API first: any answer but 404 (the event found, a refused token,
-// 409 for a replay of an event that is not dead) is the answer. On a 404
-// the other members (Config.Peers) are asked at once, since an event ID
-// does not always tell its partition; the member that holds the event
-// answers, and its answer is passed on with ServedByHeader naming it, at
-// once: the requests to the others (which answer 404) are cancelled, so a
-// slow member holds up only the requests for events nobody else holds. When no member holds the event, the answer is the
-// local 404. When some members could not be asked (no answer within
+// 409 for a replay of an event that is not dead) is the answer. On a 404,
+// when the request names the event's partition (an ID that tells it,
+// Config.PartitionOf, or for GET /v1/events/{id} a key= parameter with
+// the event's key, Config.PartitionOfKey over the members' partitions)
+// and another member owns that partition (Config.Peers), that member
+// alone is asked: one forwarded request, whose answer, when the member
+// holds the event, is passed on with ServedByHeader naming it. Otherwise,
+// and when the owner does not hold the event (the partition moved since
+// the assignment was read) or cannot be asked, the other members are
+// asked at once (the owner is not asked twice: its answer counts); the
+// member that holds the event answers, and its answer is passed on with
+// ServedByHeader naming it, at once: the requests to the others (which
+// answer 404) are cancelled, so a slow member holds up only the requests
+// for events nobody else holds. When no member holds the event, the answer
+// is the local 404. When some members could not be asked (no answer within
 // Config.Timeout, a connection refused, an answer 5xx or 401), and none
 // that answered holds the event, the answer is 502 (504 when every one of
 // them timed out) with {"error": ..., "unreachable": [{"member", "api",
@@ -50,23 +58,59 @@
 //
 // # Views of the whole group
 //
-// GET /v1/stats?scope=cluster sums the counts (pending, dead, in_flight,
+// Where a route has a scope= parameter, scope=local answers for this
+// member's stores alone and scope=cluster for every member of the group;
+// another scope is 400. A request that carries ForwardedHeader is always
+// answered for the member alone, whatever its scope. Without scope, GET
+// /v1/events, POST /v1/dead/replay, POST /v1/endpoints/{name}/retry and
+// GET /v1/stats answer for the group, GET /v1/endpoints for the member.
+// The local API answers first: its refusal (a bad parameter or body, a
+// refused token) is the answer, and nothing is forwarded. An answer for
+// the group adds "scope": "cluster", "complete" (whether every member
+// answered) and "members": per member its ID, address, whether it
+// answered (and why not) and its part. A member that does not answer a
+// view leaves "complete" false; the answer is still 200.
+//
+// GET /v1/events lists the events of every member: each is asked for the
+// same page (the same state, destination and topic filters, limit and
+// after) and the pages are merged in the listing's order (by ID, a topic
+// event's deliveries by ID and endpoint), an event listed by two members
+// once. Every member lists in that order and resumes after any place in
+// it, so the cursor is a place in the group's order (it stays opaque to
+// clients): only the events up to the lowest "next" of a member that has
+// more are kept (that member may hold events just after it), at most
+// limit of them, and "next" is the place of the last one kept when there
+// are more, else that lowest "next", else "". Paging with it returns every
+// event of the members that answered exactly once, in order, whichever
+// member holds it and even when partitions move between pages; a page
+// without a member's answer lacks that member's events.
+//
+// GET /v1/stats sums the counts (pending, dead, in_flight,
 // delivered_total, failed_total) of every member's own GET /v1/stats; the
-// oldest pending age is the largest. It adds "scope": "cluster",
-// "complete" (whether every member answered) and "members": per member its
-// ID, address, whether it answered (and why not) and its own answer under
-// "stats" (with its "kafka" partitions: pending and dead per partition).
-// GET /v1/endpoints?scope=cluster merges each endpoint's state over the
-// members as one member merges its stores: disabled anywhere is disabled,
-// the latest throttle and the most open breaker stand for all, rates and
-// failure streaks add up; "members" says which answered. It pages as one
-// member does: every member is asked for the same limit and after, and the
-// names up to the lowest "next" of a member that has more are kept (at
-// most limit of them), so that each is merged over every member and paging
-// misses none; "next" is the cursor of the following page. A member that
-// does not answer leaves the sums short and "complete" false; the answer
-// is still 200. Without scope, or with scope=local, both answer for this
-// member's stores, as before; another scope is 400.
+// oldest pending age is the largest. Each member's own answer is under
+// "members" ("stats", with its "kafka" partitions: pending and dead per
+// partition). GET /v1/endpoints?scope=cluster merges each endpoint's state
+// over the members as one member merges its stores: disabled anywhere is
+// disabled, the latest throttle and the most open breaker stand for all,
+// rates and failure streaks add up. It pages as the listing does, by name.
+//
+// POST /v1/dead/replay is done by every member in turn, this one first,
+// each at the filter's rate (so that the group replays at that pace) and
+// with the filter's limit less what the members before it replayed; it
+// stops once the limit is reached. A replay is paced: the requests to the
+// members are bounded by the client's request only, not Config.Timeout.
+// POST /v1/endpoints/{name}/retry is sent to every member at once, each
+// with an equal share of the rate, so that the group's pace is the rate.
+// Their answers are 202 with the sum ("replayed", "retried") and each
+// member's count under "members"; a retry is 404 when no member knows
+// the endpoint, and a member's own refusal (409: disabled there) is the
+// answer. Members that could not be asked (or answered otherwise) make it
+// 502, or 504 when every one of them timed out, with "error" and
+// "unreachable" naming them as for an event route, and the sum over the
+// others: send the request again for theirs.
+//
+// Counts.Forwarded counts the requests sent to other members, whatever
+// the route.
 //
 // # Enabling an endpoint
 //
@@ -75,8 +119,7 @@
 // /v1/endpoints/{name}/enable is therefore sent to every member: the
 // answer is the endpoint's state merged over those that know it, 404 when
 // none does, and 502 or 504 naming the members that could not be asked
-// (the others enabled it; enabling again is harmless). POST
-// /v1/endpoints/{name}/retry, whose pace is per store, stays local.
+// (the others enabled it; enabling again is harmless).
 //
 // Every other route is the local API's, untouched.
 package cluster

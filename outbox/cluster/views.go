@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"maps"
 	"math"
@@ -15,9 +16,10 @@ import (
 	"github.com/outboxd/outbox/outbox/httpapi"
 )
 
-// Scopes of GET /v1/stats and GET /v1/endpoints.
+// Scopes of the views and operations that answer for the whole group (see
+// the package documentation for each one's default).
 const (
-	// ScopeLocal (the default) answers for this instance's stores.
+	// ScopeLocal answers for this instance's stores.
 	ScopeLocal = "local"
 	// ScopeCluster answers for every member of the group.
 	ScopeCluster = "cluster"
@@ -36,33 +38,58 @@ type memberView struct {
 	Error    string `json:"error,omitempty"`
 	// Stats is the member's own GET /v1/stats answer (stats only).
 	Stats json.RawMessage `json:"stats,omitempty"`
+	// Replayed and Retried are the member's counts (dead replay, retry).
+	Replayed *int `json:"replayed,omitempty"`
+	Retried  *int `json:"retried,omitempty"`
 }
 
-// scope reads the scope parameter; ok is false (and the 400 answered) when
-// it is neither local nor cluster.
-func scope(w http.ResponseWriter, r *http.Request) (string, bool) {
-	s := r.URL.Query().Get("scope")
-	switch s {
-	case "", ScopeLocal:
-		return ScopeLocal, true
-	case ScopeCluster:
+// scope reads the scope parameter, def when it is not given (or empty);
+// ok is false (and the 400 answered) when it is neither local nor cluster.
+func scope(w http.ResponseWriter, r *http.Request, def string) (string, bool) {
+	switch s := r.URL.Query().Get("scope"); s {
+	case "":
+		return def, true
+	case ScopeLocal, ScopeCluster:
 		return s, true
+	default:
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "scope: must be local or cluster, got " + strconv.Quote(s)})
+		return "", false
 	}
-	writeJSON(w, http.StatusBadRequest, map[string]string{"error": "scope: must be local or cluster, got " + strconv.Quote(s)})
-	return "", false
 }
 
-// gather answers the local request and, for scope=cluster, asks every
-// other member for path; the members come in the group's order, this
+// withoutParams returns r without the query parameters names (r itself
+// when it has none of them), for the local API, which refuses parameters
+// it does not know on some routes.
+func withoutParams(r *http.Request, names ...string) *http.Request {
+	q := r.URL.Query()
+	found := false
+	for _, n := range names {
+		if _, ok := q[n]; ok {
+			found = true
+			q.Del(n)
+		}
+	}
+	if !found {
+		return r
+	}
+	r2 := r.WithContext(r.Context())
+	u := *r.URL
+	u.RawQuery = q.Encode()
+	r2.URL = &u
+	return r2
+}
+
+// gather answers the local request and, for the group (scope=cluster, or
+// def when no scope is given), asks every other member for path; the members come in the group's order, this
 // instance among them. done is true when the answer was given already (the
 // local one, a refusal, or a 503 when the members cannot be learned).
-func (h *Handler) gather(w http.ResponseWriter, r *http.Request, path, query string) (members []*answer, done bool) {
-	local := h.serveLocal(r)
+func (h *Handler) gather(w http.ResponseWriter, r *http.Request, def, path, query string) (members []*answer, done bool) {
+	local := h.serveLocal(withoutParams(r, "scope"))
 	if local.status != http.StatusOK {
 		write(w, local, "")
 		return nil, true
 	}
-	sc, ok := scope(w, r)
+	sc, ok := scope(w, r, def)
 	if !ok {
 		return nil, true
 	}
@@ -70,32 +97,48 @@ func (h *Handler) gather(w http.ResponseWriter, r *http.Request, path, query str
 		write(w, local, "")
 		return nil, true
 	}
-	ctx := r.Context()
-	all, err := h.cfg.Peers(ctx)
+	others, self, selfAt, err := h.members(r.Context())
 	if err != nil {
-		h.counts.noMembers.Add(1)
-		h.cfg.Logger.Warn("cluster: cannot learn the members of the group", "err", err)
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "the members of the group cannot be learned now: " + err.Error()})
+		h.noMembers(w, "", err)
 		return nil, true
 	}
-	var others []Peer
-	selfAt := -1
+	local.peer = self
+	answers := h.forward(r, others, path, query, nil)
+	return slices.Insert(answers, selfAt, local), false
+}
+
+// members returns the members other than this instance, in the group's
+// order, this instance (as the group lists it) and where it comes among
+// them.
+func (h *Handler) members(ctx context.Context) (others []Peer, self Peer, selfAt int, err error) {
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
+	all, err := h.cfg.Peers(ctx)
+	cancel()
+	if err != nil {
+		return nil, Peer{}, 0, err
+	}
+	self, selfAt = Peer{URL: h.cfg.Self}, -1
 	for _, p := range all {
-		if p.Self || p.URL == h.cfg.Self {
+		if h.isSelf(p) {
 			if selfAt < 0 {
-				selfAt = len(others)
-				local.peer = p
-				local.peer.Self = true
+				self, selfAt = p, len(others)
 			}
 			continue
 		}
 		others = append(others, p)
 	}
-	answers := h.forward(r, others, path, query, nil)
-	if selfAt < 0 {
-		selfAt = 0 // not (yet) listed by the coordinator: it answers all the same
-	}
-	return slices.Insert(answers, selfAt, local), false
+	self.Self = true
+	// Not (yet) listed by the coordinator: it answers all the same.
+	return others, self, max(selfAt, 0), nil
+}
+
+// noMembers answers 503: the members cannot be learned; done says what
+// was done already on this instance ("" when nothing was).
+func (h *Handler) noMembers(w http.ResponseWriter, done string, err error) {
+	h.counts.noMembers.Add(1)
+	h.cfg.Logger.Warn("cluster: cannot learn the members of the group", "err", err)
+	writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": done +
+		"the members of the group cannot be learned now: " + err.Error()})
 }
 
 // view describes a's member; ok reports whether its answer counts.
@@ -111,7 +154,7 @@ func view(a *answer, ok bool, reason string) memberView {
 // every member that answered (the oldest pending age is the largest), and
 // each member's own answer.
 func (h *Handler) stats(w http.ResponseWriter, r *http.Request) {
-	answers, done := h.gather(w, r, "/v1/stats", "")
+	answers, done := h.gather(w, r, ScopeCluster, "/v1/stats", "")
 	if done {
 		return
 	}
@@ -274,7 +317,7 @@ func (h *Handler) endpoints(w http.ResponseWriter, r *http.Request) {
 			page[name] = v
 		}
 	}
-	answers, done := h.gather(w, r, "/v1/endpoints", page.Encode())
+	answers, done := h.gather(w, r, ScopeLocal, "/v1/endpoints", page.Encode())
 	if done {
 		return
 	}

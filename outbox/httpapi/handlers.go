@@ -438,6 +438,7 @@ type endpointOut struct {
 	LastStatus     int           `json:"last_status"`
 	Breaker        breakerOut    `json:"breaker"`
 	RateLimit      *rateLimitOut `json:"rate_limit,omitempty"`
+	RateLimitShare *rateLimitOut `json:"rate_limit_share,omitempty"`
 	Rate           float64       `json:"rate"`
 	InFlight       int           `json:"in_flight"`
 	InFlightLimit  int           `json:"in_flight_limit"`
@@ -464,6 +465,7 @@ func toEndpointOut(e outbox.EndpointState) endpointOut {
 	}
 	if e.RateLimit != (outbox.RateLimit{}) {
 		out.RateLimit = &rateLimitOut{PerSecond: e.RateLimit.PerSecond, Burst: e.RateLimit.Burst}
+		out.RateLimitShare = &rateLimitOut{PerSecond: e.RateLimitShare.PerSecond, Burst: e.RateLimitShare.Burst}
 	}
 	return out
 }

@@ -102,6 +102,30 @@ func TestMemberDataDecodesBothForms(t *testing.T) {
 	}
 }
 
+// The static hashes are read when announced, an empty map included, and a
+// member that announces none (an older one) has nil.
+func TestMemberDataStaticHashes(t *testing.T) {
+	with, _ := json.Marshal(MemberData{Warm: Warm{1: 2}, Static: map[string]string{"orders": "a1b2"}})
+	if got := DecodeMemberData(with); !reflect.DeepEqual(got.Static, map[string]string{"orders": "a1b2"}) || got.Warm[1] != 2 {
+		t.Errorf("%s decoded as %+v", with, got)
+	}
+	none, _ := json.Marshal(MemberData{Warm: Warm{}, Static: map[string]string{}})
+	if got := DecodeMemberData(none); got.Static == nil || len(got.Static) != 0 {
+		t.Errorf("%s: static = %#v, want announced and empty", none, got.Static)
+	}
+	if got := DecodeMemberData([]byte(`{"static":{}}`)); got.Static == nil {
+		t.Error(`{"static":{}}: static not announced`)
+	}
+	for _, older := range []string{`{"warm":{"0":5},"api":"http://10.0.0.7:8080"}`, `{"0":5}`, `{"warm":{},"static":null}`} {
+		if got := DecodeMemberData([]byte(older)); got.Static != nil {
+			t.Errorf("%s: static = %#v, want none announced", older, got.Static)
+		}
+	}
+	if got := DecodeMemberData([]byte(`{"warm":{"0":5},"static":["orders"]}`)); got.Static != nil || got.Warm != nil {
+		t.Errorf("static of the wrong type: %+v, want nothing usable", got)
+	}
+}
+
 // Whatever another member sends, decoding it never panics.
 func FuzzDecodeMemberData(f *testing.F) {
 	f.Add([]byte(`{"warm":{"0":5}}`))
@@ -109,7 +133,21 @@ func FuzzDecodeMemberData(f *testing.F) {
 	f.Add([]byte(`{"warm":null}`))
 	f.Add([]byte(`{"warm":{},"api":"http://10.0.0.7:8080"}`))
 	f.Add([]byte("\x00garbage"))
+	f.Add([]byte(`{"warm":{"0":5},"api":"http://10.0.0.7:8080","static":{"orders":"0123456789abcdef"}}`))
+	f.Add([]byte(`{"static":{}}`))
+	f.Add([]byte(`{"static":null}`))
+	f.Add([]byte(`{"static":{"orders":5}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_ = DecodeMemberData(b)
+		m := DecodeMemberData(b)
+		if m.Static != nil {
+			// What was decoded is announced again as it was.
+			again, err := json.Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := DecodeMemberData(again); !reflect.DeepEqual(got.Static, m.Static) {
+				t.Fatalf("static %v decoded again as %v", m.Static, got.Static)
+			}
+		}
 	})
 }

@@ -351,7 +351,8 @@ func (sc *scan) skip(r *store.Record) bool {
 	}
 	quota := sc.quota(r.Endpoint)
 	if lim := e.limiter(r.Endpoint); lim != nil && sc.queued[r.Endpoint] >= min(quota, lim.Burst()) {
-		if len(sc.paced) < c.BatchSize {
+		// A limit paced at nothing (a share of none) leaves its events due.
+		if lim.Limit() > 0 && len(sc.paced) < c.BatchSize {
 			sc.paced = append(sc.paced, rescheduleAt(r, e.pacedAt(r.Endpoint, float64(lim.Limit()), lim.Burst(), sc.now)))
 			sc.pacedEP = append(sc.pacedEP, r.Endpoint)
 		}

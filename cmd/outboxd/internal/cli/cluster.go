@@ -33,14 +33,17 @@ func (s *server) kafkaSettings(ln net.Listener) (kafka.Config, error) {
 
 // clusterAPI puts local, the API over this instance's stores, behind the
 // handler that answers for the whole group: the event routes of events
-// another member holds, and stats and endpoints with scope=cluster.
+// another member holds (sent to the owner when the ID or key names the
+// partition), the listing, dead replay, retry and stats (unless
+// scope=local), and endpoints with scope=cluster.
 func (s *server) clusterAPI(local http.Handler, g *kafka.Group, k kafka.Config) http.Handler {
 	h := cluster.New(local, cluster.Config{
-		Self:        k.AdvertiseURL,
-		Peers:       func(ctx context.Context) ([]cluster.Peer, error) { return groupPeers(ctx, g) },
-		PartitionOf: func(id string) (int, bool) { return kafka.RecordPartition(k.Topic, id) },
-		Moving:      func() bool { return partitionsMoving(g) },
-		Logger:      s.log.With("component", "cluster"),
+		Self:           k.AdvertiseURL,
+		Peers:          func(ctx context.Context) ([]cluster.Peer, error) { return groupPeers(ctx, g) },
+		PartitionOf:    func(id string) (int, bool) { return kafka.RecordPartition(k.Topic, id) },
+		PartitionOfKey: kafka.KeyPartition,
+		Moving:         func() bool { return partitionsMoving(g) },
+		Logger:         s.log.With("component", "cluster"),
 	})
 	s.cluster = h
 	return h
@@ -76,11 +79,12 @@ func partitionsMoving(g *kafka.Group) bool {
 }
 
 // clusterCollector exports what the cluster handler did:
-// outboxd_cluster_forwards_total{outcome} and
-// outboxd_cluster_views_total{complete}.
+// outboxd_cluster_forwards_total{outcome},
+// outboxd_cluster_views_total{complete} and
+// outboxd_cluster_requests_sent_total.
 type clusterCollector struct {
-	h               *cluster.Handler
-	forwards, views *prometheus.Desc
+	h                     *cluster.Handler
+	forwards, views, sent *prometheus.Desc
 }
 
 func newClusterCollector(h *cluster.Handler) *clusterCollector {
@@ -92,8 +96,10 @@ func newClusterCollector(h *cluster.Handler) *clusterCollector {
 				"unreachable (502/504: members could not be asked), no_members (503: the group could not be described).",
 			[]string{"outcome"}, nil),
 		views: prometheus.NewDesc("outboxd_cluster_views_total",
-			"Answers with scope=cluster (stats, endpoints), by whether every member answered.",
+			"Answers for the whole group (stats, endpoints, listings, dead replays, retries), by whether every member answered.",
 			[]string{"complete"}, nil),
+		sent: prometheus.NewDesc("outboxd_cluster_requests_sent_total",
+			"Requests sent to other members of the group, for any route.", nil, nil),
 	}
 }
 
@@ -101,6 +107,7 @@ func newClusterCollector(h *cluster.Handler) *clusterCollector {
 func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.forwards
 	ch <- c.views
+	ch <- c.sent
 }
 
 // Collect implements prometheus.Collector.
@@ -112,4 +119,5 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.views, prometheus.CounterValue, float64(n.ClusterViews-n.Incomplete), "true")
 	ch <- prometheus.MustNewConstMetric(c.views, prometheus.CounterValue, float64(n.Incomplete), "false")
+	ch <- prometheus.MustNewConstMetric(c.sent, prometheus.CounterValue, float64(n.Forwarded))
 }

@@ -168,9 +168,10 @@ func ownersStores(ctx context.Context, members []kafka.Member, token string) (ma
 	return stores, unanswered
 }
 
-// memberPartitions reads the partitions a member's API reports.
+// memberPartitions reads the partitions a member's API reports (its own
+// stats: scope=local).
 func memberPartitions(ctx context.Context, api, token string) (map[int]kafka.PartitionStatus, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(api, "/")+"/v1/stats", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(api, "/")+"/v1/stats?scope=local", nil)
 	if err != nil {
 		return nil, fmt.Errorf("bad address")
 	}

@@ -17,18 +17,19 @@ import (
 
 // The readiness checks of /readyz, by name.
 const (
-	checkStore      = "store"      // every store runs, is healthy and its commits return
-	checkPunctuator = "punctuator" // the local store's delivery punctuation keeps running
-	checkShutdown   = "shutdown"   // the server is not stopping
-	checkKafka      = "kafka"      // Kafka mode: the instance can take part in its consumer group
-	checkRestores   = "restores"   // Kafka group mode: no assigned partition restoring or failed
+	checkStore      = "store"            // every store runs, is healthy and its commits return
+	checkPunctuator = "punctuator"       // the local store's delivery punctuation keeps running
+	checkShutdown   = "shutdown"         // the server is not stopping
+	checkKafka      = "kafka"            // Kafka mode: the instance can take part in its consumer group
+	checkRestores   = "restores"         // Kafka group mode: no assigned partition restoring or failed
+	checkStatic     = "static-endpoints" // Kafka group mode: the members define the static endpoints alike
 )
 
 // knownChecks are the names ?exclude= accepts, in the order the checks run.
 // A check that does not apply to the server's mode (kafka without Kafka,
 // restores outside group mode) is not run, and excluding it is allowed, so
 // that one probe definition fits every instance.
-var knownChecks = []string{checkStore, checkPunctuator, checkShutdown, checkKafka, checkRestores}
+var knownChecks = []string{checkStore, checkPunctuator, checkShutdown, checkKafka, checkRestores, checkStatic}
 
 // readyCheck is one named readiness check: fail returns why it fails, or ""
 // when it passes. It must answer at once, even while the disk hangs.
@@ -70,6 +71,9 @@ func (s *server) readyChecks() []readyCheck {
 		checks = append(checks,
 			readyCheck{checkKafka, func() string { return groupFailure(k.Health()) }},
 			readyCheck{checkRestores, func() string { return restoresFailure(k.Partitions()) }})
+		if s.static != nil {
+			checks = append(checks, readyCheck{checkStatic, s.static.failure})
+		}
 	case kafkaReadiness:
 		checks = append(checks, readyCheck{checkKafka, func() string {
 			if !k.Ready() {

@@ -63,6 +63,7 @@ type server struct {
 	producer *kafka.Producer      // group mode: POST /v1/events produces
 	kcfg     kafka.Config         // the Kafka settings it started with
 	cluster  *cluster.Handler     // nil unless in Kafka group mode
+	static   *staticWatch         // nil unless in Kafka group mode
 	ui       *console.Console     // nil when the ui setting is off
 	eps      *managed.Registry    // the named endpoints, for the API
 	table    *kafka.Table         // group mode: the endpoints topic eps reads
@@ -320,7 +321,9 @@ func (s *server) startDelivery(context.Context) error {
 
 // startKafka starts the Kafka integration: group mode or changelog
 // shipping. In group mode every partition store counts into the same
-// collector as the local store, and shares its rate limits.
+// collector as the local store, and shares its rate limits; the instance
+// announces its static endpoints' hashes, and /readyz reports those the
+// members define differently.
 func (s *server) startKafka(ctx context.Context) error {
 	var err error
 	if s.kcfg, err = s.kafkaSettings(s.ln); err != nil {
@@ -332,6 +335,7 @@ func (s *server) startKafka(ctx context.Context) error {
 	if s.table != nil {
 		sc.Prepare = s.eps.Prepare
 	}
+	sc.StaticEndpoints = s.cfg.StaticHashes()
 	r, err := startKafka(ctx, s.o, s.kcfg, sc, s.log)
 	if err != nil {
 		var se *config.SettingError
@@ -344,16 +348,20 @@ func (s *server) startKafka(ctx context.Context) error {
 	if g, ok := r.(*kafka.Group); ok {
 		// The outbox_* gauges sum the local and the partition stores.
 		s.collector.AttachSource(union.New(s.o, g.Stores))
+		s.static = watchStatic(g, s.log)
 	}
 	s.reg.MustRegister(kafkaprom.New(r))
 	return nil
 }
 
-// stopKafka closes the cluster API over the group, then the Kafka
-// integration.
+// stopKafka closes the cluster API and the static endpoints' watch over
+// the group, then the Kafka integration.
 func (s *server) stopKafka(ctx context.Context) error {
 	if s.cluster != nil {
 		s.cluster.Close()
+	}
+	if s.static != nil {
+		s.static.close()
 	}
 	if err := s.kafka.Close(ctx); err != nil {
 		s.log.Error("stopping Kafka", "err", err)
