@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
@@ -51,6 +52,7 @@ type Group struct {
 
 	env    *partition.Env // what the partitions' tasks and standbys share
 	counts partition.Counts
+	topicN atomic.Int32 // the ingest topic's partition count, once the topic check found it (see OwnsKey)
 
 	mu           sync.Mutex
 	tasks        map[int]*partition.Task // the current generation's partitions

@@ -56,6 +56,7 @@ func (g *Group) checkTopics(ctx context.Context) (int, error) {
 	if inParts <= 0 {
 		return 0, fmt.Errorf("kafka: the ingest topic %s does not exist (yet)", in)
 	}
+	g.topicN.Store(int32(inParts))
 	if clParts < 0 {
 		if err := g.createChangelog(ctx, cl, inParts); err != nil {
 			return 0, err
