@@ -28,7 +28,10 @@ type StoreConfig struct {
 	Dir string
 	// Outbox is the configuration every partition store is opened with.
 	// Sink is required; Hooks, when set, are installed on every store (so
-	// that their counters sum over the partitions). ReadOnly must be false.
+	// that their counters sum over the partitions), and RateLimits and
+	// SharedEndpoints, when set, are shared by every store (one limit, and
+	// one breaker, throttle and disable, per endpoint for the instance).
+	// ReadOnly must be false.
 	Outbox outbox.Config
 }
 

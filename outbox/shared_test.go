@@ -34,6 +34,16 @@ type sharedStores struct {
 // "rcv"; edit may change their configuration.
 func openSharedStores(t *testing.T, n int, rc *testkit.Receiver, probes func(string) bool, edit func(*outbox.Config)) *sharedStores {
 	t.Helper()
+	paths := make([]string, n)
+	for i := range paths {
+		paths[i] = filepath.Join(t.TempDir(), fmt.Sprintf("store-%d.db", i))
+	}
+	return openSharedStoresAt(t, paths, rc, probes, edit)
+}
+
+// openSharedStoresAt is openSharedStores on the files at paths.
+func openSharedStoresAt(t *testing.T, paths []string, rc *testkit.Receiver, probes func(string) bool, edit func(*outbox.Config)) *sharedStores {
+	t.Helper()
 	sink, err := httpsink.New(httpsink.Config{Endpoints: []httpsink.Endpoint{{Name: "rcv", URL: rc.URL + "/hook", AllowPrivate: true}}})
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +60,7 @@ func openSharedStores(t *testing.T, n int, rc *testkit.Receiver, probes func(str
 		Probes: probes,
 		Logger: logger,
 	})
-	for i := range n {
+	for _, path := range paths {
 		cfg := testConfig(sink)
 		cfg.Logger = logger
 		cfg.MaxAttempts = 100_000
@@ -63,7 +73,7 @@ func openSharedStores(t *testing.T, n int, rc *testkit.Receiver, probes func(str
 		if edit != nil {
 			edit(&cfg)
 		}
-		o, err := outbox.Open(filepath.Join(t.TempDir(), fmt.Sprintf("store-%d.db", i)), cfg)
+		o, err := outbox.Open(path, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -336,4 +346,33 @@ func TestSharedProbeLeftToTheGroup(t *testing.T) {
 	testkit.WaitFor(t, settle, "the events delivered once the group's probe closed it", func() bool {
 		return len(rc.Missing(ids)) == 0
 	})
+}
+
+// The shared state is durable through the stores' files: after a restart
+// of every store with a new shared state, an endpoint disabled through one
+// store before is disabled in all, including a store that never delivered
+// to it.
+func TestSharedDisableSurvivesRestart(t *testing.T) {
+	rc := testkit.NewReceiver(t, "Idempotency-Key", func(*http.Request, string, int) testkit.Reply {
+		return testkit.Reply{Status: http.StatusGone}
+	})
+	ss := openSharedStores(t, 2, rc, nil, nil)
+	ss.enqueue(t, 0, "first", 1)
+	testkit.WaitFor(t, settle, "the 410 to disable the endpoint", func() bool {
+		return endpointState(t, ss.stores[0], "rcv").Disabled
+	})
+	paths := []string{ss.stores[0].Path(), ss.stores[1].Path()}
+	for _, o := range ss.stores {
+		stop(t, o)
+	}
+
+	again := openSharedStoresAt(t, paths, rc, nil, nil)
+	again.enqueue(t, 1, "after-restart", 3)
+	waitPunctuations(t, again.stores[1], 3)
+	if got := len(rc.Requests()); got != 1 {
+		t.Fatalf("the receiver saw %d requests; want only the one answered 410 before the restart", got)
+	}
+	if ep := endpointState(t, again.stores[1], "rcv"); !ep.Disabled {
+		t.Errorf("endpoint after the restart = %+v; want it disabled", ep)
+	}
 }
