@@ -35,8 +35,9 @@ import (
 // the endpoint, so its file holds the shared state as of its last commit.
 // When outboxes open, their stored states seed the shared state, the most
 // recently updated one winning; a disable or an opened breaker therefore
-// survives a restart of the process. Endpoints() and Stats show the shared
-// state of the endpoints an outbox has a state for.
+// survives a restart of the process. Endpoints and EndpointsPage show the
+// shared state of the endpoints an outbox has a state for or its Sink
+// lists, and Stats counts the held ones among the former.
 //
 // Transitions that must hold beyond the process (a disable, a throttle, a
 // breaker opening, closing or being closed by hand, an enable, a retry) are
