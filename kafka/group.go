@@ -28,10 +28,13 @@ type StoreConfig struct {
 	Dir string
 	// Outbox is the configuration every partition store is opened with.
 	// Sink is required; Hooks, when set, are installed on every store (so
-	// that their counters sum over the partitions). ReadOnly must be false.
-	// RateLimits, when set, are the group's: at every assignment the Group
-	// makes them enforce its share (outbox.RateLimits.SetShare: each limit
-	// times the partitions it owns over all partitions of Config.Topic).
+	// that their counters sum over the partitions); RateLimits and
+	// SharedEndpoints, when set, are shared by every store (one limit, and
+	// one breaker, throttle and disable, per endpoint for the instance).
+	// RateLimits are the group's: at every assignment the Group makes them
+	// enforce its share (outbox.RateLimits.SetShare: each limit times the
+	// partitions it owns over all partitions of Config.Topic). ReadOnly
+	// must be false.
 	Outbox outbox.Config
 	// Prepare, when not nil, is called with each partition store after it
 	// is restored and before it starts ingesting and delivering, with the

@@ -355,7 +355,13 @@ func (o *Outbox) endpointStates(eps []store.EndpointState, names []string, limit
 			out = append(out, o.storedState(eps[0], now))
 			eps = eps[1:]
 		default:
-			out = append(out, EndpointState{Name: names[0]})
+			// No state stored here; the shared one, if any (see
+			// SharedEndpoints).
+			st := EndpointState{Name: names[0]}
+			if ep, ok := o.eng.SharedState(names[0]); ok {
+				st = o.storedState(ep, now)
+			}
+			out = append(out, st)
 			names = names[1:]
 		}
 	}

@@ -134,6 +134,12 @@ type Config struct {
 	// its fields' defaults).
 	Breaker Breaker
 
+	// SharedEndpoints, when several outboxes are given the same one, gives
+	// them one disable, throttle and circuit breaker per endpoint (see
+	// SharedEndpoints; build it with NewSharedEndpoints). Default: nil,
+	// every outbox has its own.
+	SharedEndpoints *SharedEndpoints
+
 	// Subscriptions subscribe endpoints to topics (see Subscription); they
 	// can be replaced while running with Outbox.SetSubscriptions. Open
 	// refuses invalid ones with a *ConfigError for "Subscriptions[i].Field".

@@ -144,6 +144,14 @@
 // RetryEndpoint, for an endpoint whose receiver was fixed, closes the
 // breaker, lifts the throttle and makes its pending events due now, paced.
 //
+// Outboxes given the same Config.SharedEndpoints (the partition stores of
+// one process in Kafka group mode) share those states: per endpoint, one
+// failure streak, one breaker with one probe at a time, one throttle and
+// one disable, lifted for all by EnableEndpoint or RetryEndpoint on any of
+// them; transitions that must hold beyond the process are published
+// through it, and those made elsewhere are applied with
+// SharedEndpoints.Apply.
+//
 // # Topics and subscriptions
 //
 // An event names either one Destination or a Topic ("order.paid"; see

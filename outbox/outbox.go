@@ -227,6 +227,7 @@ func (o *Outbox) newEngine() (*engine.Engine, error) {
 		Breaker:           engine.Breaker(c.Breaker),
 		Adaptive:          engine.Adaptive{Off: c.NoAdaptiveConcurrency, Initial: c.InitialPerEndpoint},
 		Limiter:           c.RateLimits.engineLimiter(),
+		Shared:            c.SharedEndpoints.engineShared(),
 		LogAttempts:       c.logsAttempts(),
 		ExcerptBytes:      c.excerptBytes(),
 		Clock:             o.clock,

@@ -161,6 +161,7 @@ func (in *instance) args() []string {
 		"--kafka-destination", "orders", "--changelog-topic", fleetChangelog,
 		"--concurrency", strconv.Itoa(fleetConcurrency), "--max-uncommitted", strconv.Itoa(fleetMaxUncommitted),
 		"--interval", "50ms", "--backoff-initial", "100ms", "--backoff-max", "500ms",
+		"--breaker-cool-down", "200ms", "--breaker-max-cool-down", "1s",
 		"--shutdown-grace", "20s"}, f.extra...)
 }
 

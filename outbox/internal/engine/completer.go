@@ -125,15 +125,7 @@ func (e *Engine) outcomes(batch []*job, now time.Time, stopping bool) ([]store.O
 		}
 		out, newEP, dead := e.outcome(r, res, ep, j.begun, now)
 		e.breaker(&newEP, res, j.tripped, j.begun, now)
-		if newEP.BreakerUntil != ep.BreakerUntil {
-			switch {
-			case newEP.BreakerUntil.IsZero():
-				e.logBreaker(newEP, BreakerClosed)
-				e.forwardLater(r.Endpoint)
-			default:
-				e.logBreaker(newEP, BreakerOpen)
-			}
-		}
+		newEP = e.transitions(ep, newEP, now)
 		if newEP != ep {
 			newEP.UpdatedAt = now
 			if !slices.Contains(touched, r.Endpoint) {
@@ -217,4 +209,35 @@ func (e *Engine) apply(outs []store.Outcome, touched []string) bool {
 		}
 		e.commitFailed(err)
 	}
+}
+
+// transitions logs and reports the transitions of an endpoint's breaker
+// from ep to newEP, the state an outcome made of it, and returns the state
+// to keep. With a Shared, newEP is recorded in it, which decides which of
+// its changes are transitions (another store may have made them first)
+// and brings the events of every store forward when the breaker closed;
+// the state to keep is newEP with the shared fields.
+func (e *Engine) transitions(ep, newEP store.EndpointState, now time.Time) store.EndpointState {
+	if e.cfg.Shared == nil {
+		if newEP.BreakerUntil != ep.BreakerUntil {
+			switch {
+			case newEP.BreakerUntil.IsZero():
+				e.logBreaker(newEP, BreakerClosed)
+				e.forwardLater(newEP.Name)
+			default:
+				e.logBreaker(newEP, BreakerOpen)
+			}
+		}
+		return newEP
+	}
+	kept, ts := e.cfg.Shared.record(ep, newEP, now)
+	for _, t := range ts {
+		switch t.Kind {
+		case TransitionOpened:
+			e.logBreaker(kept, BreakerOpen)
+		case TransitionClosed:
+			e.logBreaker(kept, BreakerClosed)
+		}
+	}
+	return kept
 }

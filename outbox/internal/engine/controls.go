@@ -183,7 +183,11 @@ func (e *Engine) allowLocked(r *store.Record, now time.Time) (ok, probe bool) {
 		return false, false // its probe is under way
 	}
 	ep, known := e.holds.state(r.Endpoint)
-	halfOpen := known && BreakerAt(ep, e.clock.Now()) == BreakerHalfOpen
+	clock := e.clock.Now()
+	halfOpen := known && BreakerAt(ep, clock) == BreakerHalfOpen
+	if halfOpen && e.cfg.Shared != nil && !e.cfg.Shared.mayProbe(r.Endpoint, e, clock, false) {
+		return false, false // the probe is another store's, or another instance's
+	}
 	if lim := e.limiter(r.Endpoint); lim != nil {
 		res := lim.ReserveN(now, 1)
 		if d := res.DelayFrom(now); d > 0 {
@@ -193,6 +197,9 @@ func (e *Engine) allowLocked(r *store.Record, now time.Time) (ok, probe bool) {
 		}
 	}
 	if halfOpen {
+		if e.cfg.Shared != nil && !e.cfg.Shared.mayProbe(r.Endpoint, e, clock, true) {
+			return false, false // taken meanwhile
+		}
 		e.probing[r.Endpoint] = true
 		e.logBreaker(ep, BreakerHalfOpen)
 	}
@@ -299,12 +306,19 @@ func (e *Engine) tripLocked(j *job) {
 	switch {
 	case breakerFailure(j.res):
 		e.streaks[name]++
-		if th := e.cfg.Breaker.Threshold; th > 0 && e.streaks[name] >= th {
+		streak := e.streaks[name]
+		if e.cfg.Shared != nil {
+			streak = e.cfg.Shared.fail(name)
+		}
+		if th := e.cfg.Breaker.Threshold; th > 0 && streak >= th {
 			e.holds.holdSoon(name)
 			j.tripped = true
 		}
 	case j.res.Action == ActionSuccess || breakerAnswer(j.res):
 		delete(e.streaks, name)
+		if e.cfg.Shared != nil {
+			e.cfg.Shared.answered(name)
+		}
 	}
 }
 
@@ -321,4 +335,11 @@ func (e *Engine) hookBreaker(c BreakerChange) {
 	if f := e.cfg.Hooks.OnBreaker; f != nil {
 		f(c)
 	}
+}
+
+// mayProbe reports whether this engine may send the probe of the
+// endpoint's half-open breaker at now, as far as the stores it shares the
+// endpoint with go (see Shared.mayProbe).
+func (e *Engine) mayProbe(endpoint string, now time.Time) bool {
+	return e.cfg.Shared == nil || e.cfg.Shared.mayProbe(endpoint, e, now, false)
 }

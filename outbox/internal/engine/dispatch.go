@@ -240,7 +240,7 @@ func (sc *scan) pick(room int) ([]store.EndpointLimit, error) {
 func (sc *scan) want(endpoint string) int {
 	if ep, held := sc.holds[endpoint]; held {
 		halfOpen := !heldAt(ep, sc.now) && !ep.BreakerUntil.IsZero()
-		if halfOpen && sc.queued[endpoint] == 0 {
+		if halfOpen && sc.queued[endpoint] == 0 && sc.e.mayProbe(endpoint, sc.now) {
 			return 1
 		}
 		return 0
@@ -471,6 +471,9 @@ func (e *Engine) release(batch []*job) {
 		}
 		if j.probe {
 			delete(e.probing, r.Endpoint)
+			if e.cfg.Shared != nil {
+				e.cfg.Shared.endProbe(r.Endpoint, e)
+			}
 		}
 	}
 	e.dispatchLocked()

@@ -40,6 +40,9 @@ type Config struct {
 	Breaker Breaker
 	// Adaptive configures the endpoints' adaptive in-flight limits.
 	Adaptive Adaptive
+	// Shared, when set, is the endpoint state this engine shares with the
+	// engines of other stores (see Shared); nil: its own.
+	Shared *Shared
 	// Limiter returns an endpoint's rate limiter, nil when it has none.
 	// Nil when no endpoint can ever be limited: then no pacer runs.
 	Limiter func(endpoint string) *rate.Limiter
@@ -260,6 +263,9 @@ func (e *Engine) Start() {
 	for range n {
 		go e.work()
 	}
+	if e.cfg.Shared != nil {
+		e.cfg.Shared.attach(e)
+	}
 	if e.cfg.Limiter != nil {
 		e.pacerPoke = make(chan struct{}, 1)
 		e.pacerStop = make(chan struct{})
@@ -279,6 +285,9 @@ func (e *Engine) Stop(ctx context.Context) error {
 		return nil
 	}
 	e.running = false
+	if e.cfg.Shared != nil {
+		defer e.cfg.Shared.detach(e)
+	}
 	for _, r := range e.ready {
 		e.forgetLocked(r)
 	}

@@ -20,9 +20,14 @@ import (
 // cache until the store has it: a commit of delivery outcomes, and
 // EnableEndpoint. So what the cache shows is never overwritten by an older
 // write. Readers do not take it: the cache is a map replaced whole.
+//
+// With a Shared, the disable, throttle and breaker of every endpoint are
+// the shared ones: each read overlays them on the cached state (see
+// Shared).
 type holds struct {
-	e  *Engine // for its log, hooks and live failure streaks
-	st *store.Store
+	e      *Engine // for its log, hooks and live failure streaks
+	st     *store.Store
+	shared *Shared // nil: the endpoints' states are this store's alone
 
 	mu    sync.Mutex
 	cache atomic.Pointer[map[string]store.EndpointState]
@@ -41,15 +46,30 @@ func newHolds(e *Engine) (*holds, error) {
 	for _, ep := range eps {
 		m[ep.Name] = ep
 	}
-	h := &holds{e: e, st: st}
+	h := &holds{e: e, st: st, shared: e.cfg.Shared}
 	h.cache.Store(&m)
+	if h.shared != nil {
+		h.shared.seed(eps)
+	}
 	return h, nil
 }
 
-// state returns the cached state of an endpoint.
+// state returns the cached state of an endpoint, overlaid with the shared
+// one; ok is false when neither knows the endpoint.
 func (h *holds) state(name string) (store.EndpointState, bool) {
 	ep, ok := (*h.cache.Load())[name]
-	return ep, ok
+	return h.overlay(ep, name, ok)
+}
+
+// overlay returns ep (of the endpoint name, known to the store's cache or
+// not) with the shared fields, and whether either knows it.
+func (h *holds) overlay(ep store.EndpointState, name string, known bool) (store.EndpointState, bool) {
+	if h.shared == nil {
+		return ep, known
+	}
+	ep.Name = name
+	ep, shared := h.shared.overlay(ep)
+	return ep, known || shared
 }
 
 // held reports whether the endpoint is disabled, throttled at now, or held
@@ -73,8 +93,16 @@ func heldAt(ep store.EndpointState, now time.Time) bool {
 func (h *holds) heldNow(now time.Time) map[string]store.EndpointState {
 	out := make(map[string]store.EndpointState)
 	for name, ep := range *h.cache.Load() {
+		ep, _ = h.overlay(ep, name, true)
 		if heldAt(ep, now) || !ep.BreakerUntil.IsZero() {
 			out[name] = ep
+		}
+	}
+	if h.shared != nil {
+		for _, ep := range h.shared.holds() {
+			if _, ok := out[ep.Name]; !ok && (heldAt(ep, now) || !ep.BreakerUntil.IsZero()) {
+				out[ep.Name] = ep
+			}
 		}
 	}
 	h.soon.Range(func(k, _ any) bool {
@@ -90,7 +118,8 @@ func (h *holds) heldNow(now time.Time) map[string]store.EndpointState {
 // count counts the endpoints throttled at now, the disabled ones, and
 // those whose breaker is not closed.
 func (h *holds) count(now time.Time) (throttled, disabled, broken int) {
-	for _, ep := range *h.cache.Load() {
+	for name, ep := range *h.cache.Load() {
+		ep, _ = h.overlay(ep, name, true)
 		switch {
 		case ep.Disabled:
 			disabled++
@@ -137,7 +166,15 @@ func (h *holds) statesLocked(names []string) []store.EndpointState {
 func (h *holds) list() ([]store.EndpointState, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.st.Endpoints()
+	return h.overlaid(h.st.Endpoints())
+}
+
+// overlaid overlays the shared fields on stored states.
+func (h *holds) overlaid(eps []store.EndpointState, err error) ([]store.EndpointState, error) {
+	for i := range eps {
+		eps[i], _ = h.overlay(eps[i], eps[i].Name, true)
+	}
+	return eps, err
 }
 
 // listAfter returns up to limit stored states of the endpoints whose
@@ -145,16 +182,17 @@ func (h *holds) list() ([]store.EndpointState, error) {
 func (h *holds) listAfter(after string, limit int) ([]store.EndpointState, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.st.EndpointsAfter(after, limit)
+	return h.overlaid(h.st.EndpointsAfter(after, limit))
 }
 
 // enable clears the endpoint's disable, throttle and streak in the store
 // and the cache, then runs after (bringing its events forward) under the
-// same lock. store.ErrNotFound when the endpoint has no state.
+// same lock. store.ErrNotFound when the endpoint has no state (here nor in
+// the shared state).
 func (h *holds) enable(ctx context.Context, name string, now time.Time, after func() error) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	ep, ok, err := h.st.Endpoint(name)
+	ep, ok, err := h.stored(name)
 	if err != nil {
 		return err
 	}
@@ -164,7 +202,7 @@ func (h *holds) enable(ctx context.Context, name string, now time.Time, after fu
 	ep.Disabled = false
 	ep.DisabledReason = ""
 	ep.DisabledAt = time.Time{}
-	if err := h.liftLocked(ctx, ep, now); err != nil {
+	if err := h.liftLocked(ctx, ep, now, TransitionEnabled); err != nil {
 		return err
 	}
 	return after()
@@ -177,7 +215,7 @@ func (h *holds) enable(ctx context.Context, name string, now time.Time, after fu
 func (h *holds) retry(ctx context.Context, name string, now time.Time, listed bool, after func() error) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	ep, ok, err := h.st.Endpoint(name)
+	ep, ok, err := h.stored(name)
 	if err != nil {
 		return err
 	}
@@ -188,17 +226,29 @@ func (h *holds) retry(ctx context.Context, name string, now time.Time, listed bo
 		return &DisabledError{Since: ep.DisabledAt, Reason: ep.DisabledReason}
 	}
 	if ok && (!ep.BreakerUntil.IsZero() || !ep.NotBefore.IsZero() || ep.FailureStreak != 0) {
-		if err := h.liftLocked(ctx, ep, now); err != nil {
+		if err := h.liftLocked(ctx, ep, now, TransitionRetried); err != nil {
 			return err
 		}
 	}
 	return after()
 }
 
+// stored returns the stored state of an endpoint overlaid with the shared
+// one, and whether either knows it.
+func (h *holds) stored(name string) (store.EndpointState, bool, error) {
+	ep, ok, err := h.st.Endpoint(name)
+	if err != nil {
+		return ep, false, err
+	}
+	ep, ok = h.overlay(ep, name, ok)
+	return ep, ok, nil
+}
+
 // liftLocked lifts ep's throttle, clears its failure streak and closes its
 // breaker, and writes it to the store and the cache: an operator's call
-// (EnableEndpoint, RetryEndpoint). h.mu must be held.
-func (h *holds) liftLocked(ctx context.Context, ep store.EndpointState, now time.Time) error {
+// (EnableEndpoint, RetryEndpoint: kind is TransitionEnabled or
+// TransitionRetried), which lifts the shared state too. h.mu must be held.
+func (h *holds) liftLocked(ctx context.Context, ep store.EndpointState, now time.Time, kind string) error {
 	wasOpen := !ep.BreakerUntil.IsZero()
 	ep.NotBefore = time.Time{}
 	ep.Throttles, ep.ThrottledAt = 0, time.Time{}
@@ -207,6 +257,9 @@ func (h *holds) liftLocked(ctx context.Context, ep store.EndpointState, now time
 	ep.UpdatedAt = now
 	if err := h.st.PutEndpoint(ctx, ep); err != nil {
 		return err
+	}
+	if h.shared != nil {
+		h.shared.lift(ep.Name, kind, now, h.e)
 	}
 	h.setLocked(map[string]store.EndpointState{ep.Name: ep}, nil)
 	h.e.resetStreak(ep.Name)

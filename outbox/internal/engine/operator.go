@@ -31,6 +31,16 @@ func (e *Engine) EndpointsAfter(after string, limit int) ([]store.EndpointState,
 	return e.holds.listAfter(after, limit)
 }
 
+// SharedState returns the state of an endpoint that the engine shares
+// with other stores (see Shared); ok is false without a Shared or when it
+// does not know the endpoint.
+func (e *Engine) SharedState(name string) (store.EndpointState, bool) {
+	if e.cfg.Shared == nil {
+		return store.EndpointState{}, false
+	}
+	return e.cfg.Shared.overlay(store.EndpointState{Name: name})
+}
+
 // HoldCounts counts the endpoints throttled at now, the disabled ones, and
 // those whose breaker is not closed.
 func (e *Engine) HoldCounts(now time.Time) (throttled, disabled, broken int) {

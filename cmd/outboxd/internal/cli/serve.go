@@ -68,6 +68,9 @@ type server struct {
 	eps      *managed.Registry    // the named endpoints, for the API
 	table    *kafka.Table         // group mode: the endpoints topic eps reads
 	tracer   trace.TracerProvider // nil: the global one (a no-op)
+	// group is the running group in group mode, once started: the probe
+	// decider of the shared endpoint state reads it.
+	group    atomic.Pointer[kafka.Group]
 	stopping atomic.Bool
 	// lastPunct is when the local store's punctuation last ran (Unix ns).
 	lastPunct atomic.Int64
@@ -229,6 +232,9 @@ func (s *server) openOutbox(context.Context) error {
 		return failed(exitUsage, "%v", err)
 	}
 	ocfg.TracerProvider = s.tracer
+	if s.cfg.Kafka.Topic != "" {
+		ocfg.SharedEndpoints = s.sharedEndpoints()
+	}
 	s.ocfg = ocfg
 	db := s.cfg.DB
 	o, err := outbox.Open(db, ocfg)
@@ -242,6 +248,20 @@ func (s *server) openOutbox(context.Context) error {
 	}
 	s.o = o
 	return nil
+}
+
+// sharedEndpoints is the endpoint state that the local store and every
+// partition store share in group mode: one breaker, throttle and disable
+// per endpoint for the instance. The owner of the partition an endpoint's
+// name hashes to sends its probes.
+func (s *server) sharedEndpoints() *outbox.SharedEndpoints {
+	return outbox.NewSharedEndpoints(outbox.SharedEndpointsConfig{
+		Probes: func(endpoint string) bool {
+			g := s.group.Load()
+			return g != nil && g.OwnsKey(endpoint)
+		},
+		Logger: s.log.With("component", "outbox"),
+	})
 }
 
 // stopOutbox finishes or cancels the deliveries in flight, commits their
@@ -321,9 +341,9 @@ func (s *server) startDelivery(context.Context) error {
 
 // startKafka starts the Kafka integration: group mode or changelog
 // shipping. In group mode every partition store counts into the same
-// collector as the local store, and shares its rate limits; the instance
-// announces its static endpoints' hashes, and /readyz reports those the
-// members define differently.
+// collector as the local store, and shares its rate limits and endpoint
+// state; the instance announces its static endpoints' hashes, and /readyz
+// reports those the members define differently.
 func (s *server) startKafka(ctx context.Context) error {
 	var err error
 	if s.kcfg, err = s.kafkaSettings(s.ln); err != nil {
@@ -346,6 +366,7 @@ func (s *server) startKafka(ctx context.Context) error {
 	}
 	s.kafka = r
 	if g, ok := r.(*kafka.Group); ok {
+		s.group.Store(g)
 		// The outbox_* gauges sum the local and the partition stores.
 		s.collector.AttachSource(union.New(s.o, g.Stores))
 		s.static = watchStatic(g, s.log)
