@@ -38,13 +38,22 @@ func ownedStore(g *Group, p int) *outbox.Outbox {
 // allEvents lists every pending event and dead letter of o, in ID order.
 func allEvents(t *testing.T, o *outbox.Outbox) []outbox.Event {
 	t.Helper()
+	out, err := storeEvents(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// storeEvents returns every pending and dead event of o.
+func storeEvents(o *outbox.Outbox) ([]outbox.Event, error) {
 	var out []outbox.Event
 	for _, st := range []outbox.State{outbox.StatePending, outbox.StateDead} {
 		after := ""
 		for {
 			evs, next, err := o.List(context.Background(), outbox.ListOptions{State: st, After: after, Limit: 1000})
 			if err != nil {
-				t.Fatal(err)
+				return nil, err
 			}
 			out = append(out, evs...)
 			if next == "" {
@@ -53,7 +62,7 @@ func allEvents(t *testing.T, o *outbox.Outbox) []outbox.Event {
 			after = next
 		}
 	}
-	return out
+	return out, nil
 }
 
 // byKeyOutcome answers by the record's key: keys ending in 0-3 are
@@ -152,7 +161,11 @@ func TestStandbyKeepsTheOwnersStoreAndTakesOverWithoutRebuild(t *testing.T) {
 				dead += ps.Dead
 			}
 			for _, o := range g.Stores() {
-				for _, ev := range allEvents(t, o) {
+				evs, err := storeEvents(o)
+				if err != nil {
+					return false // handed over meanwhile: the group is still settling
+				}
+				for _, ev := range evs {
 					if ev.Attempts == 0 {
 						return false
 					}
