@@ -24,6 +24,7 @@ type Standby struct {
 	mu       sync.Mutex
 	st       StandbyStatus
 	store    *outbox.Outbox // while tailing
+	copy     readable       // the store while tailing, for reads
 	caughtUp bool           // logged the first catch-up of this generation
 	begun    time.Time
 }
@@ -41,6 +42,10 @@ func (s *Standby) Store() *outbox.Outbox {
 	defer s.mu.Unlock()
 	return s.store
 }
+
+// Read calls fn with the standby's store while it tails the changelog, at
+// the offset it has applied, and reports whether it did.
+func (s *Standby) Read(fn ReadFunc) bool { return s.copy.read(fn) }
 
 // Status returns the standby's status now.
 func (s *Standby) Status() StandbyStatus {
@@ -98,10 +103,12 @@ func (s *Standby) tail(gctx context.Context) error {
 	s.st.State, s.st.Error, s.st.Mode = StandbyTailing, "", mode
 	s.st.Applied, s.st.End = from, max(pr.Last, from)
 	s.mu.Unlock()
+	s.copy.publish(o, func() int64 { return s.Status().Applied })
 	s.log.Info("kafka: standby started", "mode", mode, "from", from, "to", pr.Last)
 
 	applied, epoch, applyErr, readErr := s.follow(gctx, o, from, epoch)
 
+	s.copy.retire()
 	s.mu.Lock()
 	s.store = nil
 	s.mu.Unlock()

@@ -40,6 +40,7 @@ type Task struct {
 	st     Status
 	store  *outbox.Outbox // while active
 	ship   *ship.Shipper  // while active
+	copy   readable       // the store while restored or handed over, not served
 	begun  time.Time      // restore start
 	epochs int64          // highest epoch applied or written
 }
@@ -105,6 +106,13 @@ func (t *Task) ActiveStore() *outbox.Outbox {
 	return t.store
 }
 
+// Read calls fn with the partition's store while it is not served but
+// holds what its changelog partition held up to an offset: from the
+// checkpoint's offset while it is caught up from there, at the end of the
+// changelog once restored until it serves, and while it is handed over.
+// It reports whether it did.
+func (t *Task) Read(fn ReadFunc) bool { return t.copy.read(fn) }
+
 // Lag is the shipping lag of the active store.
 func (t *Task) Lag() (uint64, time.Duration) {
 	t.mu.Lock()
@@ -136,6 +144,7 @@ func (t *Task) Run(gctx context.Context, hand *Handover) {
 		// Restored but never started: the store is the changelog up to end.
 		hand.shipped.Done()
 		<-hand.final
+		t.copy.retire()
 		t.closeWithCheckpoint(o, end, true)
 		return
 	}
@@ -143,6 +152,7 @@ func (t *Task) Run(gctx context.Context, hand *Handover) {
 		t.log.Error("kafka: starting the partition store", "err", err)
 		hand.shipped.Done()
 		<-hand.final
+		t.copy.retire()
 		_ = o.Stop(context.Background())
 		return
 	}
@@ -151,6 +161,7 @@ func (t *Task) Run(gctx context.Context, hand *Handover) {
 	t.store, t.ship = o, sh
 	t.st.State = Active
 	t.mu.Unlock()
+	t.copy.retire() // served now
 
 	shipCtx, stopShip := context.WithCancel(context.Background())
 	var shipping sync.WaitGroup
@@ -200,6 +211,8 @@ func (t *Task) handOver(o *outbox.Outbox, hand *Handover) {
 		<-hand.final
 		return
 	}
+	// It holds every record this ownership restored or wrote.
+	t.copy.publish(o2, func() int64 { return t.restoredTo + t.written.Load() })
 	shipCtx, cancelShip := context.WithDeadline(t.g.Work, begin.Add(budget))
 	defer cancelShip()
 	sh := t.shipper(o2)
@@ -223,6 +236,7 @@ func (t *Task) handOver(o *outbox.Outbox, hand *Handover) {
 		t.log.Warn("kafka: partition handed over without shipping all of its changelog; the next owner rebuilds it from what was shipped and reads the uncommitted records again",
 			"err", shipErr)
 	}
+	t.copy.retire()
 	kept := t.closeWithCheckpoint(o2, -1, shipErr == nil && hand.committedOK)
 	t.log.Info("kafka: partition handed over", "shipped", shipped, "took", time.Since(begin).Round(time.Millisecond),
 		"checkpoint", kept)
