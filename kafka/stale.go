@@ -68,7 +68,8 @@ func (g *Group) StaleCopies() iter.Seq2[StaleCopy, *outbox.Outbox] {
 
 // readStale yields partition p's copy, if there is one: t's store when p
 // is owned (none while t serves: its answers are fresh), else s's, else
-// the checkpointed file. It returns false when yield did.
+// the checkpointed file, else t's or s's if published meanwhile. It
+// returns false when yield did.
 func (g *Group) readStale(p int, t *partition.Task, s *partition.Standby, yield func(StaleCopy, *outbox.Outbox) bool) bool {
 	more := true
 	read := func(source string) partition.ReadFunc {
@@ -76,13 +77,13 @@ func (g *Group) readStale(p int, t *partition.Task, s *partition.Standby, yield 
 			more = yield(StaleCopy{Partition: p, Offset: offset, Source: source}, o)
 		}
 	}
-	switch {
-	case t != nil && t.ActiveStore() != nil:
-	case t != nil && t.Read(read(StaleOwned)):
-	case s != nil && s.Read(read(StaleStandby)):
-	default:
-		g.env.ReadCheckpointed(p, read(StaleCheckpoint))
+	if t != nil && t.ActiveStore() != nil {
+		return true
 	}
+	held := func() bool { return t != nil && t.Read(read(StaleOwned)) || s != nil && s.Read(read(StaleStandby)) }
+	// A holder that opens the file publishes its store once it has it: it
+	// is asked again when the file could not be read.
+	_ = held() || g.env.ReadCheckpointed(p, read(StaleCheckpoint)) || held()
 	return more
 }
 

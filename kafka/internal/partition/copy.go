@@ -2,6 +2,7 @@ package partition
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -53,33 +54,56 @@ func (r *readable) read(fn ReadFunc) bool {
 }
 
 // ReadCheckpointed calls fn with partition p's store as its checkpoint
-// left it, when the store is closed here and its checkpoint is usable, and
+// left it, when its checkpoint is usable and the store is closed here, and
 // reports whether it did. The store is opened read-only, under the file's
-// shared lock, for the call only; when a task or standby of this instance
-// holds the file, the lock is not waited for and nothing is read. A task
-// or standby that opens the file meanwhile waits for the read (its
-// LockTimeout). The checkpoint is read again once the file is locked, and
-// must still vouch for the store: its last LSN is the store's.
+// shared lock, for the call only. A checkpoint is written just before its
+// store is closed, so while the file is still held the open is tried again
+// for up to lockWait, as long as the checkpoint stays; a holder that opens
+// the file meanwhile waits for the read (its LockTimeout). The checkpoint
+// is read again once the file is locked, and must still vouch for the
+// store: its last LSN is the store's.
 func (g *Env) ReadCheckpointed(p int, fn ReadFunc) bool {
-	f := g.Files
-	cp, err := readCheckpoint(f.Checkpoint(p))
-	if err != nil || !f.matches(cp, p) {
-		return false
-	}
-	cfg := g.StoreConfig(p)
-	cfg.ReadOnly, cfg.Sink, cfg.Hooks = true, nil, outbox.Hooks{}
-	cfg.LockTimeout = time.Nanosecond // one try: a held lock means the store is in use
-	o, err := outbox.Open(f.Store(p), cfg)
-	if err != nil {
+	o := g.openCheckpointed(p)
+	if o == nil {
 		return false
 	}
 	defer o.Stop(context.Background())
-	cp, err = readCheckpoint(f.Checkpoint(p))
-	if err != nil || !f.matches(cp, p) || cp.LastLSN != o.Changelog().LastLSN() {
+	cp, err := readCheckpoint(g.Files.Checkpoint(p))
+	if err != nil || !g.Files.matches(cp, p) || cp.LastLSN != o.Changelog().LastLSN() {
 		return false
 	}
 	fn(o, cp.Offset)
 	return true
+}
+
+// lockWait bounds how long ReadCheckpointed waits for the holder of a
+// checkpointed store's file to close it, in tries lockTry apart.
+const (
+	lockWait = 100 * time.Millisecond
+	lockTry  = 5 * time.Millisecond
+)
+
+// openCheckpointed opens partition p's store read-only while it has a
+// checkpoint, trying again while another holds the file; nil when it
+// cannot.
+func (g *Env) openCheckpointed(p int) *outbox.Outbox {
+	cfg := g.StoreConfig(p)
+	cfg.ReadOnly, cfg.Sink, cfg.Hooks = true, nil, outbox.Hooks{}
+	cfg.LockTimeout = time.Nanosecond // one try each time
+	for deadline := time.Now().Add(lockWait); ; {
+		cp, err := readCheckpoint(g.Files.Checkpoint(p))
+		if err != nil || !g.Files.matches(cp, p) {
+			return nil
+		}
+		o, err := outbox.Open(g.Files.Store(p), cfg)
+		switch {
+		case err == nil:
+			return o
+		case !errors.Is(err, outbox.ErrLocked) || time.Now().After(deadline):
+			return nil
+		}
+		time.Sleep(lockTry)
+	}
 }
 
 // matches reports whether cp is a checkpoint of partition p of these

@@ -86,9 +86,9 @@ func TestReadCheckpointedReadsOnlyAStoreItsCheckpointVouchesFor(t *testing.T) {
 	}
 }
 
-// While a task or standby has the store open, a read of its file does not
-// wait for it and reads nothing; while a read holds the file, an owner
-// opening it waits for the read and then opens it.
+// While a task or standby has the store open, a read of its file reads
+// nothing (it waits a moment only, for a holder closing it); while a read
+// holds the file, an owner opening it waits for the read and then opens it.
 func TestReadCheckpointedNeverReadsAStoreInUse(t *testing.T) {
 	g, _ := checkpointEnv(t)
 	o, err := outbox.Open(g.Files.Store(2), g.StoreConfig(2))

@@ -144,7 +144,6 @@ func (t *Task) Run(gctx context.Context, hand *Handover) {
 		// Restored but never started: the store is the changelog up to end.
 		hand.shipped.Done()
 		<-hand.final
-		t.copy.retire()
 		t.closeWithCheckpoint(o, end, true)
 		return
 	}
@@ -236,25 +235,34 @@ func (t *Task) handOver(o *outbox.Outbox, hand *Handover) {
 		t.log.Warn("kafka: partition handed over without shipping all of its changelog; the next owner rebuilds it from what was shipped and reads the uncommitted records again",
 			"err", shipErr)
 	}
-	t.copy.retire()
 	kept := t.closeWithCheckpoint(o2, -1, shipErr == nil && hand.committedOK)
 	t.log.Info("kafka: partition handed over", "shipped", shipped, "took", time.Since(begin).Round(time.Millisecond),
 		"checkpoint", kept)
 }
 
-// closeWithCheckpoint closes the store and, when keep is true, writes its
-// checkpoint at the changelog partition's end offset (end, or read now when
-// end is negative), so that the next ownership catches up from there. It
-// reports whether it wrote the checkpoint.
+// closeWithCheckpoint closes the store, which nothing writes to any more,
+// and, when keep is true, writes its checkpoint at the changelog
+// partition's end offset (end, or read now when end is negative), so that
+// the next ownership catches up from there. It reports whether it wrote the
+// checkpoint. The checkpoint is written first, so that the store can be
+// read (as a copy) until it is closed and from its file after; it is
+// removed again when the close fails.
 func (t *Task) closeWithCheckpoint(o *outbox.Outbox, end int64, keep bool) bool {
-	last := o.Changelog().LastLSN()
+	kept := keep && t.keepCheckpoint(o.Changelog().LastLSN(), end)
+	t.copy.retire()
 	if err := o.Stop(context.Background()); err != nil {
 		t.log.Warn("kafka: closing the partition store", "err", err)
+		if kept {
+			_ = removeDurably(t.g.Files.Checkpoint(t.p))
+		}
 		return false
 	}
-	if !keep {
-		return false
-	}
+	return kept
+}
+
+// keepCheckpoint writes the checkpoint of the store, whose last LSN is
+// last, at end (read now when negative), and reports whether it did.
+func (t *Task) keepCheckpoint(last uint64, end int64) bool {
 	if end < 0 {
 		ctx, cancel := context.WithTimeout(t.g.Work, t.g.Config.DialTimeout)
 		pr, err := t.g.changelogRange(ctx, t.p)
