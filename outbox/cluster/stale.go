@@ -41,44 +41,49 @@ func (h *Handler) serveForwarded(w http.ResponseWriter, r *http.Request) {
 	h.local.ServeHTTP(w, r)
 }
 
-// forwardedRead answers a forwarded read: the local API's answer, unless
-// it is a 404 and a stale copy here holds the event.
+// forwardedRead answers a forwarded read as readNow does.
 func (h *Handler) forwardedRead(w http.ResponseWriter, r *http.Request) {
-	a := h.serveLocal(r)
-	if a.status == http.StatusNotFound {
-		if s := h.staleLocal(r); s != nil {
-			a = s
-		}
-	}
-	write(w, a, "")
+	write(w, h.readNow(r), "")
 }
 
-// staleLocal returns this member's stale answer to r, or nil.
-func (h *Handler) staleLocal(r *http.Request) *answer {
-	if h.cfg.Stale == nil {
-		return nil
+// readNow answers a read of an event from this member: the local API's
+// answer, unless it is a 404 and a stale copy here holds the event. A
+// partition may start serving between the two, and its copy is then no
+// longer read: the local API is asked again when no copy answered.
+func (h *Handler) readNow(r *http.Request) *answer {
+	a := h.serveLocal(r)
+	if a.status != http.StatusNotFound || h.cfg.Stale == nil {
+		return a
 	}
 	rc := newRecorder()
 	h.cfg.Stale.ServeHTTP(rc, r)
-	a := &answer{peer: Peer{URL: h.cfg.Self, Self: true}, status: rc.status, header: rc.header, body: rc.body.Bytes()}
-	if !isStale(a) {
-		return nil
+	if s := (&answer{peer: a.peer, status: rc.status, header: rc.header, body: rc.body.Bytes()}); isStale(s) {
+		return s
 	}
-	return a
+	return h.serveLocal(r)
 }
 
-// serveStale answers a read of an event that no member serves while
-// partitions move, from the freshest stale copy (the highest offset) of
-// this member or of peers, and reports whether it did. Writes are never
-// answered from a copy: they wait for the owner.
+// serveStale answers a read of an event that no member served while
+// partitions move, and reports whether it did. Each member, this one
+// included, is asked again with AcceptStaleHeader: a member whose
+// partition started serving meanwhile answers fresh, and that answer
+// wins; otherwise the stale copy with the highest offset answers (this
+// member's on a tie). Writes are never answered from a copy: they wait for
+// the owner.
 func (h *Handler) serveStale(w http.ResponseWriter, r *http.Request, peers []Peer) bool {
 	if r.Method != http.MethodGet || h.cfg.Stale == nil {
 		return false
 	}
-	best := h.staleLocal(r)
 	fr := r.Clone(r.Context())
 	fr.Header.Set(AcceptStaleHeader, "true")
-	for _, a := range h.forward(fr, peers, r.URL.EscapedPath(), r.URL.RawQuery, nil) {
+	answers := append([]*answer{h.readNow(r)}, h.forward(fr, peers, r.URL.EscapedPath(), r.URL.RawQuery, holds)...)
+	if a := pick(answers); a != nil {
+		h.counts.answered.Add(1)
+		write(w, a, servedBy(a))
+		return true
+	}
+	var best *answer
+	for _, a := range answers {
 		if isStale(a) && (best == nil || staleOffset(a) > staleOffset(best)) {
 			best = a
 		}
@@ -87,12 +92,17 @@ func (h *Handler) serveStale(w http.ResponseWriter, r *http.Request, peers []Pee
 		return false
 	}
 	h.counts.stale.Add(1)
-	servedBy := ""
-	if !best.peer.Self {
-		servedBy = best.peer.URL
-	}
-	write(w, best, servedBy)
+	write(w, best, servedBy(best))
 	return true
+}
+
+// servedBy is the ServedByHeader of a member's answer: its URL, or none
+// for this member's.
+func servedBy(a *answer) string {
+	if a.peer.Self {
+		return ""
+	}
+	return a.peer.URL
 }
 
 // isStale reports whether a is a stale copy's answer holding the event.
