@@ -19,7 +19,7 @@ func (nopSink) Deliver(context.Context, *outbox.Delivery) outbox.Result {
 // checkpointEnv returns an Env over a new directory, and writes partition
 // 2's store there with one pending event, closed with a checkpoint at
 // offset 40.
-func checkpointEnv(t *testing.T) (*Env, checkpoint) {
+func checkpointEnv(t testing.TB) (*Env, checkpoint) {
 	t.Helper()
 	g := &Env{
 		Files:       Files{Dir: t.TempDir(), Topic: "in", ChangelogTopic: "in-changelog"},
@@ -160,5 +160,37 @@ func TestReadableRetireWaitsForReads(t *testing.T) {
 	}
 	if _, err := o.Get(context.Background(), "e1"); !errors.Is(err, outbox.ErrClosed) {
 		t.Errorf("the holder's store after retire and stop: %v, want ErrClosed", err)
+	}
+}
+
+// BenchmarkCopyRead measures one read of an event from a copy: from a
+// store its holder published, and from a store closed with its checkpoint
+// (opened read-only for the read). Compare the two in the same run.
+func BenchmarkCopyRead(b *testing.B) {
+	for _, how := range []string{"published", "checkpointed"} {
+		b.Run(how, func(b *testing.B) {
+			g, _ := checkpointEnv(b)
+			var r readable
+			if how == "published" {
+				o, err := outbox.Open(g.Files.Store(2), g.StoreConfig(2))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer o.Stop(context.Background())
+				r.publish(o, func() int64 { return 40 })
+			}
+			read := func(fn ReadFunc) bool {
+				if how == "published" {
+					return r.read(fn)
+				}
+				return g.ReadCheckpointed(2, fn)
+			}
+			for b.Loop() {
+				var err error
+				if !read(func(o *outbox.Outbox, _ int64) { _, err = o.Get(context.Background(), "e1") }) || err != nil {
+					b.Fatalf("no read: %v", err)
+				}
+			}
+		})
 	}
 }
