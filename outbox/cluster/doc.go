@@ -56,8 +56,9 @@
 // changelog offset the copy holds every record below>"), and
 // ServedByHeader when another member's copy answered. Only when no copy
 // holds the event is the answer 503. A fresh answer always wins: a member
-// that serves the event answers as before, and copies are not asked; while
-// nothing moves they are never asked. A stale answer is the event as the
+// that serves the event answers as before, and copies are not asked; one
+// whose partition starts serving while copies are asked answers fresh; and
+// while nothing moves copies are never asked. A stale answer is the event as the
 // copy holds it: it may miss a delivery, an attempt or a replay its owner
 // made after the offset, and a copy lagging behind the owner may still
 // hold an event the owner has delivered. Writes (POST
