@@ -67,6 +67,7 @@ type fleet struct {
 	tuning  string
 	rc      receiver
 	view    *changelogView
+	extra   []string // more arguments of the instances started from now on
 
 	mu        sync.Mutex
 	instances []*instance
@@ -155,12 +156,12 @@ func (f *fleet) add(name string) *instance {
 
 func (in *instance) args() []string {
 	f := in.f
-	return []string{"--db", in.db, "--config", f.tuning, "--endpoint", f.rc.endpoint("orders"),
+	return append([]string{"--db", in.db, "--config", f.tuning, "--endpoint", f.rc.endpoint("orders"),
 		"--kafka-brokers", f.brokers, "--kafka-topic", fleetTopic, "--kafka-group", f.group,
 		"--kafka-destination", "orders", "--changelog-topic", fleetChangelog,
 		"--concurrency", strconv.Itoa(fleetConcurrency), "--max-uncommitted", strconv.Itoa(fleetMaxUncommitted),
 		"--interval", "50ms", "--backoff-initial", "100ms", "--backoff-max", "500ms",
-		"--shutdown-grace", "20s"}
+		"--shutdown-grace", "20s"}, f.extra...)
 }
 
 func (in *instance) start() {
