@@ -155,6 +155,22 @@
 // MaintenanceInterval of its store's configuration, whether records arrive
 // or not, as a started store does.
 //
+// # Reading copies while partitions move
+//
+// While a partition moves, no member serves its store, yet copies of it
+// exist: the new owner's store being caught up from its checkpoint (or
+// restored and not started yet), the old owner's store being handed over
+// or closed with its checkpoint, and standby stores. Group.StaleCopies
+// yields, for each partition this instance holds such a copy of but does
+// not serve, the copy's store for reading and the changelog offset it
+// reflects (StaleCopy), so that reads of the partition's events can be
+// answered, marked stale, rather than refused. A copy's holder retires it
+// before closing its store and waits for the reads under way (each is
+// short), so a read never sees a closed store; a store closed with its
+// checkpoint is opened read-only for one read under the file's shared
+// lock, only when no task or standby of this instance holds it, and only
+// when the checkpoint still vouches for it. A copy is never written to.
+//
 // # Members and their API addresses
 //
 // A member announces, with the partitions it holds warm, the base URL of

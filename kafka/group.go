@@ -80,6 +80,7 @@ type Group struct {
 	mu           sync.Mutex
 	tasks        map[int]*partition.Task // the current generation's partitions
 	standbys     map[int]*partition.Standby
+	lastHeld     []int // the partitions of the tasks and standbys of the generation before
 	generation   int32
 	memberID     string // this instance's member ID in generation
 	preflightErr error
@@ -250,6 +251,7 @@ func (g *Group) runGeneration(gen *kafkago.Generation) {
 	g.in.current = ids
 	g.in.mu.Unlock()
 	g.mu.Lock()
+	g.lastHeld = heldPartitions(g.tasks, g.standbys)
 	g.tasks = tasks
 	g.generation = gen.ID
 	g.memberID = gen.MemberID

@@ -76,6 +76,14 @@ type Config struct {
 	// generations of the group: an event it does not find may be in one
 	// of them. Default: never.
 	Moving func() bool
+	// Stale answers GET /v1/events/{id} and GET /v1/events/{id}/attempts
+	// from this member's copies of partitions it does not serve (a
+	// *kafka.Group's StaleCopies), with StaleHeader and StaleOffsetHeader
+	// set on a 200, and 404 when no copy holds the event. It is asked only
+	// after the local API answered 404, and its answer is used only when no
+	// member serves the event while partitions move. Default: none, such
+	// reads are answered 503 then.
+	Stale http.Handler
 	// Timeout bounds one forwarded request. Default DefaultTimeout (5s).
 	Timeout time.Duration
 	// Transport carries the forwarded requests. Default: a transport of
@@ -101,6 +109,8 @@ type Handler struct {
 	client *http.Client
 	own    *http.Transport // nil when cfg.Transport was given
 	mux    *http.ServeMux
+	// staleReads serves forwarded requests that accept a stale answer.
+	staleReads *http.ServeMux
 }
 
 // New returns the Handler of a member whose own API (over its local
@@ -152,6 +162,7 @@ func New(local http.Handler, cfg Config) *Handler {
 	h.mux.HandleFunc("GET /v1/endpoints", h.endpoints)
 	h.mux.HandleFunc("POST /v1/endpoints/{name}/enable", h.enable)
 	h.mux.Handle("/", local)
+	h.staleReads = h.staleMux()
 	return h
 }
 
@@ -162,8 +173,9 @@ type Counts struct {
 	// (Answered); none held it (NotFound, 404); none held it while
 	// partitions moved (Moving, 503); members that might hold it could
 	// not be asked (Unreachable, 502 or 504); the members could not be
-	// learned (NoMembers, 503).
-	Answered, NotFound, Moving, Unreachable, NoMembers uint64
+	// learned (NoMembers, 503); none held it while partitions moved, and
+	// a stale copy answered (Stale).
+	Answered, NotFound, Moving, Unreachable, NoMembers, Stale uint64
 	// ClusterViews counts the answers for the whole group (stats,
 	// endpoints, listings, dead replays, retries); Incomplete those in
 	// which some member did not answer.
@@ -174,14 +186,14 @@ type Counts struct {
 
 // counters are the atomic counts behind Counts.
 type counters struct {
-	answered, notFound, moving, unreachable, noMembers, views, incomplete, forwarded atomic.Uint64
+	answered, notFound, moving, unreachable, noMembers, stale, views, incomplete, forwarded atomic.Uint64
 }
 
 // Counts returns what the Handler did so far.
 func (h *Handler) Counts() Counts {
 	c := &h.counts
 	return Counts{Answered: c.answered.Load(), NotFound: c.notFound.Load(), Moving: c.moving.Load(),
-		Unreachable: c.unreachable.Load(), NoMembers: c.noMembers.Load(),
+		Unreachable: c.unreachable.Load(), NoMembers: c.noMembers.Load(), Stale: c.stale.Load(),
 		ClusterViews: c.views.Load(), Incomplete: c.incomplete.Load(), Forwarded: c.forwarded.Load()}
 }
 
@@ -201,7 +213,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if h.cfg.Moving() {
 			w.Header().Set(MovingHeader, "true")
 		}
-		h.local.ServeHTTP(w, withoutParams(r, "scope"))
+		h.serveForwarded(w, withoutParams(r, "scope"))
 		return
 	}
 	h.mux.ServeHTTP(w, r)
@@ -372,7 +384,7 @@ func (h *Handler) send(ctx context.Context, r *http.Request, a *answer, path, qu
 		a.err = errors.New("the member announces an API address that is not an http:// or https:// URL")
 		return
 	}
-	for _, k := range []string{"Authorization", "Accept", "Traceparent", "Tracestate"} {
+	for _, k := range []string{"Authorization", "Accept", "Traceparent", "Tracestate", AcceptStaleHeader} {
 		if v := r.Header.Values(k); len(v) > 0 {
 			req.Header[k] = slices.Clone(v)
 		}
@@ -457,6 +469,9 @@ func (h *Handler) event(w http.ResponseWriter, r *http.Request) {
 	down, timeouts := failures(answers, part, hasPart)
 	if len(down) == 0 {
 		if moving := h.cfg.Moving() || slices.ContainsFunc(answers, func(a *answer) bool { return a.header.Get(MovingHeader) != "" }); moving {
+			if h.serveStale(w, r, peers) {
+				return
+			}
 			h.counts.moving.Add(1)
 			w.Header().Set("Retry-After", "1")
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "event " + strconv.Quote(id) +
@@ -518,8 +533,11 @@ func names(down []unreachable) string {
 	return strings.Join(out, "; ")
 }
 
-// holds reports whether a is the answer of a member that holds the event.
-func holds(a *answer) bool { return !a.failed() && a.status != http.StatusNotFound }
+// holds reports whether a is the answer of a member that holds the event
+// (not a stale copy of it).
+func holds(a *answer) bool {
+	return !a.failed() && a.status != http.StatusNotFound && a.header.Get(StaleHeader) == ""
+}
 
 // pick returns the answer of the member that holds the event: a success
 // first, else another answer of the member's own (409: not dead), or nil.

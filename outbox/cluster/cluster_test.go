@@ -55,6 +55,7 @@ type member struct {
 	srv    *httptest.Server
 	seen   atomic.Int64 // requests that reached the member
 	moving atomic.Bool  // the member reports partitions on the move
+	copy   atomic.Pointer[staleCopy]
 	h      *cluster.Handler
 }
 
@@ -97,6 +98,7 @@ func newGroup(t testing.TB, n int, timeout time.Duration) *group {
 				return append(out, g.extra...), nil
 			},
 			Moving: m.moving.Load,
+			Stale:  staleHandler(m),
 			PartitionOf: func(id string) (int, bool) {
 				if rest, ok := strings.CutPrefix(id, "part7-"); ok && rest != "" {
 					return 7, true

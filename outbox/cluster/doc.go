@@ -49,6 +49,30 @@
 // the event and one of them (or this one) has partitions on the move, the
 // answer is 503 with Retry-After: 1 rather than a 404 that may be false.
 //
+// # Stale reads while partitions move
+//
+// A moving partition has copies, though nobody serves it: the new owner's
+// store caught up from its checkpoint, the old owner's store handed over or
+// closed with its checkpoint, standby stores. A member answers from its
+// copies (Config.Stale) the reads GET /v1/events/{id} and GET
+// /v1/events/{id}/attempts in the one case that would otherwise be the
+// 503 above: no member serves the event and partitions are moving. The
+// member asked then asks its own copies and, with AcceptStaleHeader, the
+// other members for theirs, and answers with the copy that reflects the
+// highest changelog offset (its own on a tie): 200 with StaleHeader
+// ("Outbox-Stale: true"), StaleOffsetHeader ("Outbox-Stale-Offset: <the
+// changelog offset the copy holds every record below>"), and
+// ServedByHeader when another member's copy answered. Only when no copy
+// holds the event is the answer 503. A fresh answer always wins: a member
+// that serves the event answers as before, and copies are not asked; one
+// whose partition starts serving while copies are asked answers fresh; and
+// while nothing moves copies are never asked. A stale answer is the event as the
+// copy holds it: it may miss a delivery, an attempt or a replay its owner
+// made after the offset, and a copy lagging behind the owner may still
+// hold an event the owner has delivered. Writes (POST
+// /v1/events/{id}/replay, DELETE /v1/events/{id}) are never answered from
+// a copy: they are answered 503 until the owner serves the partition.
+//
 // The token goes to the addresses the members announce, and only to http
 // and https URLs without credentials. Whoever can join the consumer group
 // can announce an address: the group's members are trusted as much as the

@@ -25,4 +25,17 @@
 //
 // A checkpoint is removed durably before the store it vouches for
 // changes, so a crash never leaves one that vouches for a changed store.
+// It is written once nothing writes to the store any more, just before the
+// store is closed.
+//
+// While a partition moves, the stores of tasks that do not serve (caught
+// up from a checkpoint, restored and not started, handed over) and of
+// standbys can be read as copies (Task.Read, Standby.Read), and a store
+// closed with its checkpoint from its file (Env.ReadCheckpointed). A
+// holder publishes its store for reading and retires it just before
+// closing it, waiting for the reads under way. A standby's store is so
+// readable from the moment it is opened until it is closed, a task's until
+// it serves and again once its hand-over reopened it (not while its
+// started store stops), and the file from the close until the next holder
+// opens it.
 package partition

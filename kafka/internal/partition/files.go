@@ -41,7 +41,7 @@ func (f Files) Warm() map[int]int64 {
 			continue
 		}
 		cp, err := readCheckpoint(path)
-		if err != nil || cp == nil || cp.Topic != f.Topic || cp.ChangelogTopic != f.ChangelogTopic || cp.Partition != p {
+		if err != nil || !f.matches(cp, p) {
 			continue
 		}
 		if _, err := os.Stat(f.Store(p)); err != nil {

@@ -52,6 +52,9 @@ func (t *Task) restore(gctx context.Context) (*outbox.Outbox, int64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
+	if mode == ModeCheckpoint {
+		t.copy.publish(o, func() int64 { return from })
+	}
 
 	begin := time.Now()
 	t.mu.Lock()
@@ -69,6 +72,7 @@ func (t *Task) restore(gctx context.Context) (*outbox.Outbox, int64, error) {
 		err = o.Changelog().MarkShipped(gctx, o.Changelog().LastLSN())
 	}
 	if err != nil {
+		t.copy.retire()
 		if o != nil {
 			_ = o.Stop(context.Background())
 		}
@@ -77,6 +81,7 @@ func (t *Task) restore(gctx context.Context) (*outbox.Outbox, int64, error) {
 	}
 	t.shippedLSN.Store(o.Changelog().LastLSN())
 	t.restoredTo = pr.Last
+	t.copy.publish(o, func() int64 { return pr.Last })
 	epoch := max(int64(t.gen.ID), maxEpoch+1)
 	t.restored(mode, applied, fenced, from, pr.Last, epoch, begin)
 	return o, pr.Last, nil

@@ -2,7 +2,6 @@ package partition
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -24,6 +23,7 @@ type Standby struct {
 	mu       sync.Mutex
 	st       StandbyStatus
 	store    *outbox.Outbox // while tailing
+	copy     readable       // the store while tailing, for reads
 	caughtUp bool           // logged the first catch-up of this generation
 	begun    time.Time
 }
@@ -41,6 +41,10 @@ func (s *Standby) Store() *outbox.Outbox {
 	defer s.mu.Unlock()
 	return s.store
 }
+
+// Read calls fn with the standby's store while it tails the changelog, at
+// the offset it has applied, and reports whether it did.
+func (s *Standby) Read(fn ReadFunc) bool { return s.copy.read(fn) }
 
 // Status returns the standby's status now.
 func (s *Standby) Status() StandbyStatus {
@@ -98,6 +102,7 @@ func (s *Standby) tail(gctx context.Context) error {
 	s.st.State, s.st.Error, s.st.Mode = StandbyTailing, "", mode
 	s.st.Applied, s.st.End = from, max(pr.Last, from)
 	s.mu.Unlock()
+	s.copy.publish(o, func() int64 { return s.Status().Applied })
 	s.log.Info("kafka: standby started", "mode", mode, "from", from, "to", pr.Last)
 
 	applied, epoch, applyErr, readErr := s.follow(gctx, o, from, epoch)
@@ -121,9 +126,10 @@ func (s *Standby) tail(gctx context.Context) error {
 // its checkpoint is usable (it resumes from there), else a new one that is
 // built from the changelog partition's first offset. The checkpoint is
 // removed before the store changes, as an owner's restore does, so that a
-// crash leaves none that vouches for it. The store is maintained before it
-// is returned: a kept one brings whatever its last maintenance did not
-// trim (an owner ships the rest of its changelog after its last
+// crash leaves none that vouches for it. A kept store is readable as a
+// copy, at its checkpoint's offset, from then on. The store is maintained
+// before it is returned: a kept one brings whatever its last maintenance
+// did not trim (an owner ships the rest of its changelog after its last
 // maintenance, at the hand-over), and on a quiet partition no record may
 // arrive for a long time.
 func (s *Standby) open(pr changelog.Range) (o *outbox.Outbox, mode string, from, epoch int64, err error) {
@@ -140,6 +146,7 @@ func (s *Standby) open(pr changelog.Range) (o *outbox.Outbox, mode string, from,
 	}
 	if cp != nil {
 		mode, from, epoch = ModeCheckpoint, cp.Offset, cp.Epoch
+		s.copy.publish(o, func() int64 { return cp.Offset })
 	}
 	if o == nil {
 		if err := removeDurably(path, path+".restoring"); err != nil {
@@ -150,6 +157,7 @@ func (s *Standby) open(pr changelog.Range) (o *outbox.Outbox, mode string, from,
 		}
 	}
 	if err := s.maintain(o); err != nil {
+		s.copy.retire()
 		_ = o.Stop(context.Background())
 		return nil, "", 0, 0, err
 	}
@@ -323,26 +331,38 @@ func (s *Standby) applied(to, records, fenced int64) {
 	}
 }
 
-// close closes the standby's store and, when keep is true, writes its
-// checkpoint at applied, so that the next ownership or standby of the
-// partition here resumes from there. It reports whether it wrote it.
+// close closes the standby's store, which nothing writes to any more, and,
+// when keep is true, writes its checkpoint at applied, so that the next
+// ownership or standby of the partition here resumes from there. It
+// reports whether it wrote it. The checkpoint is written first, so that
+// the store can be read (as a copy) until it is closed and from its file
+// after; it is removed again when the close fails.
 func (s *Standby) close(o *outbox.Outbox, applied, epoch int64, keep bool) bool {
-	var err error
+	kept := false
 	if keep {
-		// What the standby wrote is in the changelog already.
-		err = o.Changelog().MarkShipped(s.g.Work, o.Changelog().LastLSN())
+		kept = s.keepCheckpoint(o, applied, epoch)
 	}
-	last := o.Changelog().LastLSN()
-	err = errors.Join(err, o.Stop(context.Background()))
-	if err != nil {
+	s.copy.retire()
+	if err := o.Stop(context.Background()); err != nil {
+		s.log.Warn("kafka: closing the standby store", "err", err)
+		if kept {
+			_ = removeDurably(s.g.Files.Checkpoint(s.p))
+		}
+		return false
+	}
+	return kept
+}
+
+// keepCheckpoint marks what the standby's store wrote as shipped (it is in the
+// changelog already) and writes the store's checkpoint at applied; it
+// reports whether it did.
+func (s *Standby) keepCheckpoint(o *outbox.Outbox, applied, epoch int64) bool {
+	if err := o.Changelog().MarkShipped(s.g.Work, o.Changelog().LastLSN()); err != nil {
 		s.log.Warn("kafka: closing the standby store", "err", err)
 		return false
 	}
-	if !keep {
-		return false
-	}
 	cp := checkpoint{Topic: s.g.Config.Topic, ChangelogTopic: s.g.Config.ChangelogTopic, Partition: s.p,
-		Offset: applied, Epoch: epoch, LastLSN: last}
+		Offset: applied, Epoch: epoch, LastLSN: o.Changelog().LastLSN()}
 	if err := writeCheckpoint(s.g.Files.Checkpoint(s.p), cp); err != nil {
 		s.log.Warn("kafka: writing the standby checkpoint", "err", err)
 		return false

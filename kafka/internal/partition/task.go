@@ -40,6 +40,7 @@ type Task struct {
 	st     Status
 	store  *outbox.Outbox // while active
 	ship   *ship.Shipper  // while active
+	copy   readable       // the store while restored or handed over, not served
 	begun  time.Time      // restore start
 	epochs int64          // highest epoch applied or written
 }
@@ -105,6 +106,13 @@ func (t *Task) ActiveStore() *outbox.Outbox {
 	return t.store
 }
 
+// Read calls fn with the partition's store while it is not served but
+// holds what its changelog partition held up to an offset: from the
+// checkpoint's offset while it is caught up from there, at the end of the
+// changelog once restored until it serves, and while it is handed over.
+// It reports whether it did.
+func (t *Task) Read(fn ReadFunc) bool { return t.copy.read(fn) }
+
 // Lag is the shipping lag of the active store.
 func (t *Task) Lag() (uint64, time.Duration) {
 	t.mu.Lock()
@@ -143,6 +151,7 @@ func (t *Task) Run(gctx context.Context, hand *Handover) {
 		t.log.Error("kafka: starting the partition store", "err", err)
 		hand.shipped.Done()
 		<-hand.final
+		t.copy.retire()
 		_ = o.Stop(context.Background())
 		return
 	}
@@ -151,6 +160,7 @@ func (t *Task) Run(gctx context.Context, hand *Handover) {
 	t.store, t.ship = o, sh
 	t.st.State = Active
 	t.mu.Unlock()
+	t.copy.retire() // served now
 
 	shipCtx, stopShip := context.WithCancel(context.Background())
 	var shipping sync.WaitGroup
@@ -210,6 +220,8 @@ func (t *Task) handOver(o *outbox.Outbox, hand *Handover) {
 		<-hand.final
 		return
 	}
+	// It holds every record this ownership restored or wrote.
+	t.copy.publish(o2, func() int64 { return t.restoredTo + t.written.Load() })
 	shipCtx, cancelShip := context.WithDeadline(t.g.Work, begin.Add(budget))
 	defer cancelShip()
 	sh := t.shipper(o2)
@@ -238,19 +250,29 @@ func (t *Task) handOver(o *outbox.Outbox, hand *Handover) {
 		"checkpoint", kept)
 }
 
-// closeWithCheckpoint closes the store and, when keep is true, writes its
-// checkpoint at the changelog partition's end offset (end, or read now when
-// end is negative), so that the next ownership catches up from there. It
-// reports whether it wrote the checkpoint.
+// closeWithCheckpoint closes the store, which nothing writes to any more,
+// and, when keep is true, writes its checkpoint at the changelog
+// partition's end offset (end, or read now when end is negative), so that
+// the next ownership catches up from there. It reports whether it wrote the
+// checkpoint. The checkpoint is written first, so that the store can be
+// read (as a copy) until it is closed and from its file after; it is
+// removed again when the close fails.
 func (t *Task) closeWithCheckpoint(o *outbox.Outbox, end int64, keep bool) bool {
-	last := o.Changelog().LastLSN()
+	kept := keep && t.keepCheckpoint(o.Changelog().LastLSN(), end)
+	t.copy.retire()
 	if err := o.Stop(context.Background()); err != nil {
 		t.log.Warn("kafka: closing the partition store", "err", err)
+		if kept {
+			_ = removeDurably(t.g.Files.Checkpoint(t.p))
+		}
 		return false
 	}
-	if !keep {
-		return false
-	}
+	return kept
+}
+
+// keepCheckpoint writes the checkpoint of the store, whose last LSN is
+// last, at end (read now when negative), and reports whether it did.
+func (t *Task) keepCheckpoint(last uint64, end int64) bool {
 	if end < 0 {
 		ctx, cancel := context.WithTimeout(t.g.Work, t.g.Config.DialTimeout)
 		pr, err := t.g.changelogRange(ctx, t.p)

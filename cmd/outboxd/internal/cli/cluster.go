@@ -34,15 +34,17 @@ func (s *server) kafkaSettings(ln net.Listener) (kafka.Config, error) {
 // clusterAPI puts local, the API over this instance's stores, behind the
 // handler that answers for the whole group: the event routes of events
 // another member holds (sent to the owner when the ID or key names the
-// partition), the listing, dead replay, retry and stats (unless
-// scope=local), and endpoints with scope=cluster.
-func (s *server) clusterAPI(local http.Handler, g *kafka.Group, k kafka.Config) http.Handler {
+// partition; while partitions move, a copy that stale answers from), the
+// listing, dead replay, retry and stats (unless scope=local), and
+// endpoints with scope=cluster.
+func (s *server) clusterAPI(local, stale http.Handler, g *kafka.Group, k kafka.Config) http.Handler {
 	h := cluster.New(local, cluster.Config{
 		Self:           k.AdvertiseURL,
 		Peers:          func(ctx context.Context) ([]cluster.Peer, error) { return groupPeers(ctx, g) },
 		PartitionOf:    func(id string) (int, bool) { return kafka.RecordPartition(k.Topic, id) },
 		PartitionOfKey: kafka.KeyPartition,
 		Moving:         func() bool { return partitionsMoving(g) },
+		Stale:          stale,
 		Logger:         s.log.With("component", "cluster"),
 	})
 	s.cluster = h
@@ -93,6 +95,7 @@ func newClusterCollector(h *cluster.Handler) *clusterCollector {
 		forwards: prometheus.NewDesc("outboxd_cluster_forwards_total",
 			"Event requests no local store could answer, asked of the other members of the group, by outcome: "+
 				"answered (a member held the event), not_found, moving (503 while partitions moved), "+
+				"stale (a copy of a moving partition answered a read), "+
 				"unreachable (502/504: members could not be asked), no_members (503: the group could not be described).",
 			[]string{"outcome"}, nil),
 		views: prometheus.NewDesc("outboxd_cluster_views_total",
@@ -114,7 +117,7 @@ func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	n := c.h.Counts()
 	for outcome, v := range map[string]uint64{"answered": n.Answered, "not_found": n.NotFound, "moving": n.Moving,
-		"unreachable": n.Unreachable, "no_members": n.NoMembers} {
+		"unreachable": n.Unreachable, "no_members": n.NoMembers, "stale": n.Stale} {
 		ch <- prometheus.MustNewConstMetric(c.forwards, prometheus.CounterValue, float64(v), outcome)
 	}
 	ch <- prometheus.MustNewConstMetric(c.views, prometheus.CounterValue, float64(n.ClusterViews-n.Incomplete), "true")

@@ -585,7 +585,8 @@ func (s *server) api() http.Handler {
 		}
 		return map[string]any{"kafka": k}
 	}
-	return s.clusterAPI(httpapi.New(s.backend(union.New(s.o, g.Stores)), cfg), g, s.kcfg)
+	local := s.backend(union.New(s.o, g.Stores))
+	return s.clusterAPI(httpapi.New(local, cfg), staleAPI(local, g, cfg), g, s.kcfg)
 }
 
 // commitStallLimit is how long a store commit may run before /readyz's store
