@@ -125,22 +125,33 @@ func admin(t testing.TB, brokers []string) *kafkago.Client {
 // endOffsets returns the end offset of each partition.
 func endOffsets(t testing.TB, cl *kafkago.Client, topic string, partitions int) map[int]int64 {
 	t.Helper()
+	out, err := listEndOffsets(cl, topic, partitions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// listEndOffsets returns the end offsets of topic's partitions, or the
+// error the broker answered (kfake answers a transient one while it
+// elects a coordinator or creates the topic).
+func listEndOffsets(cl *kafkago.Client, topic string, partitions int) (map[int]int64, error) {
 	var reqs []kafkago.OffsetRequest
 	for p := 0; p < partitions; p++ {
 		reqs = append(reqs, kafkago.LastOffsetOf(p))
 	}
 	resp, err := cl.ListOffsets(context.Background(), &kafkago.ListOffsetsRequest{Topics: map[string][]kafkago.OffsetRequest{topic: reqs}})
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	out := make(map[int]int64)
 	for _, po := range resp.Topics[topic] {
 		if po.Error != nil {
-			t.Fatal(po.Error)
+			return nil, po.Error
 		}
 		out[po.Partition] = po.LastOffset
 	}
-	return out
+	return out, nil
 }
 
 // committedOffsets returns the group's committed offsets (-1: none).

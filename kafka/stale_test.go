@@ -32,7 +32,8 @@ func pendingGroupPair(t *testing.T, parts, n int) (a, b *Group, brokers []string
 	cl := admin(t, brokers)
 	changelog := DefaultGroupChangelogTopic(cfg.Group, cfg.Topic)
 	testkit.WaitFor(t, 30*time.Second, "the standbys caught up with the owners", func() bool {
-		return caughtUp(parts, endOffsets(t, cl, changelog, parts), a, b) == nil
+		ends, err := listEndOffsets(cl, changelog, parts)
+		return err == nil && caughtUp(parts, ends, a, b) == nil
 	})
 	return a, b, brokers, cfg
 }

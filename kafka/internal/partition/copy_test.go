@@ -144,8 +144,9 @@ func TestReadableRetireWaitsForReads(t *testing.T) {
 		})
 	})
 	<-started
-	retired := make(chan bool)
+	retired, stopped := make(chan bool), make(chan struct{})
 	go func() {
+		defer close(stopped)
 		r.retire()
 		retired <- readDone.Load()
 		_ = o.Stop(context.Background())
@@ -155,6 +156,7 @@ func TestReadableRetireWaitsForReads(t *testing.T) {
 		t.Error("retire returned before the read under way ended")
 	}
 	wg.Wait()
+	<-stopped
 	if r.read(func(*outbox.Outbox, int64) { t.Error("a retired store was read") }) {
 		t.Error("read reported a retired store")
 	}
