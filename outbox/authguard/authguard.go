@@ -107,7 +107,8 @@ type Guard struct {
 
 	mu      sync.Mutex
 	addrs   map[netip.Addr]*address
-	waiting int // answers held back now, over all addresses
+	waiting int       // answers held back now, over all addresses
+	swept   time.Time // when a full addrs was last walked for silent addresses
 }
 
 // address is the state of one client address with wrong tokens behind it.
@@ -249,9 +250,12 @@ func (g *Guard) key(client netip.Addr) netip.Addr {
 		return client
 	}
 	now := time.Now()
-	for a, st := range g.addrs {
-		if st.waiting == 0 && now.Sub(st.last) > g.cfg.Forget {
-			delete(g.addrs, a)
+	if now.Sub(g.swept) >= time.Second { // a full table is walked once a second at most
+		g.swept = now
+		for a, st := range g.addrs {
+			if st.waiting == 0 && now.Sub(st.last) > g.cfg.Forget {
+				delete(g.addrs, a)
+			}
 		}
 	}
 	if len(g.addrs) < g.cfg.MaxAddresses {

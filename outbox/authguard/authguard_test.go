@@ -159,10 +159,10 @@ func TestOneLinePerBurstWithoutTheToken(t *testing.T) {
 }
 
 // TestTooManyAddressesShareOneCount: past MaxAddresses, new addresses are
-// delayed together.
+// delayed together, until silent addresses are forgotten.
 func TestTooManyAddressesShareOneCount(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := authguard.New(authguard.Config{BaseDelay: time.Second, MaxDelay: time.Hour, MaxAddresses: 2})
+		g := authguard.New(authguard.Config{BaseDelay: time.Second, MaxDelay: time.Hour, MaxAddresses: 2, Forget: time.Minute})
 		g.Check(request("192.0.2.1:1"), wrong)
 		g.Check(request("192.0.2.2:1"), wrong)
 		g.Check(request("192.0.2.3:1"), wrong)
@@ -170,6 +170,14 @@ func TestTooManyAddressesShareOneCount(t *testing.T) {
 		g.Check(request("192.0.2.4:1"), wrong)
 		if took := time.Since(start); took != 2*time.Second {
 			t.Fatalf("fourth address waited %v, want 2s (its second wrong token, shared with the third)", took)
+		}
+		// Once the tracked addresses are silent for Forget, a new one gets
+		// a count of its own again.
+		time.Sleep(2 * time.Minute)
+		start = time.Now()
+		g.Check(request("192.0.2.5:1"), wrong)
+		if took := time.Since(start); took != time.Second {
+			t.Fatalf("a new address after the others were forgotten waited %v, want the base 1s", took)
 		}
 	})
 }
