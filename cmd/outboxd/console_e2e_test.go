@@ -198,7 +198,7 @@ func TestConsoleLoginOnlyAndOff(t *testing.T) {
 		resp.Body.Close()
 		return resp
 	}
-	p := start(t, t.TempDir(), "--token", "tok")
+	p := start(t, t.TempDir(), "--token", "console-login-token")
 	for _, path := range []string{"/ui/", "/ui/events", "/ui/dead", "/ui/endpoints", "/ui/event?id=x"} {
 		if resp := get(p.url(path)); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/login" {
 			t.Errorf("GET %s: %d to %q, want 303 to /ui/login", path, resp.StatusCode, resp.Header.Get("Location"))

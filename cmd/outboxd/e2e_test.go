@@ -93,7 +93,7 @@ func readAll(t *testing.T, resp *http.Response) string {
 func TestBadInputOverHTTPChangesNothing(t *testing.T) {
 	dir := t.TempDir()
 	rc := newReceiver(t, nil)
-	p := start(t, dir, "--token", "s3cret", "--max-body-bytes", "2KiB", "--max-payload-bytes", "1KiB",
+	p := start(t, dir, "--token", "s3cret-token-1234", "--max-body-bytes", "2KiB", "--max-payload-bytes", "1KiB",
 		"--max-batch", "3", "--max-deliveries-per-request", "2", "--endpoint", rc.endpoint("orders")+",topic=order.*")
 	ok := `{"destination":"orders"}`
 	cases := []struct {
@@ -101,22 +101,22 @@ func TestBadInputOverHTTPChangesNothing(t *testing.T) {
 		status                          int
 		want                            string
 	}{
-		{"malformed JSON", "POST", "/v1/events", "s3cret", `{"destination":"orders"`, 400, "malformed JSON"},
-		{"wrong type", "POST", "/v1/events", "s3cret", `{"destination":["orders"]}`, 400, "destination: must be a string, got array"},
-		{"missing destination", "POST", "/v1/events", "s3cret", `{"payload":"x"}`, 400, "destination: is required"},
-		{"unknown endpoint", "POST", "/v1/events", "s3cret", `{"destination":"billing"}`, 400, `destination: unknown endpoint: "billing"`},
-		{"raw URL not allowed", "POST", "/v1/events", "s3cret", `{"destination":"https://example.com/x"}`, 400, "raw URL destinations are not allowed"},
-		{"both payload forms", "POST", "/v1/events", "s3cret", `{"destination":"orders","payload":"x","payload_base64":"eA=="}`, 400, "give one of the two"},
-		{"oversize body", "POST", "/v1/events", "s3cret", `{"destination":"orders","payload":"` + strings.Repeat("x", 3000) + `"}`, 413, "over the limit of 2048 bytes"},
-		{"oversize payload", "POST", "/v1/events", "s3cret", `{"destination":"orders","payload":"` + strings.Repeat("x", 1100) + `"}`, 413, "payload: 1102 bytes is over the limit of 1024"},
-		{"oversize batch", "POST", "/v1/events", "s3cret", "[" + strings.Repeat(ok+",", 3) + ok + "]", 413, "batch of 4 events is over the limit of 3"},
-		{"too many deliveries", "POST", "/v1/events", "s3cret", `[{"topic":"order.paid"},{"topic":"order.paid"},` + ok + `]`, 413,
+		{"malformed JSON", "POST", "/v1/events", "s3cret-token-1234", `{"destination":"orders"`, 400, "malformed JSON"},
+		{"wrong type", "POST", "/v1/events", "s3cret-token-1234", `{"destination":["orders"]}`, 400, "destination: must be a string, got array"},
+		{"missing destination", "POST", "/v1/events", "s3cret-token-1234", `{"payload":"x"}`, 400, "destination: is required"},
+		{"unknown endpoint", "POST", "/v1/events", "s3cret-token-1234", `{"destination":"billing"}`, 400, `destination: unknown endpoint: "billing"`},
+		{"raw URL not allowed", "POST", "/v1/events", "s3cret-token-1234", `{"destination":"https://example.com/x"}`, 400, "raw URL destinations are not allowed"},
+		{"both payload forms", "POST", "/v1/events", "s3cret-token-1234", `{"destination":"orders","payload":"x","payload_base64":"eA=="}`, 400, "give one of the two"},
+		{"oversize body", "POST", "/v1/events", "s3cret-token-1234", `{"destination":"orders","payload":"` + strings.Repeat("x", 3000) + `"}`, 413, "over the limit of 2048 bytes"},
+		{"oversize payload", "POST", "/v1/events", "s3cret-token-1234", `{"destination":"orders","payload":"` + strings.Repeat("x", 1100) + `"}`, 413, "payload: 1102 bytes is over the limit of 1024"},
+		{"oversize batch", "POST", "/v1/events", "s3cret-token-1234", "[" + strings.Repeat(ok+",", 3) + ok + "]", 413, "batch of 4 events is over the limit of 3"},
+		{"too many deliveries", "POST", "/v1/events", "s3cret-token-1234", `[{"topic":"order.paid"},{"topic":"order.paid"},` + ok + `]`, 413,
 			"3 deliveries (one per event with a destination, one per subscribed endpoint of a topic event), over the limit of 2 per request set by " +
 				"limits.max_deliveries_per_request (--max-deliveries-per-request, OUTBOXD_MAX_DELIVERIES_PER_REQUEST); nothing was stored"},
 		{"no token", "POST", "/v1/events", "", ok, 401, "missing bearer token"},
-		{"bad token", "POST", "/v1/events", "s3cre7", ok, 401, "invalid bearer token"},
-		{"unknown route", "GET", "/v2/events", "s3cret", "", 404, "no route for GET /v2/events"},
-		{"unknown method", "PUT", "/v1/events/abc", "s3cret", ok, 405, "method PUT not allowed on /v1/events/abc"},
+		{"bad token", "POST", "/v1/events", "s3cret-token-1235", ok, 401, "invalid bearer token"},
+		{"unknown route", "GET", "/v2/events", "s3cret-token-1234", "", 404, "no route for GET /v2/events"},
+		{"unknown method", "PUT", "/v1/events/abc", "s3cret-token-1234", ok, 405, "method PUT not allowed on /v1/events/abc"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -129,7 +129,7 @@ func TestBadInputOverHTTPChangesNothing(t *testing.T) {
 	}
 	// Wrong Content-Type.
 	req, _ := http.NewRequest("POST", p.url("/v1/events"), strings.NewReader(ok))
-	req.Header.Set("Authorization", "Bearer s3cret")
+	req.Header.Set("Authorization", "Bearer s3cret-token-1234")
 	req.Header.Set("Content-Type", "text/plain")
 	resp, err := client.Do(req)
 	if err != nil {
@@ -139,7 +139,7 @@ func TestBadInputOverHTTPChangesNothing(t *testing.T) {
 		t.Errorf("text/plain: %d %s", resp.StatusCode, body)
 	}
 
-	code, m := call(t, "GET", p.url("/v1/stats"), "s3cret", "")
+	code, m := call(t, "GET", p.url("/v1/stats"), "s3cret-token-1234", "")
 	if code != 200 || m["pending"] != float64(0) || m["dead"] != float64(0) {
 		t.Errorf("stats after bad input: %d %v", code, m)
 	}

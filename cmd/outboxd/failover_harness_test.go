@@ -426,13 +426,24 @@ func (in *instance) rebuildReasons() map[int]string {
 	return out
 }
 
+// getMetrics reads p's /metrics with the fleet's token, which withToken
+// may have set (/metrics asks for it then; without a token it is ignored).
+func getMetrics(p *proc) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodGet, p.url("/metrics"), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+clusterToken)
+	return statsClient.Do(req)
+}
+
 // metric returns the sum of the samples of the metric family name whose
 // labels contain match ("" for all), and whether there was one.
 func (in *instance) metric(name, match string) (float64, bool) {
 	if !in.running() {
 		return 0, false
 	}
-	resp, err := statsClient.Get(in.p.url("/metrics"))
+	resp, err := getMetrics(in.p)
 	if err != nil {
 		return 0, false
 	}

@@ -5,6 +5,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -120,7 +122,7 @@ func TestServeWarnsWhenOpenWithoutAToken(t *testing.T) {
 		warn bool
 	}{
 		{"all interfaces, no token", []string{"--listen", "0.0.0.0:0"}, true},
-		{"all interfaces, token", []string{"--listen", "0.0.0.0:0", "--token", "s3cret"}, false},
+		{"all interfaces, token", []string{"--listen", "0.0.0.0:0", "--token", "s3cret-token-1234"}, false},
 		{"loopback, no token", nil, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -132,10 +134,48 @@ func TestServeWarnsWhenOpenWithoutAToken(t *testing.T) {
 			if c.warn && (!strings.Contains(log, `"level":"WARN"`) || !strings.Contains(log, "OUTBOXD_TOKEN")) {
 				t.Errorf("the warning is not a WARN record saying how to set a token:\n%s", log)
 			}
-			if strings.Contains(log, "s3cret") {
+			if strings.Contains(log, "s3cret-token-1234") {
 				t.Error("the log shows the token")
 			}
 			p.signal(syscall.SIGTERM, 10*time.Second)
 		})
 	}
+}
+
+// TestServeRefusesAShortToken: a token under 16 bytes (or with white space
+// around it) stops serve naming the setting, without showing the token;
+// --allow-short-token accepts it; what outboxd token prints is accepted.
+func TestServeRefusesAShortToken(t *testing.T) {
+	dir := t.TempDir()
+	for _, tok := range []string{"a", " ", "fifteen-bytes-x"} {
+		code, out := run(t, dir, "serve", "--token", tok)
+		if code != 2 || !strings.Contains(out, "invalid setting token (--token, OUTBOXD_TOKEN)") {
+			t.Errorf("token %q: exit %d, %q; want 2 naming the setting", tok, code, out)
+		}
+		if len(tok) > 3 && strings.Contains(out, tok) {
+			t.Errorf("the refusal shows the token: %q", out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "outboxd.db")); err == nil {
+		t.Error("a refused token created the database")
+	}
+	p := start(t, t.TempDir(), "--token", "short", "--allow-short-token")
+	if c, _ := call(t, "GET", p.url("/v1/stats"), "short", ""); c != http.StatusOK {
+		t.Errorf("--allow-short-token: /v1/stats with the token: %d", c)
+	}
+	p.signal(syscall.SIGTERM, 10*time.Second)
+
+	code, out := run(t, dir, "token")
+	generated := strings.TrimSpace(out)
+	if code != 0 || len(generated) != 43 {
+		t.Fatalf("outboxd token: exit %d, %q", code, out)
+	}
+	p = start(t, t.TempDir(), "--token", generated)
+	if c, _ := call(t, "GET", p.url("/v1/stats"), generated, ""); c != http.StatusOK {
+		t.Errorf("a generated token: /v1/stats: %d", c)
+	}
+	if c, _ := call(t, "GET", p.url("/metrics"), "", ""); c != http.StatusUnauthorized {
+		t.Errorf("/metrics without the token: %d, want 401", c)
+	}
+	p.signal(syscall.SIGTERM, 10*time.Second)
 }

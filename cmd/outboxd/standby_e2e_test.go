@@ -266,7 +266,7 @@ func changelogEnds(t *testing.T, cl *kafkago.Client, topic string, parts []int) 
 // /metrics, by their label set ("" without labels); nil when p does not
 // answer.
 func procMetrics(p *proc, name string) map[string]float64 {
-	resp, err := statsClient.Get(p.url("/metrics"))
+	resp, err := getMetrics(p)
 	if err != nil {
 		return nil
 	}

@@ -9,6 +9,8 @@ import (
 	"encoding/hex"
 	"net/http"
 	"time"
+
+	"github.com/outboxd/outbox/outbox/authguard"
 )
 
 // Cookie names. With a token the session cookie names a server-side
@@ -43,7 +45,7 @@ func (c *Console) checkCSRF(r *http.Request, id string) bool {
 func (c *Console) setCookie(w http.ResponseWriter, r *http.Request, name, value string, expires time.Time) {
 	ck := &http.Cookie{
 		Name: name, Value: value, Path: c.cfg.Path,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.cfg.Guard.Secure(r),
 	}
 	if value == "" {
 		ck.MaxAge = -1
@@ -136,8 +138,14 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 4096)
-	if !c.tokenOK(r.PostFormValue("token")) {
+	tok := r.PostFormValue("token")
+	switch c.cfg.Guard.Check(r, func() bool { return c.tokenOK(tok) }) {
+	case authguard.Refused:
 		c.render(w, r, http.StatusUnauthorized, "login", "", pageData{Title: "Log in", Error: "That token is not the right one."})
+		return
+	case authguard.Throttled:
+		w.Header().Set("Retry-After", "1")
+		c.render(w, r, http.StatusUnauthorized, "login", "", pageData{Title: "Log in", Error: "Too many wrong tokens from your address: wait a few seconds and try again."})
 		return
 	}
 	id, exp := c.newSession()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outbox/outbox"
+	"github.com/outboxd/outbox/outbox/authguard"
 )
 
 // Backend is what the console shows and acts on: the methods of
@@ -95,6 +96,14 @@ type Config struct {
 	// constant time); a login keeps a server-side session in a cookie.
 	// Default: empty, no login (bind to loopback then).
 	Token string
+	// Guard throttles wrong tokens at the login: their answers are
+	// delayed more with each consecutive one from a client address, the
+	// right token is answered at once (see package authguard). Its
+	// trusted proxies also decide whether a request came over TLS, which
+	// makes the cookies Secure. Share one Guard with the HTTP API so that
+	// guesses at either count for both. Default: a Guard with authguard's
+	// defaults (no trusted proxy), logging to Logger.
+	Guard *authguard.Guard
 	// SessionTTL is how long a session lasts after login. Default
 	// DefaultSessionTTL (12h).
 	SessionTTL time.Duration
@@ -126,6 +135,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Guard == nil {
+		c.Guard = authguard.New(authguard.Config{Logger: c.Logger})
 	}
 	return c
 }

@@ -26,7 +26,10 @@
 // With Config.Token set, every page but the login form redirects to it; the
 // token is compared in constant time and a right one creates a server-side
 // session (a random ID in an HttpOnly, SameSite=Strict cookie, Secure over
-// TLS) that lasts Config.SessionTTL. Every action is a POST carrying a
+// TLS or when a trusted proxy of Config.Guard says the request came over
+// HTTPS) that lasts Config.SessionTTL. Wrong tokens are answered after a
+// delay that grows with each one from the same client address
+// (Config.Guard, package authguard); the right one is answered at once. Every action is a POST carrying a
 // CSRF token bound to the session (without a token, to a random
 // per-browser cookie) and goes through a confirmation step. Every answer
 // carries a Content-Security-Policy that allows the console's own

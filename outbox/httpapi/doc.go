@@ -129,7 +129,10 @@
 //
 // Every request must carry "Authorization: Bearer TOKEN" when Config.Token
 // is set (compared in constant time), except GET /v1/openapi.json: the
-// document holds nothing secret, and tools read it before they have a token. Request bodies are bounded by
+// document holds nothing secret, and tools read it before they have a token.
+// A wrong token is answered 401 after a delay that grows with each one from
+// the same client address, and the right one at once (Config.Guard, package
+// authguard). Request bodies are bounded by
 // Config.MaxBodyBytes (413), payloads by Config.MaxPayloadBytes (413), and a
 // batch by Config.MaxBatch (413); a batch is stored in one durable Enqueue
 // call, so it is accepted or rejected as a whole. A request whose events

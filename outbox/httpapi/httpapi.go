@@ -10,6 +10,8 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/outboxd/outbox/outbox/authguard"
 )
 
 // Default limits of Config.
@@ -44,6 +46,12 @@ type Config struct {
 	// ("Authorization: Bearer TOKEN"); it is compared in constant time.
 	// Default: empty, no authentication (bind to loopback then).
 	Token string
+	// Guard throttles wrong tokens: their answers are delayed more with
+	// each consecutive one from a client address, the right token is
+	// answered at once (see package authguard). Share one Guard with the
+	// console so that guesses at either count for both. Default: a Guard
+	// with authguard's defaults, logging to Logger.
+	Guard *authguard.Guard
 	// MaxBodyBytes bounds a request body; larger bodies are answered 413.
 	// Default DefaultMaxBodyBytes (5 MiB).
 	MaxBodyBytes int64
@@ -132,6 +140,9 @@ func (c Config) withDefaults() Config {
 	if c.TracerProvider == nil {
 		c.TracerProvider = otel.GetTracerProvider()
 	}
+	if c.Guard == nil {
+		c.Guard = authguard.New(authguard.Config{Logger: c.Logger})
+	}
 	return c
 }
 
@@ -164,18 +175,49 @@ func New(o Backend, cfg Config) http.Handler {
 // ServeHTTP checks the bearer token, then routes the request. The OpenAPI
 // document is served without the token.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if h.cfg.Token != "" && r.URL.Path != OpenAPIPath {
-		if msg, ok := h.authorized(r); !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="outboxd"`)
-			writeError(w, http.StatusUnauthorized, msg)
-			return
-		}
+	if h.cfg.Token != "" && r.URL.Path != OpenAPIPath && !h.checkToken(w, r) {
+		return
 	}
 	h.mux.ServeHTTP(w, r)
 }
 
+// Protect returns next behind cfg.Token, checked as the API checks it: a
+// request without the right bearer token is answered 401 with a JSON
+// error, and wrong tokens are delayed by cfg.Guard. Without a token it
+// returns next. outboxd puts its /metrics behind it.
+func Protect(next http.Handler, cfg Config) http.Handler {
+	if cfg.Token == "" {
+		return next
+	}
+	h := &handler{cfg: cfg.withDefaults(), tokenSum: sha256.Sum256([]byte(cfg.Token))}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h.checkToken(w, r) {
+			next.ServeHTTP(w, r)
+		}
+	})
+}
+
+// checkToken answers 401 and returns false unless r carries the token.
+func (h *handler) checkToken(w http.ResponseWriter, r *http.Request) bool {
+	msg, ok := h.authorized(r)
+	if ok {
+		return true
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="outboxd"`)
+	if msg == throttledMsg {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeError(w, http.StatusUnauthorized, msg)
+	return false
+}
+
+// throttledMsg is the 401 of a request not compared because its client
+// address sent too many wrong tokens at once.
+const throttledMsg = "too many wrong tokens from this address: try again in a few seconds"
+
 // authorized compares the request's bearer token with the configured one in
-// constant time (hashes of equal length, so not even the length leaks).
+// constant time (hashes of equal length, so not even the length leaks),
+// through the Guard that delays wrong ones.
 func (h *handler) authorized(r *http.Request) (string, bool) {
 	auth := r.Header.Get("Authorization")
 	if auth == "" {
@@ -185,11 +227,16 @@ func (h *handler) authorized(r *http.Request) (string, bool) {
 	if !found || !strings.EqualFold(scheme, "Bearer") {
 		return "Authorization header must use the Bearer scheme", false
 	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-	if subtle.ConstantTimeCompare(sum[:], h.tokenSum[:]) != 1 {
-		return "invalid bearer token", false
+	switch h.cfg.Guard.Check(r, func() bool {
+		sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+		return subtle.ConstantTimeCompare(sum[:], h.tokenSum[:]) == 1
+	}) {
+	case authguard.Allowed:
+		return "", true
+	case authguard.Throttled:
+		return throttledMsg, false
 	}
-	return "", true
+	return "invalid bearer token", false
 }
 
 // NotFound returns a handler answering every request with a JSON 404 that

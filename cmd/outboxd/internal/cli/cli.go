@@ -43,6 +43,7 @@ Usage:
                                     delivery, verifies its signature, answers CODE
   outboxd restore --from-kafka --changelog-topic TOPIC --db NEW [--kafka-brokers HOSTS]
                                     rebuild a database from its shipped changelog
+  outboxd token                     print a new random token for --token / OUTBOXD_TOKEN
   outboxd version                   print the version
 `
 
@@ -66,6 +67,8 @@ func Main(e Env) int {
 		return restore(e, args)
 	case "listen":
 		return listen(e, args)
+	case "token":
+		return token(e, args)
 	case "version", "--version", "-version":
 		return version(e)
 	case "help", "-h", "--help", "-help":

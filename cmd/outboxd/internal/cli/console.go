@@ -15,7 +15,7 @@ func (s *server) startConsole() (*console.Console, error) {
 	if !s.cfg.UI {
 		return nil, nil
 	}
-	cfg := console.Config{Token: s.cfg.Token, Logger: s.log.With("component", "console")}
+	cfg := console.Config{Token: s.cfg.Token, Guard: s.guard, Logger: s.log.With("component", "console")}
 	var b console.Backend = s.o
 	if g, ok := s.kafka.(*kafka.Group); ok {
 		b = union.New(s.o, g.Stores)

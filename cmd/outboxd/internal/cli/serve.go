@@ -16,7 +16,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/outboxd/outbox/cmd/outboxd/internal/config"
@@ -25,6 +24,7 @@ import (
 	"github.com/outboxd/outbox/kafka"
 	"github.com/outboxd/outbox/kafka/kafkaprom"
 	"github.com/outboxd/outbox/outbox"
+	"github.com/outboxd/outbox/outbox/authguard"
 	"github.com/outboxd/outbox/outbox/cluster"
 	"github.com/outboxd/outbox/outbox/console"
 	"github.com/outboxd/outbox/outbox/httpapi"
@@ -49,7 +49,7 @@ func serve(e Env, args []string) int {
 	}
 	logger := newLogger(cfg.Log, e.Stderr)
 	defer tuneRuntime(e.Getenv)()
-	s := &server{cfg: &cfg, log: logger, env: e}
+	s := &server{cfg: &cfg, log: logger, env: e, guard: newGuard(&cfg, logger)}
 	return s.run(sigs)
 }
 
@@ -65,6 +65,7 @@ type server struct {
 	cluster  *cluster.Handler     // nil unless in Kafka group mode
 	static   *staticWatch         // nil unless in Kafka group mode
 	ui       *console.Console     // nil when the ui setting is off
+	guard    *authguard.Guard     // delays wrong tokens; nil: each handler its own
 	eps      *managed.Registry    // the named endpoints, for the API
 	table    *kafka.Table         // group mode: the endpoints topic eps reads
 	tracer   trace.TracerProvider // nil: the global one (a no-op)
@@ -303,6 +304,7 @@ func (s *server) startMetrics(context.Context) error {
 	s.reg.MustRegister(s.collector,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.reg.MustRegister(authMetrics(s.guard)...)
 	if t := s.table; t != nil {
 		s.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "outboxd_endpoints_topic_skipped_total",
@@ -543,9 +545,7 @@ func (s *server) shutdown(cs []component) error {
 // console (when on).
 func (s *server) routes(reg *prometheus.Registry) http.Handler {
 	mux := newRouteMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-	}))
+	mux.Handle("GET /metrics", s.metrics(reg))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, http.StatusOK, "ok")
 	})
@@ -568,6 +568,7 @@ func (s *server) api() http.Handler {
 	cfg := apiConfig(s.cfg, s.log)
 	cfg.TracerProvider = s.tracer
 	cfg.Endpoints = s.eps
+	cfg.Guard = s.guard
 	g, ok := s.kafka.(*kafka.Group)
 	if !ok {
 		return httpapi.New(s.o, cfg)

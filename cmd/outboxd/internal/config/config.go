@@ -21,6 +21,18 @@ type Config struct {
 	// Token, when set, is the bearer token every /v1 request must carry.
 	// Default: none.
 	Token string `yaml:"token"`
+	// AllowShortToken lets Token be shorter than MinTokenBytes. Default
+	// false: serve refuses such a token (outboxd token makes a good one).
+	AllowShortToken bool `yaml:"allow_short_token"`
+	// MetricsOpen serves GET /metrics without the token, for a scraper
+	// that cannot send one (keep the listener private then). Default false:
+	// with a token set, /metrics asks for it as /v1 does.
+	MetricsOpen bool `yaml:"metrics_open"`
+	// TrustedProxies are the networks (CIDRs, or single addresses) of
+	// reverse proxies whose X-Forwarded-For names the client whose wrong
+	// tokens are delayed, and whose "X-Forwarded-Proto: https" makes the
+	// console's cookies Secure. Default: none.
+	TrustedProxies []string `yaml:"trusted_proxies"`
 	// UI serves the web console at /ui/ on the listener (behind the same
 	// token, as a login). Default true.
 	UI bool `yaml:"ui"`
@@ -229,6 +241,9 @@ type Endpoint struct {
 
 // Defaults of Config.
 const (
+	// MinTokenBytes is the shortest token serve accepts without
+	// allow_short_token.
+	MinTokenBytes        = 16
 	DefaultDB            = "./outboxd.db"
 	DefaultListen        = "127.0.0.1:8080"
 	DefaultShutdownGrace = 15 * time.Second

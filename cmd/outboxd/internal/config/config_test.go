@@ -198,6 +198,9 @@ func TestBadSettingsAreRefusedNamingTheSetting(t *testing.T) {
 		{name: "kafka broker address", args: []string{"--kafka-brokers", "kafka-1", "--kafka-topic", "events"}, want: []string{"kafka.brokers (--kafka-brokers, OUTBOXD_KAFKA_BROKERS)", "host:port"}},
 		{name: "kafka sasl from the file", file: "kafka:\n  brokers: [k:9092]\n  changelog_topic: cl\n  sasl:\n    mechanism: plain\n    username: u\n", want: []string{"kafka.sasl.password (OUTBOXD_KAFKA_SASL_PASSWORD)"}},
 		{name: "stray argument", args: []string{"now"}, want: []string{"unexpected argument"}},
+		{name: "short token", env: map[string]string{"OUTBOXD_TOKEN": "hunter2"}, want: []string{"token (--token, OUTBOXD_TOKEN)", "7 bytes, shorter than 16", "outboxd token", "allow_short_token"}},
+		{name: "blank token", args: []string{"--token", " ", "--allow-short-token"}, want: []string{"token (--token, OUTBOXD_TOKEN)", "white space"}},
+		{name: "trusted proxy", args: []string{"--trusted-proxies", "10.0.0.0/8,proxy.example"}, want: []string{"trusted_proxies (--trusted-proxies, OUTBOXD_TRUSTED_PROXIES)", `"proxy.example" is neither a CIDR`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -397,5 +400,29 @@ func TestServerLimitSettings(t *testing.T) {
 				t.Errorf("%v: error %v, want it to mention %q", c.args, err, w)
 			}
 		}
+	}
+}
+
+// TestAuthSettings: a short token with allow_short_token, the trusted
+// proxies and metrics_open, from flags, variables and the file.
+func TestAuthSettings(t *testing.T) {
+	cfg, err := load(t, []string{"--token", "short", "--allow-short-token", "--trusted-proxies", "10.0.0.0/8, 192.0.2.7"},
+		map[string]string{"OUTBOXD_METRICS_OPEN": "true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Token != "short" || !cfg.AllowShortToken || !cfg.MetricsOpen {
+		t.Errorf("token %q allow %v metrics_open %v", cfg.Token, cfg.AllowShortToken, cfg.MetricsOpen)
+	}
+	proxies, err := ParseProxies(cfg.TrustedProxies)
+	if err != nil || len(proxies) != 2 || proxies[0].String() != "10.0.0.0/8" || proxies[1].String() != "192.0.2.7/32" {
+		t.Errorf("trusted proxies %v, %v", proxies, err)
+	}
+	file := writeFile(t, "token: sixteen-bytes-ok\ntrusted_proxies: ['fd00::/8']\nmetrics_open: true\n")
+	if cfg, err = load(t, []string{"--config", file}, nil); err != nil || len(cfg.TrustedProxies) != 1 || !cfg.MetricsOpen {
+		t.Errorf("from the file: %+v, %v", cfg.TrustedProxies, err)
+	}
+	if def := Default(); def.AllowShortToken || def.MetricsOpen || len(def.TrustedProxies) != 0 {
+		t.Errorf("defaults: allow_short_token %v metrics_open %v trusted_proxies %v", def.AllowShortToken, def.MetricsOpen, def.TrustedProxies)
 	}
 }

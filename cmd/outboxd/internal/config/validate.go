@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strings"
 
 	"github.com/outboxd/outbox/kafka"
@@ -73,6 +74,9 @@ func Validate(c *Config) error {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return bad("listen", "want HOST:PORT such as 127.0.0.1:8080, got %q", c.Listen)
 	}
+	if err := validateAuth(c); err != nil {
+		return err
+	}
 	if c.ShutdownGrace <= 0 {
 		return bad("shutdown_grace", "must be positive, got %s", c.ShutdownGrace)
 	}
@@ -104,6 +108,37 @@ func Validate(c *Config) error {
 		}
 	}
 	return nil
+}
+
+// validateAuth checks the token and the trusted proxies.
+func validateAuth(c *Config) error {
+	switch {
+	case c.Token != strings.TrimSpace(c.Token):
+		return bad("token", "starts or ends with white space, which a bearer token cannot carry")
+	case c.Token != "" && len(c.Token) < MinTokenBytes && !c.AllowShortToken:
+		return bad("token", "is %d bytes, shorter than %d: `outboxd token` makes a good one (allow_short_token accepts a short one)", len(c.Token), MinTokenBytes)
+	}
+	if _, err := ParseProxies(c.TrustedProxies); err != nil {
+		return bad("trusted_proxies", "%v", err)
+	}
+	return nil
+}
+
+// ParseProxies parses trusted_proxies: CIDRs, or single addresses.
+func ParseProxies(list []string) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(list))
+	for _, s := range list {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			a, aerr := netip.ParseAddr(s)
+			if aerr != nil {
+				return nil, fmt.Errorf("%q is neither a CIDR (10.0.0.0/8) nor an address", s)
+			}
+			p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 func validateLimits(l *Limits) error {
