@@ -346,8 +346,9 @@ func TestDeadEndpointOneBreakerPerInstance(t *testing.T) {
 var groupBreakerArgs = []string{"--interval", "50ms", "--backoff-initial", "50ms", "--backoff-max", "100ms",
 	"--breaker-cool-down", "1s", "--breaker-max-cool-down", "1s"}
 
-// groupCoolDown is the cool-down of groupBreakerArgs.
-const groupCoolDown = time.Second
+// groupCoolDown is the shortest cool-down of groupBreakerArgs: a second
+// less the jitter of the breaker's cool-down (±20%).
+const groupCoolDown = 800 * time.Millisecond
 
 // quiet returns when the deliveries under way as the instances first held
 // the endpoint are over: the inline budget after the last of the
@@ -406,18 +407,17 @@ func TestDeadEndpointOneBreakerPerInstanceOfThree(t *testing.T) {
 		}
 		t.Logf("instance %d: %d openings, %d probes (%d since %s)", i, opened, probed, after, from.Format(time.StampMilli))
 	}
-	perWindow := map[int64]int{}
-	after := 0
+	var late []time.Time
 	for _, at := range g.dead.connections() {
 		if at.After(from) {
-			after++
-			perWindow[int64(at.Sub(from)/groupCoolDown)]++
+			late = append(late, at)
 		}
 	}
-	for w, n := range perWindow {
-		if n > 1 {
-			t.Errorf("%d connections in the cool-down %s to %s; want at most one across the group", n,
-				from.Add(time.Duration(w)*groupCoolDown).Format(time.StampMilli), from.Add(time.Duration(w+1)*groupCoolDown).Format(time.StampMilli))
+	after := len(late)
+	for i := 1; i < len(late); i++ {
+		if gap := late[i].Sub(late[i-1]); gap < groupCoolDown {
+			t.Errorf("connections at %s and %s, %s apart; want at most one per cool-down across the group (at least %s apart)",
+				late[i-1].Format(time.StampMilli), late[i].Format(time.StampMilli), gap, groupCoolDown)
 		}
 	}
 	t.Logf("%d connections in all, %d since the inline retries ended; %d instances probed since", len(g.dead.connections()), after, probers)
