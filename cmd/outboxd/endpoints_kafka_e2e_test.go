@@ -206,9 +206,9 @@ func TestGroupManagedEndpointIsSharedByEveryInstance(t *testing.T) {
 	}
 }
 
-// A record of the endpoints topic that does not decode is skipped, logged
-// once and counted on every instance, which goes on applying the records
-// after it.
+// A record of the endpoints topic that does not decode (an endpoint's
+// definition or an endpoint's state) is skipped, logged once and counted
+// on every instance, which goes on applying the records after it.
 func TestGroupEndpointsTopicSkipsRecordsThatDoNotDecode(t *testing.T) {
 	f := newFleet(t)
 	f.withEndpointKey()
@@ -221,16 +221,22 @@ func TestGroupEndpointsTopicSkipsRecordsThatDoNotDecode(t *testing.T) {
 	defer w.Close()
 	if err := w.WriteMessages(context.Background(),
 		kafkago.Message{Key: []byte("endpoint/junk"), Value: []byte("not a record")},
-		kafkago.Message{Key: []byte("endpoint/junk2"), Value: []byte(`{"v":1,"op":"put","rev":7}`)}); err != nil {
+		kafkago.Message{Key: []byte("endpoint/junk2"), Value: []byte(`{"v":1,"op":"put","rev":7}`)},
+		kafkago.Message{Key: []byte("state/orders/breaker"), Value: []byte("not a transition")},
+		kafkago.Message{Key: []byte("state/orders/disable"), // an opening belongs under the breaker's key
+			Value: []byte(`{"v":1,"endpoint":"orders","kind":"opened","until":"2099-12-06T07:00:05Z","at":"2026-12-06T07:00:00Z"}`)}); err != nil {
 		t.Fatal(err)
 	}
 	for _, in := range []*instance{a, b} {
 		testkit.WaitFor(t, waitLong, in.name+" to count the records skipped", func() bool {
 			n, ok := in.metric("outboxd_endpoints_topic_skipped_total", "")
-			return ok && n == 2
+			return ok && n == 4
 		})
-		if got := len(in.logRecords("kafka: a table record does not decode; skipped")); got != 2 {
-			t.Errorf("%s logged %d lines for 2 records that do not decode; want one each", in.name, got)
+		if got := len(in.logRecords("kafka: a table record does not decode; skipped")); got != 4 {
+			t.Errorf("%s logged %d lines for 4 records that do not decode; want one each", in.name, got)
+		}
+		if code, ep := call(t, "GET", in.p.url("/v1/endpoints/orders"), "", ""); code != http.StatusOK || breakerOf(ep)["state"] != "closed" {
+			t.Errorf("%s: GET /v1/endpoints/orders: %d %v; want its breaker closed", in.name, code, ep)
 		}
 	}
 	code, body := call(t, "POST", a.p.url("/v1/endpoints/after"), "", `{"url": "`+f.rc.URL+`/after"}`)

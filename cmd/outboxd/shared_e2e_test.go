@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -109,30 +110,38 @@ const (
 	breakerHalfOpenMsg = "outbox: circuit breaker half-open, sending a probe"
 )
 
-// deadGroup is a group of outboxd instances delivering a backlog to an
-// endpoint whose every connection is reset.
-type deadGroup struct {
-	procs []*proc
-	dead  *resetListener
+// endpointGroup is a group of outboxd instances on a 6-partition kfake
+// cluster, delivering the topic "events" to one endpoint.
+type endpointGroup struct {
+	procs   []*proc
+	dirs    []string // each instance's state directory
+	args    []string // what they were started with
+	brokers []string
 }
 
-// startDeadGroup starts a 6-partition kfake cluster, a dead receiver and n
-// outboxd instances in one group with extra arguments, waits until every
-// one is ready, and writes 3,000 records for the dead endpoint over the 6
-// partitions.
-func startDeadGroup(tb testing.TB, n int, extra ...string) *deadGroup {
+// startEndpointGroup starts a 6-partition kfake cluster and n outboxd
+// instances in one group delivering the topic "events" to the endpoint
+// name at url, with extra arguments, and waits until every one is ready.
+func startEndpointGroup(tb testing.TB, n int, name, url string, extra ...string) *endpointGroup {
 	tb.Helper()
 	cluster := newEventsCluster(tb, 6)
 	tb.Cleanup(cluster.Close)
 	base := tb.TempDir()
-	dead := newResetListener(tb)
 	brokers := cluster.ListenAddrs()
 	args := append([]string{"--config", writeTuning(tb, base, kafkaTuning),
-		"--endpoint", "dead=http://" + dead.l.Addr().String() + "/hook,allow-private",
-		"--kafka-brokers", strings.Join(brokers, ","), "--kafka-topic", "events", "--kafka-group", "e2e-dead",
-		"--kafka-destination", "dead", "--changelog-topic", "outboxd-changelog", "--max-attempts", "100000"}, extra...)
-	_, procs := startInstances(tb, base, n, args...)
-	for _, p := range procs {
+		"--endpoint", name + "=" + url + ",allow-private",
+		"--kafka-brokers", strings.Join(brokers, ","), "--kafka-topic", "events", "--kafka-group", "e2e-" + name,
+		"--kafka-destination", name, "--changelog-topic", "outboxd-changelog", "--max-attempts", "100000"}, extra...)
+	dirs, procs := startInstances(tb, base, n, args...)
+	g := &endpointGroup{procs: procs, dirs: dirs, args: args, brokers: brokers}
+	g.stopAtCleanup(tb)
+	g.waitReady(tb)
+	return g
+}
+
+// stopAtCleanup stops the instances still running when the test ends.
+func (g *endpointGroup) stopAtCleanup(tb testing.TB) {
+	for _, p := range g.procs {
 		tb.Cleanup(func() {
 			select {
 			case <-p.done:
@@ -141,9 +150,15 @@ func startDeadGroup(tb testing.TB, n int, extra ...string) *deadGroup {
 			}
 		})
 	}
+}
+
+// waitReady waits until every instance is ready and the partitions are
+// all assigned.
+func (g *endpointGroup) waitReady(tb testing.TB) {
+	tb.Helper()
 	testkit.WaitFor(tb, 30*time.Second, "every instance ready with all partitions assigned", func() bool {
 		owned := 0
-		for _, p := range procs {
+		for _, p := range g.procs {
 			resp, err := client.Get(p.url("/readyz"))
 			if err != nil {
 				return false
@@ -157,12 +172,45 @@ func startDeadGroup(tb testing.TB, n int, extra ...string) *deadGroup {
 		}
 		return owned == 6
 	})
+}
+
+// restart starts every instance again on its state directory (they have
+// exited) and waits until they are ready.
+func (g *endpointGroup) restart(tb testing.TB) {
+	tb.Helper()
+	for i := range g.procs {
+		g.procs[i] = start(tb, g.dirs[i], g.args...)
+	}
+	g.stopAtCleanup(tb)
+	g.waitReady(tb)
+}
+
+// write writes n records for the endpoint over the 6 partitions.
+func (g *endpointGroup) write(tb testing.TB, n int) {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	tr := &kafkago.Transport{DialTimeout: time.Second}
 	defer tr.CloseIdleConnections()
-	writeOrders(ctx, tb, brokers, tr, &kafkago.Murmur2Balancer{}, 3000)
-	return &deadGroup{procs: procs, dead: dead}
+	writeOrders(ctx, tb, g.brokers, tr, &kafkago.Murmur2Balancer{}, n)
+}
+
+// deadGroup is a group of outboxd instances delivering a backlog to an
+// endpoint whose every connection is reset.
+type deadGroup struct {
+	*endpointGroup
+	dead *resetListener
+}
+
+// startDeadGroup starts a dead receiver and n outboxd instances in one
+// group delivering to it with extra arguments (startEndpointGroup), and
+// writes 3,000 records for the dead endpoint over the 6 partitions.
+func startDeadGroup(tb testing.TB, n int, extra ...string) *deadGroup {
+	tb.Helper()
+	dead := newResetListener(tb)
+	g := startEndpointGroup(tb, n, "dead", "http://"+dead.l.Addr().String()+"/hook", extra...)
+	g.write(tb, 3000)
+	return &deadGroup{endpointGroup: g, dead: dead}
 }
 
 // probes counts p's half-open lines for endpoint.
@@ -176,24 +224,36 @@ func probes(p *proc, endpoint string) int {
 	return n
 }
 
+// groupMsgSuffix ends the log lines of a transition applied from another
+// instance of the group.
+const groupMsgSuffix = " by the group"
+
 // checkOneBreaker checks that p's log shows one breaker for endpoint:
-// opened, a probe, opened again, a probe, ... It returns the openings and
-// the probes.
+// opened, a probe, opened again, a probe, ... In a group, an opening may
+// come from another instance (a line ending in groupMsgSuffix): the
+// instance's own openings still have a probe of its own between each two
+// (one breaker, not one per store), and its probes an opening, its own or
+// the group's, between each two (one probe per cool-down). It returns the
+// instance's own openings and probes.
 func checkOneBreaker(t *testing.T, p *proc, endpoint string) (opened, probed int) {
 	t.Helper()
+	lastOwn, openedSinceProbe := "", true
 	for i, l := range breakerLog(p, endpoint) {
-		want := breakerOpenedMsg
-		if i%2 == 1 {
-			want = breakerHalfOpenMsg
-		}
-		if l.Msg != want {
-			t.Fatalf("breaker log line %d is %q; want %q (one breaker: opened, a probe, opened again, ...):\n%s",
-				i, l.Msg, want, p.log)
-		}
-		if l.Msg == breakerOpenedMsg {
+		switch {
+		case l.Msg == breakerOpenedMsg:
+			if lastOwn == breakerOpenedMsg {
+				t.Fatalf("breaker log line %d: opened again without a probe since its last opening (two breakers):\n%s", i, p.log)
+			}
+			lastOwn, openedSinceProbe = l.Msg, true
 			opened++
-		} else {
+		case l.Msg == breakerHalfOpenMsg:
+			if !openedSinceProbe {
+				t.Fatalf("breaker log line %d: a probe without an opening since the last probe (two probes per cool-down):\n%s", i, p.log)
+			}
+			lastOwn, openedSinceProbe = l.Msg, false
 			probed++
+		case strings.HasSuffix(l.Msg, "opened"+groupMsgSuffix):
+			openedSinceProbe = true
 		}
 	}
 	return opened, probed
@@ -281,34 +341,175 @@ func TestDeadEndpointOneBreakerPerInstance(t *testing.T) {
 		opened, probed, len(g.dead.connections()), probesAfter, connsAfter)
 }
 
-// Three instances, two partitions each: each instance opens one breaker
-// for the dead endpoint, whose log alternates openings and probes.
+// groupBreakerArgs make cool-downs short, so that a test sees several, but
+// long next to the time a transition takes to reach the other instances.
+var groupBreakerArgs = []string{"--interval", "50ms", "--backoff-initial", "50ms", "--backoff-max", "100ms",
+	"--breaker-cool-down", "1s", "--breaker-max-cool-down", "1s"}
+
+// groupCoolDown is the shortest cool-down of groupBreakerArgs: a second
+// less the jitter of the breaker's cool-down (±20%).
+const groupCoolDown = 800 * time.Millisecond
+
+// quiet returns when the deliveries under way as the instances first held
+// the endpoint are over: the inline budget after the last of the
+// instances' first holds (its own opening, or one applied from the group);
+// zero while an instance has not held it yet.
+func (g *deadGroup) quiet() time.Time {
+	var last time.Time
+	for _, p := range g.procs {
+		lines := breakerLog(p, "dead")
+		if len(lines) == 0 {
+			return time.Time{}
+		}
+		if lines[0].Time.After(last) {
+			last = lines[0].Time
+		}
+	}
+	return last.Add(inlineBudget)
+}
+
+// Three instances, two partitions each, share the dead endpoint's state
+// through the group's endpoints topic: each instance opens at most one
+// breaker (its own log alternates openings and probes), and once the
+// deliveries under way at the first openings are over, the probes of the
+// one instance that owns the endpoint's partition are all that reaches
+// the receiver: at most one connection per cool-down across the group.
 func TestDeadEndpointOneBreakerPerInstanceOfThree(t *testing.T) {
-	g := startDeadGroup(t, 3, breakerArgs...)
-	testkit.WaitFor(t, 60*time.Second, "every record ingested and probes from every instance", func() bool {
+	g := startDeadGroup(t, 3, groupBreakerArgs...)
+	var from time.Time
+	testkit.WaitFor(t, 60*time.Second, "every record ingested and four connections after the inline retries", func() bool {
 		_, stats := call(t, "GET", g.procs[0].url("/v1/stats?scope=cluster"), "", "")
-		for _, p := range g.procs {
-			if probes(p, "dead") < 2 {
-				return false
+		if from = g.quiet(); from.IsZero() {
+			return false
+		}
+		n := 0
+		for _, at := range g.dead.connections() {
+			if at.After(from) {
+				n++
 			}
 		}
-		return stats["pending"] == 3000.0
+		return stats["pending"] == 3000.0 && n >= 4
 	})
 	for _, p := range g.procs {
 		p.signal(syscall.SIGTERM, 20*time.Second)
 	}
+	probers := 0
 	for i, p := range g.procs {
 		opened, probed := checkOneBreaker(t, p, "dead")
-		t.Logf("instance %d: %d openings, %d probes", i, opened, probed)
+		after := 0
+		for _, l := range breakerLog(p, "dead") {
+			if l.Msg == breakerHalfOpenMsg && l.Time.After(from) {
+				after++
+			}
+		}
+		if after > 0 {
+			probers++
+		}
+		t.Logf("instance %d: %d openings, %d probes (%d since %s)", i, opened, probed, after, from.Format(time.StampMilli))
 	}
-	t.Logf("%d connections in all", len(g.dead.connections()))
+	var late []time.Time
+	for _, at := range g.dead.connections() {
+		if at.After(from) {
+			late = append(late, at)
+		}
+	}
+	after := len(late)
+	for i := 1; i < len(late); i++ {
+		if gap := late[i].Sub(late[i-1]); gap < groupCoolDown {
+			t.Errorf("connections at %s and %s, %s apart; want at most one per cool-down across the group (at least %s apart)",
+				late[i-1].Format(time.StampMilli), late[i].Format(time.StampMilli), gap, groupCoolDown)
+		}
+	}
+	t.Logf("%d connections in all, %d since the inline retries ended; %d instances probed since", len(g.dead.connections()), after, probers)
+}
+
+// endpointDisabled returns whether p holds endpoint disabled, from its own
+// GET /v1/endpoints/{name} (answered for the instance alone).
+func endpointDisabled(t *testing.T, p *proc, endpoint string) bool {
+	t.Helper()
+	code, ep := call(t, "GET", p.url("/v1/endpoints/"+endpoint+"?scope=local"), "", "")
+	if code != http.StatusOK {
+		t.Fatalf("GET /v1/endpoints/%s: %d %v", endpoint, code, ep)
+	}
+	return ep["disabled"] == true
+}
+
+// A receiver answering 410 to the one event of the group (and 204 to what
+// follows) disables the
+// endpoint on the instance that delivered it, which publishes the disable:
+// every instance holds it within a second (logged), and holds it still
+// after every instance is SIGKILLed and started again (the instances that
+// never delivered to it learn it from the group's endpoints topic). An
+// enable sent to one instance alone lifts it on all of them.
+func TestGoneEndpointDisabledOnEveryInstance(t *testing.T) {
+	var answers atomic.Int64 // 410 to the first request, then 204
+	gone := newReceiver(t, func(*http.Request, string) int {
+		if answers.Add(1) == 1 {
+			return http.StatusGone
+		}
+		return http.StatusNoContent
+	})
+	g := startEndpointGroup(t, 3, "gone", gone.URL+"/hook", groupBreakerArgs...)
+	g.write(t, 1)
+	testkit.WaitFor(t, 30*time.Second, "the event's 410", func() bool { return len(gone.Requests()) > 0 })
+	answered := gone.Requests()[0].At
+	seen := make([]time.Time, len(g.procs))
+	testkit.WaitFor(t, 10*time.Second, "every instance to hold the endpoint disabled", func() bool {
+		all := true
+		for i, p := range g.procs {
+			if seen[i].IsZero() && endpointDisabled(t, p, "gone") {
+				seen[i] = time.Now()
+			}
+			all = all && !seen[i].IsZero()
+		}
+		return all
+	})
+	for i, at := range seen {
+		t.Logf("instance %d held the endpoint disabled %s after the 410", i, at.Sub(answered).Round(time.Millisecond))
+	}
+
+	for _, p := range g.procs {
+		p.signal(syscall.SIGKILL, 20*time.Second)
+	}
+	g.restart(t)
+	for i, p := range g.procs {
+		if !endpointDisabled(t, p, "gone") {
+			t.Errorf("instance %d does not hold the endpoint disabled after the group's restart", i)
+		}
+	}
+
+	// Sent to one instance alone (as a member forwards it): the others
+	// learn it from the group's endpoints topic.
+	req, err := http.NewRequest("POST", g.procs[1].url("/v1/endpoints/gone/enable"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Outbox-Forwarded-By", "e2e")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /v1/endpoints/gone/enable to instance 1: %d", resp.StatusCode)
+	}
+	testkit.WaitFor(t, 10*time.Second, "every instance to lift the disable", func() bool {
+		for _, p := range g.procs {
+			if endpointDisabled(t, p, "gone") {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // BenchmarkDeadEndpointConnections reports how many connections a dead
 // endpoint (every connection reset) sees in the first 60s of a backlog of
 // 3,000 events over 6 partitions, on one instance and on three, with the
-// default breaker and backoff settings, and how many "circuit breaker
-// opened" lines the instances logged meanwhile. Run with -benchtime=1x.
+// default breaker and backoff settings; of them, how many came once the
+// deliveries under way at the instances' first holds were over (late: the
+// probes); and how many "circuit breaker opened" lines the instances
+// logged meanwhile. Run with -benchtime=1x.
 func BenchmarkDeadEndpointConnections(b *testing.B) {
 	const window = 60 * time.Second
 	for _, n := range []int{1, 3} {
@@ -326,7 +527,16 @@ func BenchmarkDeadEndpointConnections(b *testing.B) {
 						}
 					}
 				}
+				late := 0
+				if quiet := g.quiet(); !quiet.IsZero() {
+					for _, at := range g.dead.connections() {
+						if at.After(quiet) && at.Sub(first) <= window {
+							late++
+						}
+					}
+				}
 				b.ReportMetric(float64(g.dead.connectionsWithin(window)), "conns/60s")
+				b.ReportMetric(float64(late), "late-conns/60s")
 				b.ReportMetric(float64(opened), "opened/60s")
 			}
 		})

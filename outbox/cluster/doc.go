@@ -139,11 +139,15 @@
 // # Enabling an endpoint
 //
 // An endpoint's state (disabled by a 410, throttled, its breaker) is kept
-// in every store that delivers to it, on every member. POST
-// /v1/endpoints/{name}/enable is therefore sent to every member: the
-// answer is the endpoint's state merged over those that know it, 404 when
+// by every member, one per member for all of its stores. A member that
+// enables an endpoint also publishes the enable to the group (outboxd
+// writes it to the group's endpoints topic, see outbox.SharedEndpoints),
+// so every member lifts it; POST /v1/endpoints/{name}/enable is sent to
+// every member all the same, so the answer says at once what each holds:
+// it is the endpoint's state merged over those that know it, 404 when
 // none does, and 502 or 504 naming the members that could not be asked
-// (the others enabled it; enabling again is harmless).
+// (the others enabled it, and the published enable reaches them too;
+// enabling again is harmless).
 //
 // Every other route is the local API's, untouched.
 package cluster

@@ -39,6 +39,11 @@ func (s *server) openEndpoints(o *outbox.Outbox, sink *httpsink.Sink, limits *ou
 // openGroupEndpoints reads the group's endpoints topic whole into a
 // registry, which then writes its changes there; the partition stores get
 // its subscriptions through kafka.StoreConfig.Prepare (partitionStores).
+// The topic's endpoint transitions ("state/" records) are applied to the
+// shared endpoint state as they are read, those written before the open
+// included, so a disable holds from before the first delivery; then the
+// instance's own transitions start to be written there. The table is
+// closed by closeGroupTable, after every store stopped.
 func (s *server) openGroupEndpoints(static []managed.Static, sink *httpsink.Sink, limits *outbox.RateLimits) (*managed.Registry, error) {
 	var key []byte
 	if f := s.cfg.EndpointSecretKeyFile; f != "" {
@@ -60,6 +65,7 @@ func (s *server) openGroupEndpoints(static []managed.Static, sink *httpsink.Sink
 	defer cancel()
 	t, err := kafka.OpenTable(ctx, k, kafka.TableConfig{Logger: log, Handlers: map[string]kafka.TableHandler{
 		managed.RecordPrefix: func(r kafka.TableRecord) error { return reg.ApplyRecord(r.Offset, r.Key, r.Value) },
+		statePrefix:          applyState(s.shared),
 	}})
 	if err != nil {
 		return nil, failed(exitError, "reading the group's endpoints topic %s: %v", kafka.EndpointsTopic(k), err)
@@ -73,16 +79,8 @@ func (s *server) openGroupEndpoints(static []managed.Static, sink *httpsink.Sink
 		return nil, failed(code, "%v", err)
 	}
 	s.table = t
+	s.pub.start(t)
 	return reg, nil
-}
-
-// closeEndpoints stops reading the group's endpoints topic, once the
-// partition stores are closed.
-func (s *server) closeEndpoints(context.Context) error {
-	if s.table != nil {
-		s.table.Close()
-	}
-	return nil
 }
 
 // staticEndpoints describes the settings' endpoints for the registry.

@@ -69,6 +69,10 @@ type server struct {
 	eps      *managed.Registry    // the named endpoints, for the API
 	table    *kafka.Table         // group mode: the endpoints topic eps reads
 	tracer   trace.TracerProvider // nil: the global one (a no-op)
+	// shared is the endpoint state of the local and partition stores in
+	// group mode, and pub writes its transitions to table.
+	shared *outbox.SharedEndpoints
+	pub    *publisher
 	// group is the running group in group mode, once started: the probe
 	// decider of the shared endpoint state reads it.
 	group    atomic.Pointer[kafka.Group]
@@ -101,8 +105,9 @@ func (s *server) run(sigs <-chan os.Signal) int {
 	cs := []component{
 		{name: "tracing", start: s.startTracing, stop: s.stopTracing},
 		{name: "sink", start: s.startSink, stop: s.closeSink},
+		{name: "endpoint state", start: s.makeSharedEndpoints, stop: s.closeGroupTable},
 		{name: "outbox", start: s.openOutbox, stop: s.stopOutbox},
-		{name: "endpoints", start: s.loadEndpoints, stop: s.closeEndpoints},
+		{name: "endpoints", start: s.loadEndpoints},
 		{name: "metrics", start: s.startMetrics},
 		{name: "listener", start: s.listen, stop: s.closeListener},
 		{name: "delivery", start: s.startDelivery},
@@ -233,9 +238,7 @@ func (s *server) openOutbox(context.Context) error {
 		return failed(exitUsage, "%v", err)
 	}
 	ocfg.TracerProvider = s.tracer
-	if s.cfg.Kafka.Topic != "" {
-		ocfg.SharedEndpoints = s.sharedEndpoints()
-	}
+	ocfg.SharedEndpoints = s.shared
 	s.ocfg = ocfg
 	db := s.cfg.DB
 	o, err := outbox.Open(db, ocfg)
@@ -251,18 +254,40 @@ func (s *server) openOutbox(context.Context) error {
 	return nil
 }
 
-// sharedEndpoints is the endpoint state that the local store and every
-// partition store share in group mode: one breaker, throttle and disable
-// per endpoint for the instance. The owner of the partition an endpoint's
-// name hashes to sends its probes.
-func (s *server) sharedEndpoints() *outbox.SharedEndpoints {
-	return outbox.NewSharedEndpoints(outbox.SharedEndpointsConfig{
+// makeSharedEndpoints makes, in group mode, the endpoint state that the
+// local store and every partition store share: one breaker, throttle and
+// disable per endpoint for the instance. The owner of the partition an
+// endpoint's name hashes to sends its probes. Its transitions wait in a
+// queue for the group's endpoints topic, which loadEndpoints opens (before
+// any store delivers); those of the other instances come from that topic.
+func (s *server) makeSharedEndpoints(context.Context) error {
+	if !s.cfg.Kafka.Enabled() || s.cfg.Kafka.Topic == "" {
+		return nil
+	}
+	log := s.log.With("component", "outbox")
+	s.pub = newPublisher(log)
+	s.shared = outbox.NewSharedEndpoints(outbox.SharedEndpointsConfig{
+		Publish: s.pub.enqueue,
 		Probes: func(endpoint string) bool {
 			g := s.group.Load()
 			return g != nil && g.OwnsKey(endpoint)
 		},
-		Logger: s.log.With("component", "outbox"),
+		Logger: log,
 	})
+	return nil
+}
+
+// closeGroupTable, once every store stopped (its component comes before
+// the outbox's), writes the transitions still queued to the group's
+// endpoints topic within ctx, and stops reading it.
+func (s *server) closeGroupTable(ctx context.Context) error {
+	if s.pub != nil {
+		s.pub.stop(ctx)
+	}
+	if s.table != nil {
+		s.table.Close()
+	}
+	return nil
 }
 
 // stopOutbox finishes or cancels the deliveries in flight, commits their
@@ -310,6 +335,15 @@ func (s *server) startMetrics(context.Context) error {
 			Name: "outboxd_endpoints_topic_skipped_total",
 			Help: "Records of the group's endpoints topic skipped because they do not decode.",
 		}, func() float64 { return float64(t.Stats().Skipped) }))
+	}
+	if p := s.pub; p != nil {
+		for reason, n := range map[string]*atomic.Uint64{"queue_full": &p.dropped, "error": &p.failed} {
+			s.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name:        "outboxd_endpoint_transitions_unpublished_total",
+				Help:        "Endpoint transitions of this instance not written to the group's endpoints topic, by reason.",
+				ConstLabels: prometheus.Labels{"reason": reason},
+			}, func() float64 { return float64(n.Load()) }))
+		}
 	}
 	return nil
 }
