@@ -212,7 +212,8 @@ type Endpoint struct {
 	// AllowPrivate lets this endpoint be on a private or loopback address.
 	// Default false.
 	AllowPrivate bool `yaml:"allow_private"`
-	// RateLimit caps the deliveries started to this endpoint, per second.
+	// RateLimit caps the deliveries started to this endpoint, per second:
+	// from 1/86400 (one a day) to 1,000,000 (outbox.MinRate and MaxRate).
 	// Default 0: no limit.
 	RateLimit float64 `yaml:"rate_limit"`
 	// Burst is how many deliveries may start at once above RateLimit.
