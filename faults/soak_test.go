@@ -63,7 +63,7 @@ func TestSoak(t *testing.T) {
 		}
 	})
 	s := start(t, db, addr,
-		"--endpoint", "recv="+rcv.url(0)+",timeout=500ms", "--allow-private-networks",
+		"--endpoint", "recv="+rcv.url(0)+",timeout=1s", "--allow-private-networks",
 		"--interval", "100ms", "--park-interval", "500ms", "--backoff-initial", "100ms", "--backoff-max", "2s",
 		"--max-retry-after", "2s", "--max-attempts", "100000", "--max-age", "1h", "--concurrency", "32")
 

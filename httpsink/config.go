@@ -20,10 +20,11 @@ import (
 // the configuration, out of the events.
 type Endpoint struct {
 	// Name is what events use as their Destination. Required: letters,
-	// digits, '.', '_' and '-', at most 100 bytes, unique.
+	// digits, '.', '_' and '-', not starting with '.' (".." could not be
+	// addressed in a URL path), at most 100 bytes, unique.
 	Name string
 	// URL is the absolute http or https URL every delivery to this endpoint
-	// goes to. It may carry credentials (sent as basic authentication); they
+	// goes to, at most MaxURLBytes long. It may carry credentials (sent as basic authentication); they
 	// and all query values are redacted in errors and logs. Required.
 	URL string
 	// Secrets are Standard Webhooks signing secrets ("whsec_" followed by
@@ -39,9 +40,12 @@ type Endpoint struct {
 	// none.
 	RetiringSecrets []RetiringSecret
 	// Timeout bounds one delivery to this endpoint: connecting, sending,
-	// inline retries and reading the response. Default: Config.Timeout.
+	// inline retries and reading the response: from MinTimeout to
+	// MaxTimeout. Default: Config.Timeout.
 	Timeout time.Duration
-	// Headers are sent on every request to this endpoint. They take
+	// Headers are sent on every request to this endpoint: at most
+	// MaxHeaders of them, of at most MaxHeaderBytes of names and values
+	// together. They take
 	// precedence over an event's headers of the same name (the operator's
 	// configuration wins over what producers send), and cannot set the
 	// headers outbox.ReservedHeader reserves: those the sink owns
@@ -115,7 +119,8 @@ type Config struct {
 	AllowedNetworks []netip.Prefix
 	// Policy is the status policy table. Default: DefaultPolicy().
 	Policy Policy
-	// Timeout bounds one delivery (see Endpoint.Timeout). Default 30s.
+	// Timeout bounds one delivery (see Endpoint.Timeout): from MinTimeout
+	// to MaxTimeout. Default 30s.
 	Timeout time.Duration
 	// MaxRetryAfter caps the wait a receiver can ask for with Retry-After.
 	// Default 1h.
@@ -181,6 +186,25 @@ const (
 	DefaultUserAgent         = "outboxd-httpsink"
 )
 
+// Limits of an endpoint's definition, checked by New, PutEndpoint and
+// CheckEndpoint. Every delivery carries the endpoint's headers and URL, and
+// receivers refuse request headers over 8 to 64 KiB; a timeout under a
+// second fails receivers that are merely slow, and one over a quarter of an
+// hour holds a delivery slot long after anyone waits for its answer.
+const (
+	// MaxHeaders is how many Endpoint.Headers an endpoint may have.
+	MaxHeaders = 64
+	// MaxHeaderBytes bounds the bytes of Endpoint.Headers' names and
+	// values together.
+	MaxHeaderBytes = 8 << 10
+	// MaxURLBytes bounds the length of Endpoint.URL.
+	MaxURLBytes = 2 << 10
+	// MinTimeout and MaxTimeout bound Endpoint.Timeout (when set) and
+	// Config.Timeout.
+	MinTimeout = time.Second
+	MaxTimeout = 15 * time.Minute
+)
+
 // withDefaults returns a copy of c with every zero field set to its default.
 func (c Config) withDefaults() Config {
 	c.Policy = c.Policy.orDefault()
@@ -228,8 +252,10 @@ func (c *Config) validate() error {
 		}
 		return nil
 	}
+	if reason := checkTimeout(c.Timeout); reason != "" {
+		return &ConfigError{Field: "Timeout", Reason: reason}
+	}
 	for _, err := range []error{
-		neg("Timeout", c.Timeout < 0),
 		neg("MaxRetryAfter", c.MaxRetryAfter < 0),
 		neg("InlineRetryBudget", c.InlineRetryBudget < 0),
 		neg("PoolSize", c.PoolSize < 0),
@@ -269,15 +295,16 @@ func (c *Config) checkEndpoint(prefix string, e Endpoint) error {
 	if reason := checkName(e.Name); reason != "" {
 		return &ConfigError{Field: prefix + "Name", Reason: reason}
 	}
+	if len(e.URL) > MaxURLBytes {
+		return &ConfigError{Field: prefix + "URL", Reason: fmt.Sprintf("%d bytes long; at most %d", len(e.URL), MaxURLBytes)}
+	}
 	u, err := parseHTTPURL(e.URL)
 	if err != nil {
 		return &ConfigError{Field: prefix + "URL", Reason: err.Error()}
 	}
 	if !e.AllowPrivate && !c.AllowPrivateNetworks {
-		if addr, err := netip.ParseAddr(strings.Trim(u.Hostname(), "[]")); err == nil {
-			if err := (&guard{allowed: c.AllowedNetworks}).check(addr); err != nil {
-				return &ConfigError{Field: prefix + "URL", Reason: err.Error(), Err: err}
-			}
+		if err := (&guard{allowed: c.AllowedNetworks}).checkHost(u.Hostname()); err != nil {
+			return &ConfigError{Field: prefix + "URL", Reason: err.Error(), Err: err}
 		}
 	}
 	for j, s := range e.Secrets {
@@ -293,22 +320,50 @@ func (c *Config) checkEndpoint(prefix string, e Endpoint) error {
 			return &ConfigError{Field: fmt.Sprintf("%sRetiringSecrets[%d].Until", prefix, j), Reason: "required: when the secret stops signing"}
 		}
 	}
-	if e.Timeout < 0 {
-		return &ConfigError{Field: prefix + "Timeout", Reason: "must not be negative"}
+	if reason := checkTimeout(e.Timeout); e.Timeout != 0 && reason != "" {
+		return &ConfigError{Field: prefix + "Timeout", Reason: reason}
 	}
 	if e.MaxInFlight < 0 {
 		return &ConfigError{Field: prefix + "MaxInFlight", Reason: "must not be negative"}
 	}
-	for k, v := range e.Headers {
-		hf := fmt.Sprintf("%sHeaders[%q]", prefix, k)
-		if reason := checkHeaderName(k); reason != "" {
-			return &ConfigError{Field: hf, Reason: reason}
+	return checkHeaders(prefix, e.Headers)
+}
+
+// checkTimeout returns why d is not a timeout from MinTimeout to
+// MaxTimeout, or "".
+func checkTimeout(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "must not be negative"
+	case d < MinTimeout || d > MaxTimeout:
+		return fmt.Sprintf("%s is out of range: from %s to %s", d, MinTimeout, MaxTimeout)
+	}
+	return ""
+}
+
+// checkHeaders validates an endpoint's headers, in time linear in their
+// size: their number and bytes first, then each name and value.
+func checkHeaders(prefix string, headers map[string]string) error {
+	if len(headers) > MaxHeaders {
+		return &ConfigError{Field: prefix + "Headers", Reason: fmt.Sprintf("%d headers; at most %d", len(headers), MaxHeaders)}
+	}
+	size := 0
+	for k, v := range headers {
+		size += len(k) + len(v)
+	}
+	if size > MaxHeaderBytes {
+		return &ConfigError{Field: prefix + "Headers", Reason: fmt.Sprintf("%d bytes of names and values; at most %d", size, MaxHeaderBytes)}
+	}
+	for k, v := range headers {
+		reason := checkHeaderName(k)
+		if why, reserved := outbox.ReservedHeader(k); reason == "" && reserved {
+			reason = "cannot be configured: it " + why
 		}
-		if reason, ok := outbox.ReservedHeader(k); ok {
-			return &ConfigError{Field: hf, Reason: "cannot be configured: it " + reason}
+		if reason == "" {
+			reason = checkHeaderValue(v)
 		}
-		if reason := checkHeaderValue(v); reason != "" {
-			return &ConfigError{Field: hf, Reason: reason}
+		if reason != "" {
+			return &ConfigError{Field: fmt.Sprintf("%sHeaders[%q]", prefix, k), Reason: reason}
 		}
 	}
 	return nil
@@ -321,6 +376,9 @@ func checkName(s string) string {
 	}
 	if len(s) > 100 {
 		return "longer than 100 bytes"
+	}
+	if s[0] == '.' {
+		return fmt.Sprintf("%q starts with a dot: a name of dots or starting with one cannot be addressed in a URL path", s)
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]

@@ -85,6 +85,18 @@
 // forms. It is on by default for every destination; Endpoint.AllowPrivate,
 // Config.AllowPrivateNetworks and Config.AllowedNetworks open it. Environment
 // proxies are not used, so the guard always sees the receiver's address.
+// A named endpoint whose host is refused whatever it resolves to is refused
+// when it is defined (New, PutEndpoint, CheckEndpoint) rather than at its
+// first delivery: a literal address, localhost and *.localhost (any case,
+// trailing dot), and the numeric forms resolvers read as IPv4 ("127.1",
+// "2130706433", "0x7f000001", "017700000001").
+//
+// # Limits of a definition
+//
+// An endpoint has at most MaxHeaders headers of at most MaxHeaderBytes,
+// a URL of at most MaxURLBytes, a timeout from MinTimeout to MaxTimeout,
+// and a name that does not start with a dot; checking a definition takes
+// time linear in its size.
 //
 // # Secrets
 //

@@ -2,8 +2,10 @@ package httpsink_test
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -90,6 +92,11 @@ func TestPutEndpointRefusesAndKeeps(t *testing.T) {
 		{httpsink.Endpoint{Name: "orders", URL: rcv.URL, AllowPrivate: true, Headers: map[string]string{"Webhook-Id": "x"}}, `Headers["Webhook-Id"]`},
 		{httpsink.Endpoint{Name: "orders", URL: rcv.URL, AllowPrivate: true, Timeout: -time.Second}, "Timeout"},
 		{httpsink.Endpoint{Name: "orders", URL: rcv.URL, AllowPrivate: true, MaxInFlight: -1}, "MaxInFlight"},
+		{httpsink.Endpoint{Name: ".", URL: rcv.URL, AllowPrivate: true}, "Name"},
+		{httpsink.Endpoint{Name: "..", URL: rcv.URL, AllowPrivate: true}, "Name"},
+		{httpsink.Endpoint{Name: "....", URL: rcv.URL, AllowPrivate: true}, "Name"},
+		{httpsink.Endpoint{Name: ".orders", URL: rcv.URL, AllowPrivate: true}, "Name"},
+		{httpsink.Endpoint{Name: "orders", URL: "http://localhost/", Timeout: time.Second}, "URL"},
 	} {
 		err := s.PutEndpoint(tc.ep)
 		var ce *httpsink.ConfigError
@@ -254,5 +261,63 @@ func TestPutEndpointAfterClose(t *testing.T) {
 	err = s.PutEndpoint(httpsink.Endpoint{Name: "orders", URL: "https://example.com/hook"})
 	if !errors.Is(err, httpsink.ErrClosed) {
 		t.Fatalf("PutEndpoint after Close: %v, want ErrClosed", err)
+	}
+}
+
+// The limits of a definition: at the limit it is accepted, one over it is
+// a *ConfigError naming the field and the limit, and the endpoint keeps
+// its definition.
+func TestEndpointDefinitionLimits(t *testing.T) {
+	rcv := newReceiver(t, func(w http.ResponseWriter, r *http.Request) {})
+	s := newSink(t, httpsink.Config{Endpoints: []httpsink.Endpoint{{Name: "orders", URL: rcv.URL, AllowPrivate: true}}})
+	headers := func(n, valueBytes int) map[string]string {
+		h := make(map[string]string, n)
+		for i := range n {
+			name := fmt.Sprintf("X-H%03d", i)
+			h[name] = strings.Repeat("v", valueBytes)
+		}
+		return h
+	}
+	longURL := func(n int) string { return rcv.URL + "/" + strings.Repeat("p", n-len(rcv.URL)-1) }
+	at := func(e httpsink.Endpoint) httpsink.Endpoint { e.Name, e.AllowPrivate = "orders", true; return e }
+	for _, tc := range []struct {
+		name       string
+		ok, over   httpsink.Endpoint
+		field      string
+		limitNamed string
+	}{
+		{"headers", at(httpsink.Endpoint{URL: rcv.URL, Headers: headers(httpsink.MaxHeaders, 1)}),
+			at(httpsink.Endpoint{URL: rcv.URL, Headers: headers(httpsink.MaxHeaders+1, 1)}), "Headers", "65 headers; at most 64"},
+		// 8 headers of a 6-byte name: values of 1018 bytes fill 8192.
+		{"header bytes", at(httpsink.Endpoint{URL: rcv.URL, Headers: headers(8, httpsink.MaxHeaderBytes/8-6)}),
+			at(httpsink.Endpoint{URL: rcv.URL, Headers: headers(8, httpsink.MaxHeaderBytes/8-6+1)}), "Headers", "8200 bytes of names and values; at most 8192"},
+		{"URL", at(httpsink.Endpoint{URL: longURL(httpsink.MaxURLBytes)}),
+			at(httpsink.Endpoint{URL: longURL(httpsink.MaxURLBytes + 1)}), "URL", "2049 bytes long; at most 2048"},
+		{"shortest timeout", at(httpsink.Endpoint{URL: rcv.URL, Timeout: httpsink.MinTimeout}),
+			at(httpsink.Endpoint{URL: rcv.URL, Timeout: httpsink.MinTimeout - time.Nanosecond}), "Timeout", "from 1s to 15m0s"},
+		{"longest timeout", at(httpsink.Endpoint{URL: rcv.URL, Timeout: httpsink.MaxTimeout}),
+			at(httpsink.Endpoint{URL: rcv.URL, Timeout: httpsink.MaxTimeout + time.Nanosecond}), "Timeout", "from 1s to 15m0s"},
+		{"1ns timeout", at(httpsink.Endpoint{URL: rcv.URL}),
+			at(httpsink.Endpoint{URL: rcv.URL, Timeout: time.Nanosecond}), "Timeout", "1ns is out of range"},
+		{"100000h timeout", at(httpsink.Endpoint{URL: rcv.URL}),
+			at(httpsink.Endpoint{URL: rcv.URL, Timeout: 100000 * time.Hour}), "Timeout", "100000h0m0s is out of range"},
+	} {
+		if err := s.PutEndpoint(tc.ok); err != nil {
+			t.Errorf("%s at the limit: %v", tc.name, err)
+			continue
+		}
+		err := s.PutEndpoint(tc.over)
+		var ce *httpsink.ConfigError
+		if !errors.As(err, &ce) || ce.Field != tc.field || !strings.Contains(ce.Reason, tc.limitNamed) {
+			t.Errorf("%s over the limit: %v; want %s refused naming %q", tc.name, err, tc.field, tc.limitNamed)
+		}
+		if _, err := httpsink.New(httpsink.Config{Endpoints: []httpsink.Endpoint{tc.over}}); !errors.As(err, &ce) || ce.Field != "Endpoints[0]."+tc.field {
+			t.Errorf("New with %s over the limit: %v", tc.name, err)
+		}
+	}
+	for _, d := range []time.Duration{time.Nanosecond, 16 * time.Minute} {
+		if _, err := httpsink.New(httpsink.Config{Timeout: d}); err == nil || !strings.Contains(err.Error(), "Timeout: ") {
+			t.Errorf("New with Config.Timeout %s: %v; want it refused", d, err)
+		}
 	}
 }

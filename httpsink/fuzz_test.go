@@ -3,6 +3,7 @@ package httpsink
 import (
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -81,6 +82,64 @@ func FuzzRedactURL(f *testing.F) {
 					t.Fatalf("RedactURL(%q) = %q keeps query value %q", s, r, v)
 				}
 			}
+		}
+	})
+}
+
+// FuzzCheckEndpoint: endpoint definitions come from the API and from
+// settings files. Any definition gives nil or a *ConfigError, never a
+// panic, and one accepted is within the limits: a name an URL path can
+// address, at most MaxHeaders headers of at most MaxHeaderBytes, a URL of
+// at most MaxURLBytes whose host is not loopback by name or number, and a
+// timeout from MinTimeout to MaxTimeout (or none).
+func FuzzCheckEndpoint(f *testing.F) {
+	f.Add("orders", "https://example.com/hook", "X-Tenant", "t1", 3, int64(10*time.Second))
+	f.Add("..", "https://example.com/", "X-A", "b", 1, int64(0))
+	f.Add("orders", "http://0x7f000001/", "X-A", "b", 1, int64(0))
+	f.Add("orders", "http://LOCALHOST./", "", "", 0, int64(0))
+	f.Add("orders", "http://127.1:8080/", "X-A", "b", 1, int64(time.Second))
+	f.Add("orders", "https://example.com/", "X-A", strings.Repeat("v", 200), 70, int64(time.Nanosecond))
+	f.Add("o", "https://example.com/"+strings.Repeat("p", 3000), "Host", "x", 1, int64(100000*time.Hour))
+	f.Add("orders", "https://example.com/", "X-A\r\n", "b\n", 2, int64(-1))
+	s, err := New(Config{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer s.Close()
+	f.Fuzz(func(t *testing.T, name, rawURL, header, value string, headers int, timeout int64) {
+		h := make(map[string]string)
+		for i := range min(max(headers, 0), 2*MaxHeaders) {
+			h[header+strconv.Itoa(i)] = value
+		}
+		e := Endpoint{Name: name, URL: rawURL, Headers: h, Timeout: time.Duration(timeout)}
+		err := s.CheckEndpoint(e)
+		if err != nil {
+			if _, ok := err.(*ConfigError); !ok {
+				t.Fatalf("error %T %v", err, err)
+			}
+			return
+		}
+		size := 0
+		for k, v := range h {
+			size += len(k) + len(v)
+		}
+		switch {
+		case name == "" || name[0] == '.':
+			t.Fatalf("name %q accepted", name)
+		case len(h) > MaxHeaders || size > MaxHeaderBytes:
+			t.Fatalf("%d headers of %d bytes accepted", len(h), size)
+		case len(rawURL) > MaxURLBytes:
+			t.Fatalf("a URL of %d bytes accepted", len(rawURL))
+		case e.Timeout != 0 && (e.Timeout < MinTimeout || e.Timeout > MaxTimeout):
+			t.Fatalf("timeout %s accepted", e.Timeout)
+		}
+		u, _ := url.Parse(rawURL)
+		host := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
+		if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+			t.Fatalf("host %q accepted", u.Hostname())
+		}
+		if addr, ok := parseInetAton(host); ok && blockedReason(addr) != "" {
+			t.Fatalf("host %q (%s) accepted", u.Hostname(), addr)
 		}
 	})
 }

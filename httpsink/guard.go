@@ -1,8 +1,10 @@
 package httpsink
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"syscall"
 )
 
@@ -106,6 +108,99 @@ func blockedReason(addr netip.Addr) string {
 		}
 	}
 	return ""
+}
+
+// checkHost is the guard's check of a URL's host before any connection: a
+// literal address, a name that is loopback by definition (localhost and
+// *.localhost, RFC 6761, in any case and with a trailing dot), and a
+// number that resolvers read as an IPv4 address (inet_aton's forms:
+// "127.1", "2130706433", "0x7f000001", "017700000001"). Other names pass:
+// what they resolve to is checked at dial time.
+func (g *guard) checkHost(host string) error {
+	name := strings.ToLower(strings.TrimSuffix(host, "."))
+	if name == "localhost" || strings.HasSuffix(name, ".localhost") {
+		if err := g.check(netip.AddrFrom4([4]byte{127, 0, 0, 1})); err != nil {
+			return fmt.Errorf("host %q is loopback by name (RFC 6761): %w", host, err)
+		}
+		return nil
+	}
+	if addr, err := netip.ParseAddr(host); err == nil {
+		return g.check(addr)
+	}
+	if addr, ok := parseInetAton(name); ok {
+		if err := g.check(addr); err != nil {
+			return fmt.Errorf("host %q is the address %s: %w", host, addr, err)
+		}
+	}
+	return nil
+}
+
+// parseInetAton parses s as inet_aton(3) does: one to four parts separated
+// by dots, each decimal, octal (a leading 0) or hexadecimal (0x), the last
+// part filling the bytes the others leave (a.b.c.d, a.b.c with c 16 bits,
+// a.b with b 24 bits, a alone 32 bits). ok is false when s is not such a
+// number.
+func parseInetAton(s string) (addr netip.Addr, ok bool) {
+	parts := strings.Split(s, ".")
+	if len(parts) > 4 {
+		return netip.Addr{}, false
+	}
+	var v uint64
+	for i, p := range parts {
+		n, ok := parseInetPart(p)
+		last := i == len(parts)-1
+		limit := uint64(0xff)
+		if last {
+			limit = 1<<(8*(5-len(parts))) - 1
+		}
+		if !ok || n > limit {
+			return netip.Addr{}, false
+		}
+		if last {
+			v = v<<(8*(5-len(parts))) | n
+		} else {
+			v = v<<8 | n
+		}
+	}
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), true
+}
+
+// parseInetPart parses one part of an inet_aton address: decimal, octal
+// with a leading 0, hexadecimal with 0x or 0X ("0x" alone is 0, as glibc
+// reads it). ok is false when p is not such a number or is above 2^32.
+func parseInetPart(p string) (n uint64, ok bool) {
+	base := uint64(10)
+	switch {
+	case p == "":
+		return 0, false
+	case len(p) >= 2 && p[0] == '0' && (p[1] == 'x' || p[1] == 'X'):
+		base, p = 16, p[2:]
+	case len(p) > 1 && p[0] == '0':
+		base, p = 8, p[1:]
+	}
+	for i := 0; i < len(p); i++ {
+		d, valid := digit(p[i])
+		if !valid || d >= base {
+			return 0, false
+		}
+		if n = n*base + d; n > 1<<32 {
+			return 0, false
+		}
+	}
+	return n, true
+}
+
+// digit returns the value of a hexadecimal digit.
+func digit(c byte) (uint64, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return uint64(c - '0'), true
+	case 'a' <= c && c <= 'f':
+		return uint64(c-'a') + 10, true
+	case 'A' <= c && c <= 'F':
+		return uint64(c-'A') + 10, true
+	}
+	return 0, false
 }
 
 // control is the net.Dialer.Control hook: it runs after name resolution,

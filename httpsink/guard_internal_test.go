@@ -71,3 +71,23 @@ func TestGuardAllowedNetworks(t *testing.T) {
 		t.Errorf("nil guard: %v", err)
 	}
 }
+
+// parseInetAton reads every form inet_aton(3) accepts, and nothing else.
+func TestParseInetAton(t *testing.T) {
+	for s, want := range map[string]string{
+		"127.0.0.1": "127.0.0.1", "127.1": "127.0.0.1", "127.0.1": "127.0.0.1", "2130706433": "127.0.0.1",
+		"0x7f000001": "127.0.0.1", "0X7F000001": "127.0.0.1", "017700000001": "127.0.0.1", "0x7f.1": "127.0.0.1",
+		"0177.0.0.01": "127.0.0.1", "0": "0.0.0.0", "0x": "0.0.0.0", "00": "0.0.0.0", "4294967295": "255.255.255.255",
+		"10.0x10203": "10.1.2.3", "192.168.257": "192.168.1.1", "1.2.3.4": "1.2.3.4",
+	} {
+		if got, ok := parseInetAton(s); !ok || got.String() != want {
+			t.Errorf("parseInetAton(%q) = %v, %v; want %s", s, got, ok, want)
+		}
+	}
+	for _, s := range []string{"", ".", "1.", ".1", "1..2", "1.2.3.4.5", "256.1", "1.16777216", "1.2.65536", "1.2.3.256",
+		"4294967296", "99999999999999999999", "08", "0x1g", "example.com", "1.2.3.a", "-1", "+1", " 1"} {
+		if got, ok := parseInetAton(s); ok {
+			t.Errorf("parseInetAton(%q) = %v; want not an address", s, got)
+		}
+	}
+}

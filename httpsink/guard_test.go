@@ -62,34 +62,71 @@ func TestGuardRefuses(t *testing.T) {
 	}
 }
 
-// TestGuardNamedEndpoint: a named endpoint is guarded too (a hostname that
-// resolves to loopback disables it: its configuration must change), a
-// literal private address is refused at New, and AllowPrivate opens it.
+// TestGuardNamedEndpoint: a named endpoint on a literal private address or
+// on a host that is loopback by name is refused at New, naming the host and
+// how to allow it; AllowPrivate opens it.
 func TestGuardNamedEndpoint(t *testing.T) {
 	rcv := newReceiver(t, func(w http.ResponseWriter, r *http.Request) {})
 	_, port, _ := net.SplitHostPort(rcv.Listener.Addr().String())
 
-	s := newSink(t, httpsink.Config{Endpoints: []httpsink.Endpoint{{Name: "local", URL: "http://localhost:" + port}}})
-	res := deliver(s, "local", "{}")
-	if res.Action != outbox.ActionDisable || !errors.Is(res.Err, httpsink.ErrBlockedAddress) {
-		t.Fatalf("got %s, %v; want disable, blocked", res.Action, res.Err)
-	}
-	// The refusal says how to allow it, in outboxd's terms as well as Go's.
-	for _, want := range []string{",allow-private", "allow_private: true", "--allow-private-networks", "Endpoint.AllowPrivate"} {
-		if !strings.Contains(res.Err.Error(), want) {
-			t.Errorf("refusal %q does not name %s", res.Err, want)
+	for _, u := range []string{rcv.URL, "http://localhost:" + port} {
+		_, err := httpsink.New(httpsink.Config{Endpoints: []httpsink.Endpoint{{Name: "local", URL: u}}})
+		var ce *httpsink.ConfigError
+		if !errors.As(err, &ce) || ce.Field != "Endpoints[0].URL" || !errors.Is(err, httpsink.ErrBlockedAddress) || !strings.Contains(err.Error(), "127.0.0.1") {
+			t.Fatalf("New with %s: %v", u, err)
+		}
+		// The refusal says how to allow it, in outboxd's terms as well as Go's.
+		for _, want := range []string{",allow-private", "allow_private: true", "--allow-private-networks", "Endpoint.AllowPrivate"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("refusal %q does not name %s", err, want)
+			}
 		}
 	}
 
-	_, err := httpsink.New(httpsink.Config{Endpoints: []httpsink.Endpoint{{Name: "local", URL: rcv.URL}}})
-	var ce *httpsink.ConfigError
-	if !errors.As(err, &ce) || ce.Field != "Endpoints[0].URL" || !errors.Is(err, httpsink.ErrBlockedAddress) || !strings.Contains(err.Error(), "127.0.0.1") {
-		t.Fatalf("New with a loopback URL: %v", err)
-	}
-
-	s = newSink(t, httpsink.Config{Endpoints: []httpsink.Endpoint{{Name: "local", URL: "http://localhost:" + port, AllowPrivate: true}}})
+	s := newSink(t, httpsink.Config{Endpoints: []httpsink.Endpoint{{Name: "local", URL: "http://localhost:" + port, AllowPrivate: true}}})
 	if res := deliver(s, "local", "{}"); res.Action != outbox.ActionSuccess {
 		t.Fatalf("AllowPrivate: got %s, %v", res.Action, res.Err)
+	}
+}
+
+// Hosts that are private by name or by any numeric form a resolver
+// accepts are refused when an endpoint is defined, as literal addresses
+// are; public names and numbers pass, and AllowPrivate, AllowedNetworks
+// and AllowPrivateNetworks open them.
+func TestPrivateHostsByNameAreRefusedAtDefinition(t *testing.T) {
+	s := newSink(t, httpsink.Config{})
+	for _, host := range []string{
+		"localhost", "LOCALHOST.", "LocalHost", "foo.localhost", "a.b.LOCALHOST.",
+		"127.0.0.1", "127.0.0.1.", "127.1", "127.0.1", "2130706433", "0x7f000001", "0X7F000001", "017700000001",
+		"0x7f.1", "0177.0.0.1", "0x7f.0x0.0x0.0x1", "0", "0x0", "00", "10.1", "167772161", "192.168.257",
+		"169.254.169.254", "0xa9fea9fe", "[::1]", "[::ffff:127.0.0.1]", "[fe80::1%25eth0]",
+	} {
+		err := s.CheckEndpoint(httpsink.Endpoint{Name: "e", URL: "http://" + host + ":8080/hook"})
+		var ce *httpsink.ConfigError
+		if !errors.As(err, &ce) || ce.Field != "URL" || !errors.Is(err, httpsink.ErrBlockedAddress) {
+			t.Errorf("host %s: %v; want the URL refused as a blocked address", host, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), "allow-private") {
+			t.Errorf("host %s: %q does not say how to allow it", host, err)
+		}
+	}
+	for _, host := range []string{"example.com", "localhost.example.com", "mylocalhost", "8.8.8.8", "134744072", "0x08080808",
+		"8.8.2056", "127.0.0.1.example.com", "0x7g000001", "08", "4294967296", "1.2.3.4.5", "[2606:4700::1111]"} {
+		if err := s.CheckEndpoint(httpsink.Endpoint{Name: "e", URL: "http://" + host + "/hook"}); err != nil {
+			t.Errorf("host %s: %v; want it accepted (checked at dial time)", host, err)
+		}
+	}
+	for _, cfg := range []httpsink.Config{{AllowPrivateNetworks: true}, {AllowedNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}} {
+		open := newSink(t, cfg)
+		for _, host := range []string{"localhost", "127.1", "0x7f000001"} {
+			if err := open.CheckEndpoint(httpsink.Endpoint{Name: "e", URL: "http://" + host + "/"}); err != nil {
+				t.Errorf("%+v, host %s: %v", cfg, host, err)
+			}
+		}
+	}
+	if err := s.CheckEndpoint(httpsink.Endpoint{Name: "e", URL: "http://foo.localhost/", AllowPrivate: true}); err != nil {
+		t.Errorf("AllowPrivate, host foo.localhost: %v", err)
 	}
 }
 

@@ -95,7 +95,7 @@ func TestPolicyTable(t *testing.T) {
 		AllowPrivateNetworks: true, // httptest listens on loopback
 		InlineRetries:        -1,   // one request per row; inline retries have their own tests
 		Endpoints: []httpsink.Endpoint{
-			{Name: "slow", URL: rcv.URL + "/slow", Timeout: 300 * time.Millisecond},
+			{Name: "slow", URL: rcv.URL + "/slow", Timeout: httpsink.MinTimeout},
 		},
 	})
 	date := func(d time.Duration) string { return url.QueryEscape(fixedNow.Add(d).Format(http.TimeFormat)) }
@@ -212,13 +212,13 @@ func TestTimeoutError(t *testing.T) {
 		<-r.Context().Done()
 	})
 	s := newSink(t, httpsink.Config{
-		Endpoints: []httpsink.Endpoint{{Name: "slow", URL: rcv.URL, Timeout: 200 * time.Millisecond, AllowPrivate: true}},
+		Endpoints: []httpsink.Endpoint{{Name: "slow", URL: rcv.URL, Timeout: httpsink.MinTimeout, AllowPrivate: true}},
 	})
 	res := deliver(s, "slow", "{}")
 	if res.Action != outbox.ActionRetry || res.Status != 0 {
 		t.Fatalf("got %s/%d", res.Action, res.Status)
 	}
-	if !errors.Is(res.Err, context.DeadlineExceeded) || !strings.Contains(res.Err.Error(), "no response within 200ms") {
+	if !errors.Is(res.Err, context.DeadlineExceeded) || !strings.Contains(res.Err.Error(), "no response within 1s") {
 		t.Fatalf("Err = %v, want a timeout naming the limit", res.Err)
 	}
 	var de *httpsink.DeliveryError

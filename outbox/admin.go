@@ -190,7 +190,8 @@ type ReplayFilter struct {
 	From, To time.Time
 	// Limit caps the events replayed; 0 means all that match.
 	Limit int
-	// Rate is the pace, in events per second. Default 100.
+	// Rate is the pace, in events per second, from MinRate to MaxRate.
+	// Default 100.
 	Rate float64
 }
 
@@ -206,16 +207,12 @@ func (o *Outbox) ReplayDead(ctx context.Context, f ReplayFilter) (int, error) {
 		return 0, err
 	}
 	defer o.ops.Done()
-	rate := f.Rate
-	if rate < 0 {
-		return 0, fmt.Errorf("outbox: replay dead: %w: rate must not be negative", ErrInvalid)
+	rate, err := paceRate(f.Rate)
+	if err != nil {
+		return 0, err
 	}
-	if rate == 0 {
-		rate = DefaultReplayRate
-	}
-	interval := time.Duration(float64(time.Second) / rate)
 	return o.admin.ReplayDead(ctx, admin.DeadFilter{Destination: f.Destination, KeyPrefix: f.KeyPrefix, Topic: f.Topic,
-		Status: f.Status, From: f.From, To: f.To}, f.Limit, interval, MaxListLimit)
+		Status: f.Status, From: f.From, To: f.To}, f.Limit, rate, MaxListLimit)
 }
 
 // EndpointState is the delivery state of one endpoint.
@@ -412,7 +409,8 @@ func (o *Outbox) EnableEndpoint(ctx context.Context, name string) error {
 // RetryEndpoint is what an operator calls once an endpoint's receiver is
 // fixed: it closes the endpoint's circuit breaker, lifts its throttle, and
 // makes its pending events due now, paced at rate events per second (0:
-// DefaultReplayRate) so that the receiver is not flooded: the n-th event
+// DefaultReplayRate; otherwise from MinRate to MaxRate, or a
+// *ValidationError) so that the receiver is not flooded: the n-th event
 // (from 0) becomes due n/rate seconds from now, or stays due earlier when it
 // was; an event scheduled later (Event.DeliverAt) keeps its time. The
 // endpoint's rate limit, if it has one, applies on top. It returns how many
@@ -425,14 +423,12 @@ func (o *Outbox) RetryEndpoint(ctx context.Context, name string, rate float64) (
 		return 0, err
 	}
 	defer o.ops.Done()
-	if rate < 0 {
-		return 0, fmt.Errorf("outbox: retry endpoint: %w: rate must not be negative", ErrInvalid)
-	}
-	if rate == 0 {
-		rate = DefaultReplayRate
+	rate, err := paceRate(rate)
+	if err != nil {
+		return 0, err
 	}
 	now := o.clock.Now().UTC()
-	n, err := o.eng.Retry(ctx, name, now, o.listsEndpoint(name), time.Duration(float64(time.Second)/rate))
+	n, err := o.eng.Retry(ctx, name, now, o.listsEndpoint(name), rate)
 	if de := (*engine.DisabledError)(nil); errors.As(err, &de) {
 		return 0, fmt.Errorf("outbox: retry endpoint %q: %w since %s (%s); enable it instead", name, ErrEndpointDisabled,
 			de.Since.Format(time.RFC3339), de.Reason)

@@ -14,12 +14,40 @@ import (
 // RateLimit caps how fast deliveries to one endpoint start: PerSecond on
 // average, with bursts of up to Burst at once.
 type RateLimit struct {
-	// PerSecond is the sustained rate, in deliveries started per second.
-	// Must be positive.
+	// PerSecond is the sustained rate, in deliveries started per second,
+	// from MinRate to MaxRate.
 	PerSecond float64
 	// Burst is how many deliveries may start at once after a quiet spell.
 	// Must be at least 1.
 	Burst int
+}
+
+// Bounds of every rate, in events per second: RateLimit.PerSecond, the
+// rate of RetryEndpoint and ReplayFilter.Rate. A rate below one a day is a
+// mistake rather than a pace, and none above a million a second is one an
+// endpoint can take.
+const (
+	MinRate = ratelimit.MinPerSecond
+	MaxRate = ratelimit.MaxPerSecond
+)
+
+// ValidateRate returns a *ValidationError with Field "rate" when perSecond
+// is not within MinRate and MaxRate (NaN and infinities included); its
+// reason names the bounds.
+func ValidateRate(perSecond float64) error {
+	if reason := ratelimit.CheckRate(perSecond); reason != "" {
+		return &ValidationError{Field: "rate", Reason: reason, argument: true}
+	}
+	return nil
+}
+
+// paceRate returns the pace of an operator's call: DefaultReplayRate for
+// 0, perSecond when it is within the bounds, a *ValidationError otherwise.
+func paceRate(perSecond float64) (float64, error) {
+	if perSecond == 0 {
+		return DefaultReplayRate, nil
+	}
+	return perSecond, ValidateRate(perSecond)
 }
 
 // RateLimits holds the rate limits of endpoints, by endpoint name (the name

@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/outboxd/outbox/httpsink"
 	"github.com/outboxd/outbox/internal/testkit"
 	"github.com/outboxd/outbox/outbox"
 )
@@ -454,6 +457,51 @@ func TestControlsConfigErrors(t *testing.T) {
 		var ce *outbox.ConfigError
 		if err := cfg.Validate(); !errors.As(err, &ce) || ce.Field != tc.field {
 			t.Errorf("Validate(%+v) = %v; want a ConfigError naming %s", tc.b, err, tc.field)
+		}
+	}
+}
+
+// Every rate an operator gives is bounded: below one a day or above
+// MaxRate is a *ValidationError naming the bounds, and nothing moves; at
+// the floor a backlog is paced a day apart, in the future, not in an
+// overflowed past.
+func TestOperatorRatesAreBounded(t *testing.T) {
+	ctx := context.Background()
+	const endpoint = "hook"
+	sink, err := httpsink.New(httpsink.Config{Endpoints: []httpsink.Endpoint{{Name: endpoint, URL: "https://receiver.example/hook"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sink.Close() })
+	o, _ := open(t, testConfig(sink)) // not started: nothing is delivered
+	ids := enqueueN(t, o, 3, func(int) string { return endpoint })
+	for _, bad := range []float64{1e-300, outbox.MinRate / 2, -1, outbox.MaxRate * 1.5, math.NaN(), math.Inf(1)} {
+		_, retryErr := o.RetryEndpoint(ctx, endpoint, bad)
+		_, replayErr := o.ReplayDead(ctx, outbox.ReplayFilter{Rate: bad})
+		for _, err := range []error{retryErr, replayErr} {
+			var ve *outbox.ValidationError
+			if !errors.As(err, &ve) || ve.Field != "rate" || !strings.Contains(err.Error(), "out of range: from 1/86400 (one per day) to 1000000 per second") {
+				t.Errorf("rate %g: %v; want a validation error naming the bounds", bad, err)
+			}
+		}
+		if _, err := outbox.NewRateLimits(map[string]outbox.RateLimit{"a": {PerSecond: bad, Burst: 1}}); !errors.Is(err, outbox.ErrInvalidConfig) {
+			t.Errorf("NewRateLimits(%g/s) = %v; want a config error", bad, err)
+		}
+	}
+	if _, err := o.ReplayDead(ctx, outbox.ReplayFilter{Rate: outbox.MaxRate}); err != nil {
+		t.Errorf("ReplayDead at the ceiling: %v", err)
+	}
+	before := time.Now()
+	n, err := o.RetryEndpoint(ctx, endpoint, outbox.MinRate)
+	if err != nil || n != len(ids) {
+		t.Fatalf("RetryEndpoint at the floor = %d, %v; want the %d pending events", n, err, len(ids))
+	}
+	for ev := range allPending(t, o) {
+		var i int
+		fmt.Sscanf(ev.ID, "ev-%d", &i)
+		want := before.Add(time.Duration(i) * 24 * time.Hour)
+		if ev.NextAttemptAt.Before(want) || ev.NextAttemptAt.After(want.Add(time.Minute)) {
+			t.Errorf("event %s is due at %s at one a day; want about %s", ev.ID, ev.NextAttemptAt, want)
 		}
 	}
 }

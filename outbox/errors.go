@@ -127,10 +127,14 @@ type ValidationError struct {
 	Reason string
 
 	subscription bool // it is about a Subscription (SetSubscriptions)
+	argument     bool // it is about an argument of a call (ValidateRate)
 }
 
 // Error implements error.
 func (e *ValidationError) Error() string {
+	if e.argument {
+		return fmt.Sprintf("outbox: invalid %s: %s", e.Field, e.Reason)
+	}
 	what := "event"
 	if e.subscription {
 		what = "subscription"

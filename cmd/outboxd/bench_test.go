@@ -306,7 +306,7 @@ func BenchmarkIngest(b *testing.B) {
 		})}
 		addr, stop := serveLoopback(b, &rc)
 		dir := b.TempDir()
-		p := start(b, dir, "--endpoint", "sink=http://"+addr+"/,allow-private,timeout=1h",
+		p := start(b, dir, "--endpoint", "sink=http://"+addr+"/,allow-private,timeout=15m",
 			"--max-body-bytes", "5MiB")
 		url := p.url("/v1/events")
 		metrics := p.url("/metrics")

@@ -64,7 +64,7 @@ func BenchmarkKafkaModeIngest(b *testing.B) {
 	})}
 	addr, stop := serveLoopback(b, &hang)
 	defer stop()
-	endpoint := "sink=http://" + addr + "/,allow-private,timeout=1h"
+	endpoint := "sink=http://" + addr + "/,allow-private,timeout=15m"
 
 	dir := b.TempDir()
 	tuning := writeTuning(b, dir, failoverTuning)

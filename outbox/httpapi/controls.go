@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"bytes"
-	"fmt"
 	"net/http"
 
 	"github.com/outboxd/outbox/outbox"
@@ -55,10 +54,6 @@ func (h *handler) retryEndpoint(w http.ResponseWriter, r *http.Request) {
 	b.release()
 	if err != nil {
 		h.fail(w, r, err, false)
-		return
-	}
-	if in.Rate < 0 {
-		h.fail(w, r, errorf(http.StatusBadRequest, fmt.Sprintf("rate: %g is out of range: must not be negative", in.Rate)), false)
 		return
 	}
 	n, err := h.o.RetryEndpoint(r.Context(), name, in.Rate)

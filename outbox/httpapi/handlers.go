@@ -409,8 +409,6 @@ func (h *handler) replayDead(w http.ResponseWriter, r *http.Request) {
 		err = errorf(http.StatusBadRequest, fmt.Sprintf("status: %d is out of range: an HTTP status code is from 100 to 999 (0: any)", in.Status))
 	case in.Limit < 0:
 		err = errorf(http.StatusBadRequest, fmt.Sprintf("limit: %d is out of range: must not be negative", in.Limit))
-	case in.Rate < 0:
-		err = errorf(http.StatusBadRequest, fmt.Sprintf("rate: %g is out of range: must not be negative", in.Rate))
 	case !f.From.IsZero() && !f.To.IsZero() && f.To.Before(f.From):
 		err = errorf(http.StatusBadRequest, "to: must not be before from")
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -97,7 +98,7 @@ func (c *rawChecker) value(depth int, arrayName string) error {
 // object checks the object at c.i (at depth).
 func (c *rawChecker) object(depth int) error {
 	c.i++ // {
-	var keys [][]byte
+	var keys keySet
 	for {
 		c.ws()
 		if c.i >= len(c.b) || c.b[c.i] == '}' {
@@ -114,16 +115,13 @@ func (c *rawChecker) object(depth int) error {
 			_ = json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &s)
 			key = []byte(s)
 		}
-		for _, k := range keys {
-			if bytes.EqualFold(k, key) {
-				reason := "duplicate key " + strconv.Quote(string(key))
-				if !bytes.Equal(k, key) {
-					reason += " (the same as " + strconv.Quote(string(k)) + ": keys are matched without regard to case)"
-				}
-				return c.fail(reason)
+		if k, dup := keys.add(key); dup {
+			reason := "duplicate key " + strconv.Quote(string(key))
+			if !bytes.Equal(k, key) {
+				reason += " (the same as " + strconv.Quote(string(k)) + ": keys are matched without regard to case)"
 			}
+			return c.fail(reason)
 		}
-		keys = append(keys, key)
 		c.ws()
 		c.i++ // :
 		if depth == c.skipDepth && bytes.EqualFold(key, []byte(c.verbatim)) {
@@ -276,4 +274,55 @@ func (c *rawChecker) fail(reason string) error {
 		return errorf(http.StatusBadRequest, reason)
 	}
 	return errorf(http.StatusBadRequest, sb.String()+": "+reason)
+}
+
+// keySet holds the keys of one object, matched as bytes.EqualFold matches
+// them, in time linear in their number: the first few are compared one
+// by one (most objects have a handful of keys, and then no map is
+// allocated), the rest are looked up by their case-folded form.
+type keySet struct {
+	few    [][]byte
+	folded map[string][]byte
+}
+
+// fewKeys is how many keys a keySet compares one by one.
+const fewKeys = 16
+
+// add adds key; when a key equal to it without regard to case is in the
+// set already, it returns that one and true instead.
+func (s *keySet) add(key []byte) (prev []byte, dup bool) {
+	for _, k := range s.few {
+		if bytes.EqualFold(k, key) {
+			return k, true
+		}
+	}
+	if len(s.few) < fewKeys {
+		s.few = append(s.few, key)
+		return nil, false
+	}
+	if s.folded == nil {
+		s.folded = make(map[string][]byte, fewKeys)
+	}
+	f := foldKey(key)
+	if k, ok := s.folded[f]; ok {
+		return k, true
+	}
+	s.folded[f] = key
+	return nil, false
+}
+
+// foldKey returns key with every rune replaced by the least rune of its
+// case-folding orbit (unicode.SimpleFold): two keys are equal under
+// bytes.EqualFold exactly when their folded forms are equal.
+func foldKey(key []byte) string {
+	var b strings.Builder
+	b.Grow(len(key))
+	for _, r := range string(key) {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		b.WriteRune(least)
+	}
+	return b.String()
 }

@@ -379,16 +379,19 @@ func openness(s outbox.BreakerState) int {
 
 // RetryEndpoint makes the endpoint's pending events due in every store
 // that knows it (see Outbox.RetryEndpoint), sharing rate among the stores
-// so that the pace over all of them is rate, and returns how many it made
+// so that the pace over all of them is rate (no store's share below
+// outbox.MinRate), and returns how many it made
 // due in all. ErrNotFound when no store knows the endpoint; another
 // store's error (ErrEndpointDisabled, say) is returned after every store
 // was asked.
 func (v *View) RetryEndpoint(ctx context.Context, name string, rate float64) (int, error) {
-	if rate < 0 {
-		return 0, fmt.Errorf("outbox: retry endpoint: %w: rate must not be negative", outbox.ErrInvalid)
+	if rate != 0 {
+		if err := outbox.ValidateRate(rate); err != nil {
+			return 0, err
+		}
 	}
 	stores := v.stores()
-	share := cmp.Or(rate, outbox.DefaultReplayRate) / float64(max(1, len(stores)))
+	share := max(outbox.MinRate, cmp.Or(rate, outbox.DefaultReplayRate)/float64(max(1, len(stores))))
 	var errs storeErrors
 	total, retried := 0, false
 	for _, o := range stores {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outbox/outbox/internal/engine"
+	"github.com/outboxd/outbox/outbox/internal/ratelimit"
 	"github.com/outboxd/outbox/store"
 )
 
@@ -99,11 +100,11 @@ func (f *DeadFilter) Match(r *store.Record) bool {
 	return true
 }
 
-// ReplayDead moves the dead letters f keeps back to pending, one every
-// interval, at most limit of them (0: all), and returns how many it
+// ReplayDead moves the dead letters f keeps back to pending, perSecond of
+// them a second, at most limit of them (0: all), and returns how many it
 // replayed. It stops early, returning the count so far and the error, when
 // ctx is done or the outbox stops.
-func (a *Admin) ReplayDead(ctx context.Context, f DeadFilter, limit int, interval time.Duration, pageSize int) (int, error) {
+func (a *Admin) ReplayDead(ctx context.Context, f DeadFilter, limit int, perSecond float64, pageSize int) (int, error) {
 	start := time.Now()
 	n := 0
 	after := ""
@@ -117,7 +118,7 @@ func (a *Admin) ReplayDead(ctx context.Context, f DeadFilter, limit int, interva
 			return n, a.MapErr("replay dead", "", err)
 		}
 		for _, r := range recs {
-			if err := a.pace(ctx, start.Add(time.Duration(n)*interval)); err != nil {
+			if err := a.pace(ctx, start.Add(ratelimit.Span(n, perSecond))); err != nil {
 				return n, err
 			}
 			if _, err := a.St.Replay(ctx, r.ID, a.Now().UTC()); err != nil {

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/outboxd/outbox/outbox/internal/ratelimit"
 	"github.com/outboxd/outbox/store"
 )
 
@@ -385,12 +386,11 @@ func (sc *scan) take(r *store.Record) bool {
 // across punctuations, so that a backlog is spread once, in order, at the
 // limit's pace. Only punctuations call it (they never overlap).
 func (e *Engine) pacedAt(endpoint string, perSecond float64, burst int, now time.Time) time.Time {
-	step := time.Duration(float64(time.Second) / perSecond)
 	t := e.paced[endpoint]
-	if first := now.Add(time.Duration(burst) * step); t.Before(first) {
+	if first := now.Add(ratelimit.Span(burst, perSecond)); t.Before(first) {
 		t = first
 	} else {
-		t = t.Add(step)
+		t = t.Add(ratelimit.Span(1, perSecond))
 	}
 	e.paced[endpoint] = t
 	return t

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/outboxd/outbox/outbox/internal/ratelimit"
 	"github.com/outboxd/outbox/store"
 )
 
@@ -56,16 +57,16 @@ func (e *Engine) Enable(ctx context.Context, name string, now time.Time) error {
 }
 
 // Retry closes an endpoint's breaker, lifts its throttle, and makes its
-// pending events due from now on, one every step, never later than they
+// pending events due from now on, perSecond of them a second, never later than they
 // were nor before their DeliverAt, skipping events in flight. It returns
 // how many it made due (those due already included). An endpoint with no
 // state is fine when listed; otherwise store.ErrNotFound. A *DisabledError
 // when it is disabled.
-func (e *Engine) Retry(ctx context.Context, name string, now time.Time, listed bool, step time.Duration) (int, error) {
+func (e *Engine) Retry(ctx context.Context, name string, now time.Time, listed bool, perSecond float64) (int, error) {
 	n := 0
 	err := e.holds.retry(ctx, name, now, listed, func() error {
 		var err error
-		n, err = e.pull(ctx, name, now, step)
+		n, err = e.pull(ctx, name, now, perSecond)
 		return err
 	})
 	if err != nil {
@@ -85,14 +86,14 @@ func (e *Engine) bringForward(ctx context.Context, endpoint string, now time.Tim
 // pageSize is how many pending events pull reads at a time.
 const pageSize = 1000
 
-// pull makes the pending events of an endpoint due from now on, one every
-// step (all at now with a step of 0), skipping events in flight and never
-// making an event due before its DeliverAt. With a step of 0 it only brings
-// events forward; with a step, every event takes its slot, those due
-// already included, so that the backlog is paced. It returns how many
+// pull makes the pending events of an endpoint due from now on, perSecond
+// of them a second (all at now with perSecond 0), skipping events in flight
+// and never making an event due before its DeliverAt. With perSecond 0 it
+// only brings events forward; with a rate, every event takes its slot,
+// those due already included, so that the backlog is paced. It returns how many
 // events it made due (those due already included; those scheduled later
 // are not).
-func (e *Engine) pull(ctx context.Context, endpoint string, now time.Time, step time.Duration) (int, error) {
+func (e *Engine) pull(ctx context.Context, endpoint string, now time.Time, perSecond float64) (int, error) {
 	n := 0
 	after := ""
 	for {
@@ -112,13 +113,16 @@ func (e *Engine) pull(ctx context.Context, endpoint string, now time.Time, step 
 			if e.isInFlight(r.ID) {
 				continue
 			}
-			at := now.Add(time.Duration(n) * step)
+			at := now
+			if perSecond > 0 {
+				at = now.Add(ratelimit.Span(n, perSecond))
+			}
 			if r.DeliverAt.After(at) {
 				at = r.DeliverAt // scheduled: never before its time
 			} else {
 				n++
 			}
-			if at.Equal(r.NextAttemptAt) || step == 0 && at.After(r.NextAttemptAt) {
+			if at.Equal(r.NextAttemptAt) || perSecond == 0 && at.After(r.NextAttemptAt) {
 				continue // in its slot, or due already and nothing to pace
 			}
 			outs = append(outs, rescheduleAt(r, at))

@@ -3,7 +3,6 @@ package ratelimit
 import (
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -83,8 +82,8 @@ func check(name string, l Limit) error {
 	if name == "" {
 		return &Invalid{Field: "RateLimits", Reason: "an endpoint name is empty"}
 	}
-	if !(l.PerSecond > 0) || math.IsInf(l.PerSecond, 0) {
-		return &Invalid{Field: field + ".PerSecond", Reason: "must be a positive number of deliveries per second"}
+	if reason := CheckRate(l.PerSecond); reason != "" {
+		return &Invalid{Field: field + ".PerSecond", Reason: reason}
 	}
 	if l.Burst < 1 {
 		return &Invalid{Field: field + ".Burst", Reason: "must be at least 1"}

@@ -20,6 +20,9 @@ func TestCheckRefusesEachField(t *testing.T) {
 		{"long id", Fields{ID: "0123456789abcdefX", Destination: "d"}, "id"},
 		{"control in key", Fields{Key: "a\nb", Destination: "d"}, "key"},
 		{"no destination", Fields{}, "destination"},
+		{"dot destination", Fields{Destination: "."}, "destination"},
+		{"dots destination", Fields{Destination: "...."}, "destination"},
+		{"leading dot destination", Fields{Destination: ".orders"}, "destination"},
 		{"topic and destination", Fields{Topic: "a.b", Destination: "d"}, "topic"},
 		{"bad topic", Fields{Topic: "a..b"}, "topic"},
 		{"lower-case method", Fields{Destination: "d", Method: "post"}, "method"},
@@ -111,6 +114,8 @@ func TestCheckSubscription(t *testing.T) {
 	}{
 		{"", []string{"a"}, nil, "endpoint"},
 		{"endpoint-too-long", []string{"a"}, nil, "endpoint"},
+		{"..", []string{"a"}, nil, "endpoint"},
+		{".e", []string{"a"}, nil, "endpoint"},
 		{"e", nil, nil, "topics"},
 		{"e", []string{"a.*.b"}, nil, "topics"},
 		{"e", []string{"a"}, map[string]string{"bad name": "v"}, "headers"},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/textproto"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -104,6 +105,9 @@ func checkNames(f *Fields, lim Limits) (field, reason string) {
 	}
 	if !ValidText(f.Destination) {
 		return "destination", text
+	}
+	if reason := LeadingDot(f.Destination); reason != "" {
+		return "destination", reason
 	}
 	return "", ""
 }
@@ -262,6 +266,18 @@ func isTokenByte(b byte) bool {
 	return false
 }
 
+// LeadingDot says why a destination or endpoint name starting with a dot
+// is refused ("" when s does not): ".", ".." and the like, and every name
+// starting with a dot, cannot be addressed in a URL path (clients and
+// routers resolve them as path segments), so no operator could inspect or
+// change such an endpoint through the API.
+func LeadingDot(s string) string {
+	if !strings.HasPrefix(s, ".") {
+		return ""
+	}
+	return Quote(s) + " starts with a dot: a name of dots or starting with one cannot be addressed in a URL path"
+}
+
 // Itoa is strconv.Itoa, for messages.
 func Itoa(n int) string { return strconv.Itoa(n) }
 
@@ -280,6 +296,8 @@ func CheckSubscription(endpoint string, topics []string, headers map[string]stri
 		return "endpoint", "must be valid UTF-8 without control characters"
 	case len(endpoint) > maxEndpoint:
 		return "endpoint", "longer than " + Itoa(maxEndpoint) + " bytes (the store's ID limit less Config.MaxIDBytes and a separator)"
+	case LeadingDot(endpoint) != "":
+		return "endpoint", LeadingDot(endpoint)
 	}
 	if resolve != nil {
 		ep, err := resolve(endpoint)

@@ -157,7 +157,7 @@ type Delivery struct {
 	// commit: a crash delivers at most concurrency + max_uncommitted events
 	// again. Default 1024.
 	MaxUncommitted int `yaml:"max_uncommitted"`
-	// Timeout bounds one delivery. Default 30s.
+	// Timeout bounds one delivery: from 1s to 15m. Default 30s.
 	Timeout time.Duration `yaml:"timeout"`
 	// MaxRetryAfter caps a receiver's Retry-After and an endpoint's
 	// throttle. Default 1h.
@@ -207,16 +207,21 @@ type Delivery struct {
 
 // Endpoint is a named delivery target.
 type Endpoint struct {
-	// Name is what events give as destination. Required.
+	// Name is what events give as destination: letters, digits, '.', '_'
+	// and '-', not starting with '.'. Required.
 	Name string `yaml:"name"`
-	// URL is the absolute http(s) URL. Required.
+	// URL is the absolute http(s) URL, at most 2 KiB; its host is not
+	// loopback or private (by address, localhost, or a numeric form)
+	// unless AllowPrivate. Required.
 	URL string `yaml:"url"`
 	// Secrets are Standard Webhooks signing secrets (whsec_...). Default:
 	// none (no signature).
 	Secrets []string `yaml:"secrets"`
-	// Timeout bounds one delivery here. Default: delivery.timeout.
+	// Timeout bounds one delivery here: from 1s to 15m. Default:
+	// delivery.timeout.
 	Timeout time.Duration `yaml:"timeout"`
-	// Headers are sent on every request to this endpoint.
+	// Headers are sent on every request to this endpoint: at most 64, of
+	// at most 8 KiB of names and values together.
 	Headers map[string]string `yaml:"headers"`
 	// MaxInFlight caps deliveries to this endpoint. Default 0: no cap
 	// beyond delivery.max_per_endpoint.
@@ -224,7 +229,8 @@ type Endpoint struct {
 	// AllowPrivate lets this endpoint be on a private or loopback address.
 	// Default false.
 	AllowPrivate bool `yaml:"allow_private"`
-	// RateLimit caps the deliveries started to this endpoint, per second.
+	// RateLimit caps the deliveries started to this endpoint, per second:
+	// from 1/86400 (one a day) to 1,000,000 (outbox.MinRate and MaxRate).
 	// Default 0: no limit.
 	RateLimit float64 `yaml:"rate_limit"`
 	// Burst is how many deliveries may start at once above RateLimit.

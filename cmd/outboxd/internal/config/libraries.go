@@ -1,9 +1,9 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 
 	"github.com/outboxd/outbox/httpsink"
 	"github.com/outboxd/outbox/outbox"
@@ -115,8 +115,8 @@ func (c *Config) rateLimits() (*outbox.RateLimits, error) {
 	for i, e := range c.Endpoints {
 		setting := fmt.Sprintf("endpoints[%d]", i)
 		switch {
-		case e.RateLimit < 0 || math.IsInf(e.RateLimit, 0) || math.IsNaN(e.RateLimit):
-			return nil, bad(setting+".rate_limit", "want a positive number of deliveries per second, got %g", e.RateLimit)
+		case e.RateLimit != 0 && outbox.ValidateRate(e.RateLimit) != nil:
+			return nil, bad(setting+".rate_limit", "%s", rateReason(e.RateLimit))
 		case e.Burst < 0:
 			return nil, bad(setting+".burst", "want a whole number of at least 1, got %d", e.Burst)
 		case e.Burst > 0 && e.RateLimit == 0:
@@ -134,6 +134,15 @@ func (c *Config) rateLimits() (*outbox.RateLimits, error) {
 		return nil, Explain(err)
 	}
 	return rl, nil
+}
+
+// rateReason returns why outbox.ValidateRate refuses perSecond.
+func rateReason(perSecond float64) string {
+	var ve *outbox.ValidationError
+	if errors.As(outbox.ValidateRate(perSecond), &ve) {
+		return ve.Reason
+	}
+	return ""
 }
 
 // subscriptions builds the subscriptions of the endpoints' topics and

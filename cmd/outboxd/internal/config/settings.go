@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -338,8 +337,11 @@ func ParseEndpointSpec(spec string) (Endpoint, error) {
 			ep.MaxInFlight = n
 		case "rate":
 			r, err := strconv.ParseFloat(v, 64)
-			if err != nil || !(r > 0) || math.IsInf(r, 0) {
-				return Endpoint{}, fmt.Errorf("endpoint %s: rate: want a positive number of deliveries per second, got %q", name, v)
+			if err != nil {
+				return Endpoint{}, fmt.Errorf("endpoint %s: rate: want a number of deliveries per second, got %q", name, v)
+			}
+			if reason := rateReason(r); reason != "" {
+				return Endpoint{}, fmt.Errorf("endpoint %s: rate: %s", name, reason)
 			}
 			ep.RateLimit = r
 		case "burst":

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -627,8 +626,8 @@ func (r *Registry) check(e *endpoint) error {
 		return bad("timeout", "must not be negative, got %s", s.Timeout)
 	case s.MaxInFlight < 0:
 		return bad("max_in_flight", "must not be negative, got %d", s.MaxInFlight)
-	case s.Rate < 0 || math.IsNaN(s.Rate) || math.IsInf(s.Rate, 0):
-		return bad("rate", "want a positive number of deliveries per second (0: no limit), got %g", s.Rate)
+	case s.Rate != 0 && outbox.ValidateRate(s.Rate) != nil:
+		return outbox.ValidateRate(s.Rate)
 	case s.Burst < 0:
 		return bad("burst", "want a whole number of at least 1, got %d", s.Burst)
 	case s.Burst > 0 && s.Rate == 0:

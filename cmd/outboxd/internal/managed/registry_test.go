@@ -189,6 +189,8 @@ func TestBadDefinitionsAreRefusedNamingTheField(t *testing.T) {
 		{"billing", with(func(s *httpapi.EndpointSpec) { s.Timeout = -time.Second }), "timeout"},
 		{"billing", with(func(s *httpapi.EndpointSpec) { s.MaxInFlight = -1 }), "max_in_flight"},
 		{"billing", with(func(s *httpapi.EndpointSpec) { s.Rate = -1 }), "rate"},
+		{"billing", with(func(s *httpapi.EndpointSpec) { s.Rate = 1e-300 }), "rate"},
+		{"billing", with(func(s *httpapi.EndpointSpec) { s.Rate = outbox.MaxRate * 2 }), "rate"},
 		{"billing", with(func(s *httpapi.EndpointSpec) { s.Burst = 3 }), "burst"},
 	} {
 		_, _, err := n.reg.CreateEndpoint(ctx, tc.name, tc.spec)
