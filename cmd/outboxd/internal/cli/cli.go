@@ -43,6 +43,7 @@ Usage:
                                     delivery, verifies its signature, answers CODE
   outboxd restore --from-kafka --changelog-topic TOPIC --db NEW [--kafka-brokers HOSTS]
                                     rebuild a database from its shipped changelog
+  outboxd healthcheck [--url URL]   exit 0 when a running outboxd answers GET /healthz
   outboxd token                     print a new random token for --token / OUTBOXD_TOKEN
   outboxd version                   print the version
 `
@@ -69,6 +70,8 @@ func Main(e Env) int {
 		return listen(e, args)
 	case "token":
 		return token(e, args)
+	case "healthcheck":
+		return healthcheck(e, args)
 	case "version", "--version", "-version":
 		return version(e)
 	case "help", "-h", "--help", "-help":
