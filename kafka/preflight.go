@@ -73,11 +73,21 @@ func (g *Group) checkTopics(ctx context.Context) (int, error) {
 }
 
 func (g *Group) createChangelog(ctx context.Context, cl *kafkago.Client, partitions int) error {
-	topic := g.cfg.ChangelogTopic
+	if err := createCompacted(ctx, cl, g.cfg.ChangelogTopic, partitions, g.cfg.ChangelogReplication); err != nil {
+		return err
+	}
+	g.log.Info("kafka: created the changelog topic, compacted", "topic", g.cfg.ChangelogTopic, "partitions", partitions)
+	return nil
+}
+
+// createCompacted creates a compacted topic of that many partitions and
+// replicas, taking batches up to DefaultChangelogMaxBytes; a topic that
+// exists already is no error. A refusal by the brokers is a *TopicError.
+func createCompacted(ctx context.Context, cl *kafkago.Client, topic string, partitions, replication int) error {
 	resp, err := cl.CreateTopics(ctx, &kafkago.CreateTopicsRequest{Topics: []kafkago.TopicConfig{{
 		Topic:             topic,
 		NumPartitions:     partitions,
-		ReplicationFactor: g.cfg.ChangelogReplication,
+		ReplicationFactor: replication,
 		ConfigEntries: []kafkago.ConfigEntry{
 			{ConfigName: "cleanup.policy", ConfigValue: "compact"},
 			{ConfigName: "max.message.bytes", ConfigValue: strconv.Itoa(DefaultChangelogMaxBytes)},
@@ -93,7 +103,6 @@ func (g *Group) createChangelog(ctx context.Context, cl *kafkago.Client, partiti
 		}
 		return fmt.Errorf("kafka: create topic %s: %w", topic, err)
 	}
-	g.log.Info("kafka: created the changelog topic, compacted", "topic", topic, "partitions", partitions)
 	return nil
 }
 

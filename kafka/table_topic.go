@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
 	kafkago "github.com/segmentio/kafka-go"
 
@@ -55,24 +54,8 @@ func (t *Table) ensureTopic(ctx context.Context) error {
 // createTopic creates the table's topic: compacted, one partition,
 // replicated as the changelog topic is.
 func (t *Table) createTopic(ctx context.Context) error {
-	resp, err := t.client.CreateTopics(ctx, &kafkago.CreateTopicsRequest{Topics: []kafkago.TopicConfig{{
-		Topic:             t.topic,
-		NumPartitions:     1,
-		ReplicationFactor: t.cfg.ChangelogReplication,
-		ConfigEntries: []kafkago.ConfigEntry{
-			{ConfigName: "cleanup.policy", ConfigValue: "compact"},
-			{ConfigName: "max.message.bytes", ConfigValue: strconv.Itoa(DefaultChangelogMaxBytes)},
-		},
-	}}})
-	if err != nil {
-		return fmt.Errorf("kafka: create topic %s: %w", t.topic, err)
-	}
-	if err := resp.Errors[t.topic]; err != nil && !errors.Is(err, kafkago.TopicAlreadyExists) {
-		var ke kafkago.Error
-		if errors.As(err, &ke) {
-			return &TopicError{Topic: t.topic, Partition: -1, Reason: "the brokers refuse to create it: " + err.Error()}
-		}
-		return fmt.Errorf("kafka: create topic %s: %w", t.topic, err)
+	if err := createCompacted(ctx, t.client, t.topic, 1, t.cfg.ChangelogReplication); err != nil {
+		return err
 	}
 	t.log.Info("kafka: created the table topic, compacted", "topic", t.topic)
 	return nil
