@@ -156,6 +156,12 @@ func do(t *testing.T, m *member, method, path string, hdr ...string) reply {
 		}
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
+	return send(t, req)
+}
+
+// send sends req and reads its answer.
+func send(t *testing.T, req *http.Request) reply {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

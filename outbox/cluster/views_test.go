@@ -2,9 +2,7 @@ package cluster_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -28,18 +26,7 @@ func post(t *testing.T, m *member, path, body string) reply {
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rp := reply{status: resp.StatusCode, header: resp.Header, body: string(b)}
-	_ = json.Unmarshal(b, &rp.json)
-	return rp
+	return send(t, req)
 }
 
 // listed reads the IDs of a listing answer.
