@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/cenkalti/backoff/v4"
 	kafkago "github.com/segmentio/kafka-go"
@@ -84,24 +83,13 @@ func (g *Group) createChangelog(ctx context.Context, cl *kafkago.Client, partiti
 // replicas, taking batches up to DefaultChangelogMaxBytes; a topic that
 // exists already is no error. A refusal by the brokers is a *TopicError.
 func createCompacted(ctx context.Context, cl *kafkago.Client, topic string, partitions, replication int) error {
-	resp, err := cl.CreateTopics(ctx, &kafkago.CreateTopicsRequest{Topics: []kafkago.TopicConfig{{
-		Topic:             topic,
-		NumPartitions:     partitions,
-		ReplicationFactor: replication,
-		ConfigEntries: []kafkago.ConfigEntry{
-			{ConfigName: "cleanup.policy", ConfigValue: "compact"},
-			{ConfigName: "max.message.bytes", ConfigValue: strconv.Itoa(DefaultChangelogMaxBytes)},
-		},
-	}}})
-	if err != nil {
-		return fmt.Errorf("kafka: create topic %s: %w", topic, err)
+	err := changelog.CreateCompacted(ctx, cl, topic, partitions, replication, DefaultChangelogMaxBytes)
+	var ke kafkago.Error
+	if errors.As(err, &ke) {
+		return &TopicError{Topic: topic, Partition: -1, Reason: "the brokers refuse to create it: " + ke.Error()}
 	}
-	if err := resp.Errors[topic]; err != nil && !errors.Is(err, kafkago.TopicAlreadyExists) {
-		var ke kafkago.Error
-		if errors.As(err, &ke) {
-			return &TopicError{Topic: topic, Partition: -1, Reason: "the brokers refuse to create it: " + err.Error()}
-		}
-		return fmt.Errorf("kafka: create topic %s: %w", topic, err)
+	if err != nil {
+		return fmt.Errorf("kafka: %w", err)
 	}
 	return nil
 }

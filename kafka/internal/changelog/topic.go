@@ -2,6 +2,8 @@ package changelog
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -46,4 +48,27 @@ func Describe(ctx context.Context, cl *kafkago.Client, topic string, maxBytes in
 		}
 	}
 	return lim, nil
+}
+
+// CreateCompacted creates a compacted topic of that many partitions and
+// replicas whose records may be up to maxBytes. A topic that already
+// exists is not an error; the caller checks its configuration with
+// Describe.
+func CreateCompacted(ctx context.Context, cl *kafkago.Client, topic string, partitions, replication, maxBytes int) error {
+	resp, err := cl.CreateTopics(ctx, &kafkago.CreateTopicsRequest{Topics: []kafkago.TopicConfig{{
+		Topic:             topic,
+		NumPartitions:     partitions,
+		ReplicationFactor: replication,
+		ConfigEntries: []kafkago.ConfigEntry{
+			{ConfigName: "cleanup.policy", ConfigValue: "compact"},
+			{ConfigName: "max.message.bytes", ConfigValue: strconv.Itoa(maxBytes)},
+		},
+	}}})
+	if err != nil {
+		return fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	if err := resp.Errors[topic]; err != nil && !errors.Is(err, kafkago.TopicAlreadyExists) {
+		return fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	return nil
 }

@@ -3,8 +3,6 @@ package ship
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strconv"
 
 	kafkago "github.com/segmentio/kafka-go"
 
@@ -131,20 +129,8 @@ func (s *Shipper) ensureTopic(ctx context.Context) (int, error) {
 // createTopic creates the changelog topic, compacted.
 func (s *Shipper) createTopic(ctx context.Context) error {
 	topic := s.cfg.Topic
-	resp, err := s.p.Client.CreateTopics(ctx, &kafkago.CreateTopicsRequest{Topics: []kafkago.TopicConfig{{
-		Topic:             topic,
-		NumPartitions:     s.cfg.Partitions,
-		ReplicationFactor: s.cfg.Replication,
-		ConfigEntries: []kafkago.ConfigEntry{
-			{ConfigName: "cleanup.policy", ConfigValue: "compact"},
-			{ConfigName: "max.message.bytes", ConfigValue: strconv.Itoa(s.cfg.MaxBytes)},
-		},
-	}}})
-	if err != nil {
-		return fmt.Errorf("create topic %s: %w", topic, err)
-	}
-	if err := resp.Errors[topic]; err != nil && !errors.Is(err, kafkago.TopicAlreadyExists) {
-		return fmt.Errorf("create topic %s: %w", topic, err)
+	if err := changelog.CreateCompacted(ctx, s.p.Client, topic, s.cfg.Partitions, s.cfg.Replication, s.cfg.MaxBytes); err != nil {
+		return err
 	}
 	s.log.Info("kafka: created the changelog topic, compacted", "topic", topic, "partitions", s.cfg.Partitions)
 	return nil
