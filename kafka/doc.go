@@ -192,7 +192,13 @@
 // announcing no address. Group.Members asks the group's coordinator
 // (DescribeGroups) for every member's ID, client, host, address and
 // assigned partitions, so that any member can find the owner of an event
-// (package outbox/cluster forwards requests to it). DescribeGroup gives
+// (package outbox/cluster forwards requests to it). While the group
+// rebalances, the coordinator describes its members without what they
+// announced: a member keeps the address of the group's last stable
+// description, and a member that joined since has none until the group is
+// stable again. What Group.Members learned serves for up to MembersMaxAge
+// within a generation: a member that left may be asked for that long.
+// DescribeGroup gives
 // the same without joining, with each partition's committed offset, log
 // end offset and lag, for operators (outboxd inspect --cluster).
 //
