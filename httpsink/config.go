@@ -141,7 +141,8 @@ type Config struct {
 	// meet a dead endpoint at once, the first to fail retries, the others
 	// make one request each. Every delivery that ends in a failure returns
 	// its own Retry (or Throttle) result, so the outbox's circuit breaker
-	// counts each of them.
+	// counts each of them. A breaker's probe (outbox.Delivery.Probe) is
+	// never retried inline.
 	InlineRetries int
 	// InlineRetryBudget is the time after the first request within which an
 	// inline retry may still start (its wait included); a Retry-After longer

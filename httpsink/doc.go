@@ -63,7 +63,11 @@
 // failed since. A dead endpoint thus costs one connection per delivery,
 // even when many meet it at once, and each failure comes back to the outbox
 // as a result of its own, which its circuit breaker counts. Raw-URL origins
-// keep their streaks in a table of fixed size.
+// keep their streaks in a table of fixed size. A circuit breaker's probe
+// (outbox.Delivery.Probe) is never retried inline, whatever the streak: the
+// endpoint's state may have come from elsewhere (another store of the
+// process, another instance of a Kafka group) before this sink saw it
+// fail, and a probe costs the receiver one request.
 //
 // Response bodies are read through a limit: the first Config.MaxBodyExcerpt
 // bytes of a failed response are kept for the dead letters, up to

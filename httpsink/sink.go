@@ -274,8 +274,8 @@ func (s *Sink) resolveRaw(dest string) (key string, u *url.URL, err error) {
 
 // Deliver implements outbox.Sink: it sends one attempt of d (with inline
 // retries for transport failures and 502/503/504 while the endpoint is not
-// failing, see Config.InlineRetries) and classifies the outcome with the
-// status policy table.
+// failing and d is not a breaker's probe, see Config.InlineRetries) and
+// classifies the outcome with the status policy table.
 //
 // Beyond the table: a destination that cannot be resolved, or an event that
 // cannot form a valid request (bad method or header), is dead; an address
@@ -333,7 +333,7 @@ type call struct {
 	wait     time.Duration
 	ts       int64 // webhook-timestamp of the request as last signed
 	// inline: the endpoint's failure streak was zero when the call
-	// started. counted: a failure of this call is in the streak, which
+	// started, and the call is no breaker's probe. counted: a failure of this call is in the streak, which
 	// was mine just after it was counted.
 	inline  bool
 	counted bool
@@ -379,7 +379,7 @@ func (c *call) do(parent context.Context) outbox.Result {
 	}
 	c.setHeaders(req.Header)
 	injectTraceContext(parent, req.Header)
-	c.inline = ep.streak.load() == 0
+	c.inline = ep.streak.load() == 0 && !d.Probe
 	c.start = time.Now()
 	rc := &c.rc
 	rc.HTTPClient = ep.client

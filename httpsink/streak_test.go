@@ -1,6 +1,7 @@
 package httpsink_test
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -325,5 +326,35 @@ func TestStreakAcrossPutEndpoint(t *testing.T) {
 	}
 	if res := deliver(s, "e", "{}"); attempts(t, res) != 1+httpsink.DefaultInlineRetries {
 		t.Fatalf("new URL: %d attempts, want %d: a new receiver starts with no streak", attempts(t, res), 1+httpsink.DefaultInlineRetries)
+	}
+}
+
+// TestProbeMakesOneConnection: a circuit breaker's probe to a dead
+// receiver makes one connection, even when the sink has never seen the
+// endpoint fail (its breaker was opened elsewhere: another store, another
+// instance of the group), where an ordinary delivery retries inline.
+func TestProbeMakesOneConnection(t *testing.T) {
+	for _, sk := range streakSinks {
+		t.Run(sk.name, func(t *testing.T) {
+			dead := newResetListener(t)
+			s, dest := sk.new(t, "http://"+dead.addr)
+			probe := func() outbox.Result {
+				return s.Deliver(context.Background(), &outbox.Delivery{ID: "evt-1", Destination: dest,
+					Method: http.MethodPost, Payload: []byte("{}"), Attempt: 1, CreatedAt: fixedNow, Probe: true})
+			}
+			for i := range 3 {
+				before := dead.conns.Load()
+				res := probe()
+				if res.Action != outbox.ActionRetry {
+					t.Fatalf("probe %d: got %s (%v), want retry", i, res.Action, res.Err)
+				}
+				if a := attempts(t, res); a != 1 {
+					t.Errorf("probe %d made %d attempts, want 1", i, a)
+				}
+				if got := dead.conns.Load() - before; got != 1 {
+					t.Errorf("probe %d made %d connections, want 1", i, got)
+				}
+			}
+		})
 	}
 }

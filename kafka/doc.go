@@ -171,6 +171,18 @@
 // lock, only when no task or standby of this instance holds it, and only
 // when the checkpoint still vouches for it. A copy is never written to.
 //
+// A copy passing from one holder to the next on an instance is waited for,
+// not skipped: while the partition's new task or standby opens the
+// checkpointed file (it holds the file's lock, and the checkpoint goes
+// before its store is published), while the owner's store stops and is
+// reopened to be handed over, and while a holder still closes the file.
+// The holder says that its store is coming before it takes the file, and
+// a read waits until it is published, the holder gives up (Group.Close
+// included), or the file can be opened again, for at most a second over
+// all the copies of one read. Without that, a read landing in such a
+// moment on every member that holds a copy, as a rebalance moves the
+// owner and the standby of a partition at once, found none.
+//
 // # Members and their API addresses
 //
 // A member announces, with the partitions it holds warm, the base URL of
@@ -180,7 +192,13 @@
 // announcing no address. Group.Members asks the group's coordinator
 // (DescribeGroups) for every member's ID, client, host, address and
 // assigned partitions, so that any member can find the owner of an event
-// (package outbox/cluster forwards requests to it). DescribeGroup gives
+// (package outbox/cluster forwards requests to it). While the group
+// rebalances, the coordinator describes its members without what they
+// announced: a member keeps the address of the group's last stable
+// description, and a member that joined since has none until the group is
+// stable again. What Group.Members learned serves for up to MembersMaxAge
+// within a generation: a member that left may be asked for that long.
+// DescribeGroup gives
 // the same without joining, with each partition's committed offset, log
 // end offset and lag, for operators (outboxd inspect --cluster).
 //

@@ -75,17 +75,22 @@ type GroupPartition struct {
 	Lag int64 `json:"lag"`
 }
 
-// membersTTL is how long Group.Members answers from what it last learned
-// while the generation stays the same: the members of one generation do
-// not change, but a member that is gone is noticed only at the next one.
-const membersTTL = 2 * time.Second
+// MembersMaxAge is how long Group.Members answers from what it last
+// learned while the generation stays the same: the members of one
+// generation do not change, but a member that is gone is noticed only at
+// the next one. A member that left the group (Group.Close) may so still be
+// asked for what it holds by the others for that long.
+const MembersMaxAge = 2 * time.Second
 
 // Members returns the members of the group, with their advertised API
 // addresses and the partitions of the ingest topic assigned to them,
 // sorted by ID; the member that is this instance has Self set. It asks
 // the group's coordinator (DescribeGroups), at most every few seconds
 // within one generation of a stable group (a rebalancing group is asked
-// again at every call); ctx bounds the request.
+// again at every call); ctx bounds the request. A rebalancing group
+// describes its members without the addresses they announced: a member
+// described so keeps the address it announced in the group's last stable
+// description.
 func (g *Group) Members(ctx context.Context) ([]Member, error) {
 	g.mu.Lock()
 	gen, self := g.generation, g.memberID
@@ -96,7 +101,7 @@ func (g *Group) Members(ctx context.Context) ([]Member, error) {
 		return nil, ctx.Err()
 	}
 	defer func() { <-g.membersMu }()
-	if g.members != nil && g.membersGen == gen && time.Since(g.membersAt) < membersTTL {
+	if g.members != nil && g.membersGen == gen && time.Since(g.membersAt) < MembersMaxAge {
 		return markSelf(g.members, self), nil
 	}
 	cl := &kafkago.Client{Addr: kafkago.TCP(g.cfg.brokers()...), Transport: g.conns.transport, Timeout: g.cfg.DialTimeout}
@@ -108,8 +113,25 @@ func (g *Group) Members(ctx context.Context) ([]Member, error) {
 	// metadata or assignments: such an answer serves this call only.
 	if st.State == "Stable" {
 		g.members, g.membersGen, g.membersAt = st.Members, gen, time.Now()
+	} else {
+		withKnownAPIs(st.Members, g.members)
 	}
 	return markSelf(st.Members, self), nil
+}
+
+// withKnownAPIs gives each member of ms described without an API address
+// the one it has in known, the last stable description of the group: a
+// member keeps its ID, and the address it announced, for as long as it
+// stays in the group.
+func withKnownAPIs(ms, known []Member) {
+	for i := range ms {
+		if ms[i].API != "" {
+			continue
+		}
+		if j := slices.IndexFunc(known, func(k Member) bool { return k.ID == ms[i].ID }); j >= 0 {
+			ms[i].API = known[j].API
+		}
+	}
 }
 
 // markSelf returns a copy of ms with Self set on the member self.

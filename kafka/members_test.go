@@ -112,3 +112,16 @@ func TestRecordPartitionReadsRecordIDs(t *testing.T) {
 		}
 	}
 }
+
+// A rebalancing group describes its members without the addresses they
+// announced: a member still in the group keeps the one of the last stable
+// description; a member that was not in it has none.
+func TestMembersKeepTheirAddressWhileTheGroupRebalances(t *testing.T) {
+	known := []Member{{ID: "a", API: "http://a"}, {ID: "b", API: "http://b"}, {ID: "gone", API: "http://gone"}}
+	ms := []Member{{ID: "a"}, {ID: "b", API: "http://b2"}, {ID: "new"}}
+	withKnownAPIs(ms, known)
+	want := []Member{{ID: "a", API: "http://a"}, {ID: "b", API: "http://b2"}, {ID: "new"}}
+	if !slices.EqualFunc(ms, want, func(x, y Member) bool { return x.ID == y.ID && x.API == y.API }) {
+		t.Errorf("members while rebalancing: %+v, want %+v", ms, want)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"iter"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/outboxd/outbox/kafka/internal/partition"
 	"github.com/outboxd/outbox/outbox"
@@ -49,17 +50,24 @@ type StaleCopy struct {
 // copies; it must be read only (its writes fail or are lost to the next
 // restore), and the body must not block: the holder of a copy waits for
 // the reads under way before it closes the store, and a copy read from its
-// checkpoint holds the file's lock meanwhile. A partition whose copy is
-// being closed or opened is skipped.
+// checkpoint holds the file's lock meanwhile.
+//
+// A copy passing from one holder to the next here (a file being opened by
+// the partition's new task or standby, a store being stopped and reopened
+// to be handed over, a file whose holder is still closing it) is waited
+// for rather than skipped, for up to a second over the whole iteration:
+// the partition is yielded once its new holder publishes the store, or
+// skipped if it never does in that time.
 func (g *Group) StaleCopies() iter.Seq2[StaleCopy, *outbox.Outbox] {
 	return func(yield func(StaleCopy, *outbox.Outbox) bool) {
+		deadline := time.Now().Add(partition.CopyWait)
 		g.mu.Lock()
 		tasks, standbys := maps.Clone(g.tasks), maps.Clone(g.standbys)
 		parts := slices.Concat(g.lastHeld, heldPartitions(tasks, standbys))
 		g.mu.Unlock()
 		slices.Sort(parts)
 		for _, p := range slices.Compact(parts) {
-			if !g.readStale(p, tasks[p], standbys[p], yield) {
+			if !g.readStale(p, tasks[p], standbys[p], deadline, yield) {
 				return
 			}
 		}
@@ -68,9 +76,9 @@ func (g *Group) StaleCopies() iter.Seq2[StaleCopy, *outbox.Outbox] {
 
 // readStale yields partition p's copy, if there is one: t's store when p
 // is owned (none while t serves: its answers are fresh), else s's, else
-// the checkpointed file, else t's or s's if published meanwhile. It
-// returns false when yield did.
-func (g *Group) readStale(p int, t *partition.Task, s *partition.Standby, yield func(StaleCopy, *outbox.Outbox) bool) bool {
+// the checkpointed file, else t's or s's if published meanwhile, waiting
+// for copies in passing until deadline. It returns false when yield did.
+func (g *Group) readStale(p int, t *partition.Task, s *partition.Standby, deadline time.Time, yield func(StaleCopy, *outbox.Outbox) bool) bool {
 	more := true
 	read := func(source string) partition.ReadFunc {
 		return func(o *outbox.Outbox, offset int64) {
@@ -80,10 +88,12 @@ func (g *Group) readStale(p int, t *partition.Task, s *partition.Standby, yield 
 	if t != nil && t.ActiveStore() != nil {
 		return true
 	}
-	held := func() bool { return t != nil && t.Read(read(StaleOwned)) || s != nil && s.Read(read(StaleStandby)) }
+	held := func() bool {
+		return t != nil && t.Read(deadline, read(StaleOwned)) || s != nil && s.Read(deadline, read(StaleStandby))
+	}
 	// A holder that opens the file publishes its store once it has it: it
 	// is asked again when the file could not be read.
-	_ = held() || g.env.ReadCheckpointed(p, read(StaleCheckpoint)) || held()
+	_ = held() || g.env.ReadCheckpointed(p, deadline, read(StaleCheckpoint)) || held()
 	return more
 }
 

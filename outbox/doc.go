@@ -123,7 +123,8 @@
 // endpoint's events is attempted or spends an attempt; they stay as they
 // are, and a punctuation passes over them at the cost of one look, however
 // many they are, so they hold up no other endpoint. Then it is half-open: one event goes out as a
-// probe while the others wait. A failed probe opens it again for the next
+// probe while the others wait, marked Delivery.Probe so that the Sink makes
+// one request for it (httpsink never retries a probe inline). A failed probe opens it again for the next
 // cool-down; any other answer closes it, and the endpoint's events become
 // due at once. Its state is part of the endpoint's durable state, so a
 // restart keeps it open until the cool-down ends; Endpoints shows it, each

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -374,5 +375,50 @@ func TestSharedDisableSurvivesRestart(t *testing.T) {
 	}
 	if ep := endpointState(t, again.stores[1], "rcv"); !ep.Disabled {
 		t.Errorf("endpoint after the restart = %+v; want it disabled", ep)
+	}
+}
+
+// probeSink records, in order, whether each delivery it was given was a
+// breaker's probe, and answers every one with a success.
+type probeSink struct {
+	mu     sync.Mutex
+	probes []bool
+}
+
+func (s *probeSink) Deliver(_ context.Context, d *outbox.Delivery) outbox.Result {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.probes = append(s.probes, d.Probe)
+	return outbox.Result{Action: outbox.ActionSuccess, Status: http.StatusNoContent}
+}
+
+func (s *probeSink) seen() []bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.probes)
+}
+
+// The probe of a breaker that the group opened, before this instance's
+// stores ever failed to deliver to the endpoint, reaches the sink marked
+// as a probe (so that it makes one request, not the inline retries of an
+// endpoint the sink has not seen failing); the deliveries that follow its
+// success are not probes.
+func TestSharedProbeIsMarkedForTheSink(t *testing.T) {
+	rc := testkit.NewReceiver(t, "Idempotency-Key", nil)
+	sink := &probeSink{}
+	ss := openSharedStores(t, 2, rc, nil, func(cfg *outbox.Config) { cfg.Sink = sink })
+	now := time.Now().UTC()
+	if err := ss.shared.Apply(outbox.EndpointTransition{Endpoint: "rcv", Kind: outbox.TransitionOpened,
+		Until: now.Add(-time.Millisecond), At: now.Add(-time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	ss.enqueue(t, 0, "probed", 3)
+	ss.enqueue(t, 1, "probed", 3)
+	testkit.WaitFor(t, settle, "every event delivered", func() bool {
+		return ss.stores[0].Stats().Pending == 0 && ss.stores[1].Stats().Pending == 0
+	})
+	got := sink.seen()
+	if len(got) != 6 || !got[0] || slices.Contains(got[1:], true) {
+		t.Fatalf("probe flags of the deliveries, in order: %v; want the first alone marked, of six", got)
 	}
 }

@@ -89,6 +89,13 @@ type Delivery struct {
 	// ExcerptBytes is how much of the response body the attempt log keeps
 	// (0: none). Set with LogResponse.
 	ExcerptBytes int
+	// Probe is set when this attempt is the probe of its endpoint's
+	// half-open circuit breaker: the one delivery that finds out whether
+	// the receiver is back. The sink should make a single request for it,
+	// without retrying inline, so that a probe costs a dead receiver one
+	// connection however the sink judged the endpoint before (its state
+	// may have come from other stores or other instances of the group).
+	Probe bool
 }
 
 // Action is what the outbox does with an event after an attempt. The status
@@ -172,7 +179,7 @@ type Result struct {
 
 // deliver is the engine's call of the Sink: one attempt at r, in the
 // outbox's types.
-func (o *Outbox) deliver(ctx context.Context, r *store.Record) engine.Result {
+func (o *Outbox) deliver(ctx context.Context, r *store.Record, probe bool) engine.Result {
 	d := &Delivery{
 		ID:          store.GroupOf(r.ID), // the event's ID, for every delivery of it
 		Key:         r.Key,
@@ -184,6 +191,7 @@ func (o *Outbox) deliver(ctx context.Context, r *store.Record) engine.Result {
 		Payload:     r.Payload,
 		Attempt:     r.Deliveries + 1,
 		CreatedAt:   r.CreatedAt,
+		Probe:       probe,
 	}
 	if o.cfg.logsAttempts() {
 		d.LogResponse, d.ExcerptBytes = true, o.cfg.excerptBytes()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -373,7 +374,8 @@ func (g *deadGroup) quiet() time.Time {
 // breaker (its own log alternates openings and probes), and once the
 // deliveries under way at the first openings are over, the probes of the
 // one instance that owns the endpoint's partition are all that reaches
-// the receiver: at most one connection per cool-down across the group.
+// the receiver: at most one connection per cool-down across the group,
+// and one per probe.
 func TestDeadEndpointOneBreakerPerInstanceOfThree(t *testing.T) {
 	g := startDeadGroup(t, 3, groupBreakerArgs...)
 	var from time.Time
@@ -420,7 +422,30 @@ func TestDeadEndpointOneBreakerPerInstanceOfThree(t *testing.T) {
 				late[i-1].Format(time.StampMilli), late[i].Format(time.StampMilli), gap, groupCoolDown)
 		}
 	}
+	checkOneConnectionPerProbe(t, g.procs, late)
 	t.Logf("%d connections in all, %d since the inline retries ended; %d instances probed since", len(g.dead.connections()), after, probers)
+}
+
+// checkOneConnectionPerProbe checks that each of the connections late
+// (in order, all made by probes) had a probe of its own: a probe logged by
+// one of procs since the connection before it. A probe that retried inline
+// would make connections with no probe logged between them.
+func checkOneConnectionPerProbe(t *testing.T, procs []*proc, late []time.Time) {
+	t.Helper()
+	var logged []time.Time
+	for _, p := range procs {
+		for _, l := range breakerLog(p, "dead") {
+			if l.Msg == breakerHalfOpenMsg {
+				logged = append(logged, l.Time)
+			}
+		}
+	}
+	for i := 1; i < len(late); i++ {
+		if !slices.ContainsFunc(logged, func(at time.Time) bool { return at.After(late[i-1]) && !at.After(late[i]) }) {
+			t.Errorf("connections at %s and %s with no probe logged between them; want one connection per probe",
+				late[i-1].Format(time.StampMilli), late[i].Format(time.StampMilli))
+		}
+	}
 }
 
 // endpointDisabled returns whether p holds endpoint disabled, from its own

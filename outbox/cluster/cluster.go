@@ -434,8 +434,12 @@ type unreachable struct {
 }
 
 // event serves an event route: locally when a local store holds the event,
-// else from the member that does.
+// else from the member that does. Whether partitions move is read before
+// the local stores are asked too: one whose partition starts serving
+// during the request is asked again (serveStale), instead of its first
+// answer, a 404, being taken for the group's.
 func (h *Handler) event(w http.ResponseWriter, r *http.Request) {
+	movingBefore := h.cfg.Moving()
 	local := h.serveLocal(r)
 	if local.status != http.StatusNotFound {
 		write(w, local, "")
@@ -468,7 +472,7 @@ func (h *Handler) event(w http.ResponseWriter, r *http.Request) {
 	part, hasPart := h.cfg.PartitionOf(id)
 	down, timeouts := failures(answers, part, hasPart)
 	if len(down) == 0 {
-		if moving := h.cfg.Moving() || slices.ContainsFunc(answers, func(a *answer) bool { return a.header.Get(MovingHeader) != "" }); moving {
+		if moving := movingBefore || h.cfg.Moving() || slices.ContainsFunc(answers, func(a *answer) bool { return a.header.Get(MovingHeader) != "" }); moving {
 			if h.serveStale(w, r, peers) {
 				return
 			}

@@ -57,6 +57,9 @@ type member struct {
 	moving atomic.Bool  // the member reports partitions on the move
 	copy   atomic.Pointer[staleCopy]
 	h      *cluster.Handler
+	// notYet, when set, answers the next read of the member's own API in
+	// its place once (the member's partition is not serving yet).
+	notYet atomic.Pointer[http.HandlerFunc]
 }
 
 // group is a test group whose members all know each other; down members
@@ -86,7 +89,15 @@ func newGroup(t testing.TB, n int, timeout time.Duration) *group {
 	}
 	for _, m := range g.members {
 		self := "http://" + m.srv.Listener.Addr().String()
-		h := cluster.New(httpapi.New(m.o, httpapi.Config{Token: token}), cluster.Config{
+		api := httpapi.New(m.o, httpapi.Config{Token: token})
+		local := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if f := m.notYet.Swap(nil); f != nil {
+				(*f)(w, r)
+				return
+			}
+			api.ServeHTTP(w, r)
+		})
+		h := cluster.New(local, cluster.Config{
 			Self:    self,
 			Timeout: timeout,
 			Peers: func(context.Context) ([]cluster.Peer, error) {

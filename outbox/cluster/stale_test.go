@@ -114,3 +114,22 @@ func TestStaleCopiesAnswerReadsOnlyWhilePartitionsMove(t *testing.T) {
 		t.Errorf("forwarded read accepting a stale answer: %d %v, want c's copy", r.status, r.header)
 	}
 }
+
+// A member whose partition starts serving while it answers a read (its
+// own stores did not hold the event, then the partition's restore ended
+// and nothing moves any more) answers the event, not a 404: the
+// partitions were on the move when the read began, so it is read again.
+func TestAPartitionThatStartsServingDuringARead(t *testing.T) {
+	g := newGroup(t, 2, 5*time.Second)
+	a := g.members[0]
+	enqueue(t, a, "ev-1", "k")
+	a.moving.Store(true)
+	restored := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.moving.Store(false) // the restore ends as the read is under way
+		http.Error(w, `{"error":"not found"}`, http.StatusNotFound)
+	})
+	a.notYet.Store(&restored)
+	if r := do(t, a, "GET", "/v1/events/ev-1"); r.status != 200 || r.header.Get(cluster.StaleHeader) != "" || r.json["id"] != "ev-1" {
+		t.Errorf("a read as the partition starts serving: %d %s, want the event from the member's own store", r.status, r.body)
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/outboxd/outbox/outbox"
 )
@@ -42,10 +44,10 @@ func checkpointEnv(t testing.TB) (*Env, checkpoint) {
 	return g, cp
 }
 
-// readEvent reads e1 through ReadCheckpointed, and returns whether it
-// read, the offset and the event's error.
+// readEvent reads e1 through ReadCheckpointed, trying once, and returns
+// whether it read, the offset and the event's error.
 func readEvent(g *Env, p int) (read bool, offset int64, err error) {
-	read = g.ReadCheckpointed(p, func(o *outbox.Outbox, off int64) {
+	read = g.ReadCheckpointed(p, time.Now(), func(o *outbox.Outbox, off int64) {
 		offset = off
 		_, err = o.Get(context.Background(), "e1")
 	})
@@ -87,7 +89,7 @@ func TestReadCheckpointedReadsOnlyAStoreItsCheckpointVouchesFor(t *testing.T) {
 }
 
 // While a task or standby has the store open, a read of its file reads
-// nothing (it waits a moment only, for a holder closing it); while a read
+// nothing (it waits until its deadline only, for a holder closing it); while a read
 // holds the file, an owner opening it waits for the read and then opens it.
 func TestReadCheckpointedNeverReadsAStoreInUse(t *testing.T) {
 	g, _ := checkpointEnv(t)
@@ -105,7 +107,7 @@ func TestReadCheckpointedNeverReadsAStoreInUse(t *testing.T) {
 	var opened *outbox.Outbox
 	var openErr error
 	done := make(chan struct{})
-	read := g.ReadCheckpointed(2, func(*outbox.Outbox, int64) {
+	read := g.ReadCheckpointed(2, time.Now(), func(*outbox.Outbox, int64) {
 		go func() {
 			defer close(done)
 			opened, openErr = outbox.Open(g.Files.Store(2), g.StoreConfig(2))
@@ -134,7 +136,7 @@ func TestReadableRetireWaitsForReads(t *testing.T) {
 	var readDone atomic.Bool
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		r.read(func(o *outbox.Outbox, off int64) {
+		r.read(time.Now(), func(o *outbox.Outbox, off int64) {
 			close(started)
 			<-release
 			if _, err := o.Get(context.Background(), "e1"); err != nil || off != 7 {
@@ -157,12 +159,61 @@ func TestReadableRetireWaitsForReads(t *testing.T) {
 	}
 	wg.Wait()
 	<-stopped
-	if r.read(func(*outbox.Outbox, int64) { t.Error("a retired store was read") }) {
+	if r.read(time.Now(), func(*outbox.Outbox, int64) { t.Error("a retired store was read") }) {
 		t.Error("read reported a retired store")
 	}
 	if _, err := o.Get(context.Background(), "e1"); !errors.Is(err, outbox.ErrClosed) {
 		t.Errorf("the holder's store after retire and stop: %v, want ErrClosed", err)
 	}
+}
+
+// A read of a copy whose holder is about to publish its store (it opens
+// the file, or reopens it to hand it over) waits for the store and reads
+// it, rather than finding nothing; it waits no longer than its deadline,
+// and not at all once the holder gives up.
+func TestReadableReadWaitsForAnExpectedStore(t *testing.T) {
+	g, _ := checkpointEnv(t)
+	o, err := outbox.Open(g.Files.Store(2), g.StoreConfig(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Stop(context.Background())
+	synctest.Test(t, func(t *testing.T) {
+		var r readable
+		r.expect()
+		var got *outbox.Outbox
+		done := make(chan bool)
+		go func() { done <- r.read(time.Now().Add(time.Hour), func(o *outbox.Outbox, _ int64) { got = o }) }()
+		synctest.Wait()
+		select {
+		case <-done:
+			t.Fatal("the read returned before the expected store was published")
+		default:
+		}
+		r.publish(o, func() int64 { return 40 })
+		if !<-done || got != o {
+			t.Fatal("the read did not read the store published while it waited")
+		}
+
+		r.retire()
+		r.expect()
+		go func() { done <- r.read(time.Now().Add(time.Hour), func(*outbox.Outbox, int64) {}) }()
+		synctest.Wait()
+		r.retire() // the holder gives up: no store comes
+		if <-done {
+			t.Error("a read reported a store after its holder gave up")
+		}
+
+		r.expect()
+		start := time.Now()
+		if r.read(start.Add(time.Second), func(*outbox.Outbox, int64) {}) {
+			t.Error("a read reported a store that was never published")
+		}
+		if waited := time.Since(start); waited != time.Second {
+			t.Errorf("a read waited %s for a store never published; want its deadline, 1s", waited)
+		}
+		r.retire()
+	})
 }
 
 // BenchmarkCopyRead measures one read of an event from a copy: from a
@@ -183,9 +234,9 @@ func BenchmarkCopyRead(b *testing.B) {
 			}
 			read := func(fn ReadFunc) bool {
 				if how == "published" {
-					return r.read(fn)
+					return r.read(time.Now(), fn)
 				}
-				return g.ReadCheckpointed(2, fn)
+				return g.ReadCheckpointed(2, time.Now(), fn)
 			}
 			for b.Loop() {
 				var err error

@@ -35,7 +35,11 @@
 // holder publishes its store for reading and retires it just before
 // closing it, waiting for the reads under way. A standby's store is so
 // readable from the moment it is opened until it is closed, a task's until
-// it serves and again once its hand-over reopened it (not while its
-// started store stops), and the file from the close until the next holder
-// opens it.
+// it serves and again once its hand-over reopened it, and the file from
+// the close until the next holder opens it. The gaps between are waited
+// for by reads, up to their deadline (CopyWait): a holder about to open
+// the file, or to stop and reopen its store for the hand-over, says that
+// its store is coming (readable.expect) before it takes the file, and a
+// read of the file whose holder still has it open tries again while its
+// checkpoint stays.
 package partition

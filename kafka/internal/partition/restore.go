@@ -48,12 +48,18 @@ func (t *Task) restore(gctx context.Context) (*outbox.Outbox, int64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
+	// A kept store is readable as soon as it is open: reads wait for it
+	// meanwhile, as they cannot read its file any more.
+	t.copy.expect()
 	o, mode, from, maxEpoch, err := t.open(pr, tmp)
 	if err != nil {
+		t.copy.retire()
 		return nil, 0, err
 	}
 	if mode == ModeCheckpoint {
 		t.copy.publish(o, func() int64 { return from })
+	} else {
+		t.copy.retire() // nothing to read until it is rebuilt
 	}
 
 	begin := time.Now()

@@ -43,8 +43,9 @@ func (s *Standby) Store() *outbox.Outbox {
 }
 
 // Read calls fn with the standby's store while it tails the changelog, at
-// the offset it has applied, and reports whether it did.
-func (s *Standby) Read(fn ReadFunc) bool { return s.copy.read(fn) }
+// the offset it has applied, and reports whether it did. While its kept
+// file is being opened, it waits for the store until deadline.
+func (s *Standby) Read(deadline time.Time, fn ReadFunc) bool { return s.copy.read(deadline, fn) }
 
 // Status returns the standby's status now.
 func (s *Standby) Status() StandbyStatus {
@@ -137,16 +138,20 @@ func (s *Standby) open(pr changelog.Range) (o *outbox.Outbox, mode string, from,
 	path := g.Files.Store(s.p)
 	cfg := g.StoreConfig(s.p)
 	mode, from = ModeRebuild, pr.First
+	s.copy.expect() // reads wait for a kept store, as they cannot read its file any more
 	o, cp, why, err := keptStore(g, s.p, pr)
 	if why != "" {
 		s.log.Info("kafka: building the standby store anew", "reason", why)
 	}
 	if err != nil {
+		s.copy.retire()
 		return nil, "", 0, 0, err
 	}
 	if cp != nil {
 		mode, from, epoch = ModeCheckpoint, cp.Offset, cp.Epoch
 		s.copy.publish(o, func() int64 { return cp.Offset })
+	} else {
+		s.copy.retire() // nothing to read until it is opened anew
 	}
 	if o == nil {
 		if err := removeDurably(path, path+".restoring"); err != nil {

@@ -110,8 +110,10 @@ func (t *Task) ActiveStore() *outbox.Outbox {
 // holds what its changelog partition held up to an offset: from the
 // checkpoint's offset while it is caught up from there, at the end of the
 // changelog once restored until it serves, and while it is handed over.
-// It reports whether it did.
-func (t *Task) Read(fn ReadFunc) bool { return t.copy.read(fn) }
+// It reports whether it did. While the store is about to be readable (its
+// kept file is being opened, or the store stops to be handed over), it
+// waits for it until deadline.
+func (t *Task) Read(deadline time.Time, fn ReadFunc) bool { return t.copy.read(deadline, fn) }
 
 // Lag is the shipping lag of the active store.
 func (t *Task) Lag() (uint64, time.Duration) {
@@ -172,7 +174,9 @@ func (t *Task) Run(gctx context.Context, hand *Handover) {
 
 	t.g.Ingest.Consume(gctx, t.pa, t.tr, o)
 
-	// The generation ended: hand the partition over.
+	// The generation ended: hand the partition over. The store is
+	// readable again once reopened for that; reads wait for it.
+	t.copy.expect()
 	t.update(func(s *Status) { s.State = HandingOver })
 	stopShip()
 	shipping.Wait()
@@ -216,6 +220,7 @@ func (t *Task) handOver(o *outbox.Outbox, hand *Handover) {
 	o2, err := outbox.Open(t.g.Files.Store(t.p), t.storeConfig())
 	if err != nil {
 		t.log.Error("kafka: reopening the partition store to ship its changelog", "err", err)
+		t.copy.retire()
 		hand.shipped.Done()
 		<-hand.final
 		return

@@ -22,7 +22,7 @@ func (e *Engine) work() {
 			ctx, span := e.startAttempt(r)
 			j.begun = e.clock.Now()
 			j.start = time.Now()
-			j.res = e.deliver(ctx, r)
+			j.res = e.deliver(ctx, r, j.probe)
 			j.duration = time.Since(j.start)
 			j.ended = e.clock.Now()
 			endAttempt(span, &j.res)
@@ -42,14 +42,14 @@ func (e *Engine) work() {
 }
 
 // deliver calls the Sink, turning a panic into a retry.
-func (e *Engine) deliver(ctx context.Context, r *store.Record) (res Result) {
+func (e *Engine) deliver(ctx context.Context, r *store.Record, probe bool) (res Result) {
 	defer func() {
 		if v := recover(); v != nil {
 			e.log.Error("outbox: sink panicked", "id", store.GroupOf(r.ID), "endpoint", r.Endpoint, "panic", fmt.Sprint(v))
 			res = Result{Action: ActionRetry, Err: fmt.Errorf("sink panicked: %v", v)}
 		}
 	}()
-	return e.cfg.Deliver(ctx, r)
+	return e.cfg.Deliver(ctx, r, probe)
 }
 
 // finished frees the delivery slot of a job whose Sink call returned (its

@@ -56,9 +56,10 @@ type Config struct {
 	Logger *slog.Logger
 	Tracer trace.Tracer
 
-	// Deliver hands one attempt at r to the Sink and returns its result.
-	// A panic in it is turned into a retry.
-	Deliver func(ctx context.Context, r *store.Record) Result
+	// Deliver hands one attempt at r to the Sink and returns its result;
+	// probe is set for the probe of its endpoint's half-open breaker. A
+	// panic in it is turned into a retry.
+	Deliver func(ctx context.Context, r *store.Record, probe bool) Result
 	// Wake asks for a delivery punctuation now (coalesced).
 	Wake func()
 	// ExpireUnrouted is given the events kept unrouted whose retention
