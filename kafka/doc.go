@@ -89,10 +89,12 @@
 // every attempt: consumers deduplicate on it), outbox-topic (the event's
 // topic, if any) and the delivery span's traceparent and tracestate.
 // Concurrent deliveries to one partition share produce requests, as the
-// Producer's calls do, and a delivery returns once its record was
-// acknowledged: with outbox.Config.Ordered, which starts one delivery per
-// key at a time and the next only once the outcome is committed, a key's
-// records are written in the order of its events. Delivery is at least
+// Producer's calls do (the Sink is an outbox.Batcher: its endpoints keep
+// MaxPerEndpoint deliveries in flight, not adapted), and a delivery
+// returns once its record was acknowledged: with outbox.Config.Ordered,
+// which starts one delivery per key at a time and the next only once the
+// outcome is committed, a key's records are written in the order of its
+// events. Delivery is at least
 // once: a record whose outcome was not committed before a crash is
 // produced again, with the same outbox-id.
 //

@@ -56,7 +56,9 @@ type SinkConfig struct {
 // span. An event header of one of those names is replaced.
 //
 // Concurrent deliveries to one partition share produce requests (see
-// Producer), so a backlog drains at about the Producer's own rate. A
+// Producer); the Sink is an outbox.Batcher, so the outbox lets each of its
+// endpoints have MaxPerEndpoint deliveries in flight rather than adapting
+// the number to a latency that grows with the batches. A
 // delivery returns only once its record was acknowledged or refused, so
 // with outbox.Config.Ordered, which starts one delivery per key at a time,
 // a key's records are written in the order of its events. Delivery is at
@@ -84,6 +86,7 @@ var (
 	_ outbox.Sink             = (*Sink)(nil)
 	_ outbox.EndpointResolver = (*Sink)(nil)
 	_ outbox.EndpointLister   = (*Sink)(nil)
+	_ outbox.Batcher          = (*Sink)(nil)
 )
 
 // ErrSinkClosed is the error of a delivery after Sink.Close.
@@ -137,6 +140,14 @@ func (s *Sink) ResolveEndpoint(destination string) (string, error) {
 
 // EndpointNames implements outbox.EndpointLister.
 func (s *Sink) EndpointNames() []string { return slices.Clone(s.names) }
+
+// Batches implements outbox.Batcher: concurrent deliveries to any of the
+// Sink's endpoints share produce requests, so the outbox lets each have
+// its MaxPerEndpoint deliveries in flight rather than adapting the number.
+func (s *Sink) Batches(endpoint string) bool {
+	_, ok := s.topics[endpoint]
+	return ok
+}
 
 // Topic returns the Kafka topic of the endpoint name, and whether it is
 // one of the Sink's.

@@ -15,29 +15,17 @@ import (
 )
 
 // BenchmarkSinkDrain drains an outbox of 100,000 pending events (200-byte
-// payloads, 1,000 keys, unordered, fsync on) to one topic of three
-// partitions through a Sink. In the same iteration it measures two
-// baselines: the Sink's Producer producing the same records directly,
-// from as many goroutines as the outbox has delivery workers
+// payloads, 1,000 keys, unordered, fsync on, the outbox's defaults) to one
+// topic of three partitions through a Sink. In the same iteration it
+// measures two baselines: the Sink's Producer producing the same records
+// directly, from as many goroutines as the outbox has delivery workers
 // (Config.Concurrency), one record per call as the Sink's deliveries are;
 // and the outbox draining the same events into a sink that does nothing
 // (the store's and the engine's own ceiling). It reports the three rates,
-// "ratio" (drain / Producer) and "of-engine" (drain / nothing-sink drain),
-// with the outbox's default adaptive in-flight limits ("adaptive") and
-// with every endpoint at its ceiling ("fixed").
+// "ratio" (drain / Producer) and "of-engine" (drain / nothing-sink drain).
 //
 //	go test -run '^$' -bench SinkDrain -benchtime 3x ./kafka/
 func BenchmarkSinkDrain(b *testing.B) {
-	for _, fixed := range []bool{false, true} {
-		name := "adaptive"
-		if fixed {
-			name = "fixed"
-		}
-		b.Run(name, func(b *testing.B) { benchSinkDrain(b, fixed) })
-	}
-}
-
-func benchSinkDrain(b *testing.B, fixed bool) {
 	const n = 100_000
 	c := newCluster(b, kfakeSeed(3, "base", "drain")...)
 	payload := bytes.Repeat([]byte("x"), 200)
@@ -56,8 +44,8 @@ func benchSinkDrain(b *testing.B, fixed bool) {
 		start := time.Now()
 		produceConcurrently(b, sink, deliveries, outbox.DefaultConcurrency)
 		producerSecs += time.Since(start).Seconds()
-		nopSecs += drainOutbox(b, fmt.Sprint("nop-", i), nopSink{}, events, fixed)
-		drainSecs += drainOutbox(b, fmt.Sprint("drain-", i), sink, events, fixed)
+		nopSecs += drainOutbox(b, fmt.Sprint("nop-", i), nopSink{}, events)
+		drainSecs += drainOutbox(b, fmt.Sprint("drain-", i), sink, events)
 		_ = sink.Close()
 	}
 	total := float64(n * b.N)
@@ -71,8 +59,8 @@ func benchSinkDrain(b *testing.B, fixed bool) {
 // drainOutbox enqueues events into a new outbox delivering to sink, not
 // started, then starts it and returns the seconds it took to deliver them
 // all.
-func drainOutbox(b *testing.B, name string, sink outbox.Sink, events []outbox.Event, fixed bool) float64 {
-	o, err := outbox.Open(dbPath(b, name), outbox.Config{Sink: sink, NoAdaptiveConcurrency: fixed})
+func drainOutbox(b *testing.B, name string, sink outbox.Sink, events []outbox.Event) float64 {
+	o, err := outbox.Open(dbPath(b, name), outbox.Config{Sink: sink})
 	if err != nil {
 		b.Fatal(err)
 	}

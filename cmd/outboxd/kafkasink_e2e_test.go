@@ -66,6 +66,18 @@ func TestServeDeliversToAKafkaEndpoint(t *testing.T) {
 	if h := recs[0].Headers; len(h) == 0 || !containsHeader(h, "outbox-id", id) {
 		t.Errorf("headers %v; want outbox-id %s", h, id)
 	}
+	// The attempt log and the metrics have it as for an HTTP endpoint.
+	_, att := call(t, "GET", p.url("/v1/events/"+id+"/attempts"), "", "")
+	if list, _ := att["attempts"].([]any); len(list) != 1 || list[0].(map[string]any)["outcome"] != "success" {
+		t.Errorf("attempt log %v; want one success", att)
+	}
+	testkit.WaitFor(t, 10*time.Second, "the delivery in /metrics", func() bool {
+		resp, err := client.Get(p.url("/metrics"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Contains(readAll(t, resp), `outbox_deliveries_total{action="success",endpoint="audit"} 1`)
+	})
 	code, m = call(t, "POST", p.url("/v1/events"), "", `{"destination":"orders","payload":{"order":2}}`)
 	if code != http.StatusAccepted {
 		t.Fatalf("POST: %d %v", code, m)

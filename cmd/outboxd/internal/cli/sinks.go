@@ -23,6 +23,7 @@ var (
 	_ outbox.Sink             = kindRouter{}
 	_ outbox.EndpointResolver = kindRouter{}
 	_ outbox.EndpointPager    = kindRouter{}
+	_ outbox.Batcher          = kindRouter{}
 )
 
 // routeSinks returns the sink of the stores: hs alone without ks.
@@ -69,3 +70,6 @@ func (r kindRouter) EndpointNamesAfter(after string, limit int) []string {
 	names = slices.Compact(names)
 	return names[:min(len(names), limit)]
 }
+
+// Batches implements outbox.Batcher: the endpoints of kind kafka batch.
+func (r kindRouter) Batches(endpoint string) bool { return r.kafka.Batches(endpoint) }
