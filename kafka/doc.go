@@ -4,6 +4,8 @@
 // from instance to instance through a compacted changelog topic, as Kafka
 // Streams' tasks do. Start ingests into one outbox of the caller's and/or
 // ships its changelog; Restore rebuilds a database from a changelog topic.
+// Sink goes the other way: an outbox's deliveries become records of
+// topics, so that Outbox.Update is a transactional outbox to Kafka.
 //
 // # Ingest
 //
@@ -75,6 +77,36 @@
 // default, segmentio/kafka-go#1180), may split one call's records over
 // several requests, and goes on retrying a batch in the background after
 // WriteMessages returned a context error (segmentio/kafka-go#1427).
+//
+// # Publishing deliveries (Sink)
+//
+// A Sink is an outbox.Sink whose endpoints are topics (SinkConfig.Topics):
+// each delivery is one record produced to its endpoint's topic through a
+// Producer of the Sink's, acknowledged by all in-sync replicas. The key is
+// the event's Key (the ID without one), so the record lands where Kafka's
+// default partitioner puts that key; the value is the payload; the
+// headers are the event's own plus outbox-id (the event ID, the same on
+// every attempt: consumers deduplicate on it), outbox-topic (the event's
+// topic, if any) and the delivery span's traceparent and tracestate.
+// Concurrent deliveries to one partition share produce requests, as the
+// Producer's calls do (the Sink is an outbox.Batcher: its endpoints keep
+// MaxPerEndpoint deliveries in flight, not adapted), and a delivery
+// returns once its record was acknowledged: with outbox.Config.Ordered,
+// which starts one delivery per key at a time and the next only once the
+// outcome is committed, a key's records are written in the order of its
+// events. Delivery is at least
+// once: a record whose outcome was not committed before a crash is
+// produced again, with the same outbox-id.
+//
+// The Sink's policy table: acknowledged is a success; topic authorisation
+// failed, a record too large (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE),
+// an invalid topic or record, and a topic or partition still unknown when
+// Config.ProduceTimeout ends are dead letters with the broker's reason;
+// anything else (a leader moving, not enough in-sync replicas, a request
+// timed out, a broker not reachable) is a retry with the outbox's
+// backoff, counted by the endpoint's breaker. As the results are the
+// outcome types every sink returns, a Kafka endpoint has the breaker, rate
+// limit, attempt log and metrics an HTTP one has.
 //
 // # Partition-owned state (Group)
 //

@@ -101,7 +101,7 @@ type Producer struct {
 	bal    KeyBalancer
 
 	qmu    sync.Mutex
-	queues map[int]*partQueue
+	queues map[partKey]*partQueue
 	shut   bool // Close has begun: no sender starts
 	// senders are the partitions' senders; stop, cancelled by Close, ends
 	// their requests.
@@ -119,13 +119,19 @@ type Producer struct {
 // Producer for it. It does not contact the brokers: the first Produce does.
 // logger may be nil (logs are discarded).
 func NewProducer(cfg Config, logger *slog.Logger) (*Producer, error) {
+	if cfg.Topic == "" {
+		return nil, &ConfigError{Field: "Topic", Reason: "a Producer needs the ingest topic"}
+	}
+	return openProducer(cfg, logger)
+}
+
+// openProducer is NewProducer without the ingest topic, which a Sink's
+// Producer has no use for: it produces to the topics of its endpoints.
+func openProducer(cfg Config, logger *slog.Logger) (*Producer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
-	if cfg.Topic == "" {
-		return nil, &ConfigError{Field: "Topic", Reason: "a Producer needs the ingest topic"}
-	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -144,7 +150,7 @@ func NewProducer(cfg Config, logger *slog.Logger) (*Producer, error) {
 		cfg: cfg, m: newMapper(cfg), log: logger, conns: cn,
 		client: &kafkago.Client{Addr: kafkago.TCP(cfg.brokers()...), Transport: cn.transport},
 		bal:    KeyBalancer{IDHeader: cfg.IDHeader},
-		queues: map[int]*partQueue{}, stop: stop, cancelAll: cancel,
+		queues: map[partKey]*partQueue{}, stop: stop, cancelAll: cancel,
 	}, nil
 }
 
@@ -201,30 +207,39 @@ func (p *Producer) Produce(ctx context.Context, events ...outbox.Event) ([]strin
 		return nil, err
 	}
 
+	if pe := p.send(ctx, p.cfg.Topic, msgs); pe != nil {
+		p.produced.Add(uint64(pe.Acknowledged))
+		return nil, p.fail(pe)
+	}
+	p.produced.Add(uint64(len(msgs)))
+	if p.failing.CompareAndSwap(true, false) {
+		p.log.Info("kafka: producing to the ingest topic works again", "topic", p.cfg.Topic)
+	}
+	return ids, nil
+}
+
+// send produces msgs to topic, partitioned by the Producer's KeyBalancer,
+// within Config.ProduceTimeout, and returns nil once every one was
+// acknowledged, or a *ProduceError.
+func (p *Producer) send(ctx context.Context, topic string, msgs []kafkago.Message) *ProduceError {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.ProduceTimeout)
 	defer cancel()
 	defer context.AfterFunc(p.stop, cancel)() // Close ends the call
-	parts, err := p.partitions(ctx)
+	parts, err := p.partitions(ctx, topic)
 	if err != nil {
-		return nil, p.fail(&ProduceError{Topic: p.cfg.Topic, Partition: -1, Events: len(events),
-			Reason: p.reason(ctx, err, "finding the topic's partitions"), Err: err})
+		return &ProduceError{Topic: topic, Partition: -1, Events: len(msgs),
+			Reason: p.reason(ctx, topic, err, "finding the topic's partitions"), Err: err}
 	}
 	byPart := make(map[int][]kafkago.Message, min(len(parts), len(msgs)))
 	for i := range msgs {
 		n := p.bal.Balance(msgs[i], parts...)
 		byPart[n] = append(byPart[n], msgs[i])
 	}
-	errs := p.await(ctx, p.submit(ctx, byPart))
+	errs := p.await(ctx, topic, p.submit(ctx, topic, byPart))
 	if len(errs) == 0 {
-		p.produced.Add(uint64(len(msgs)))
-		if p.failing.CompareAndSwap(true, false) {
-			p.log.Info("kafka: producing to the ingest topic works again", "topic", p.cfg.Topic)
-		}
-		return ids, nil
+		return nil
 	}
-	pe := p.failure(ctx, byPart, errs)
-	p.produced.Add(uint64(pe.Acknowledged))
-	return nil, p.fail(pe)
+	return p.failure(ctx, topic, byPart, errs)
 }
 
 // records turns events into records, giving an event without an ID a
@@ -256,19 +271,19 @@ func (p *Producer) records(ctx context.Context, events []outbox.Event) ([]string
 }
 
 // submit queues each partition's records as one call of its queue.
-func (p *Producer) submit(ctx context.Context, byPart map[int][]kafkago.Message) map[int]*produceCall {
+func (p *Producer) submit(ctx context.Context, topic string, byPart map[int][]kafkago.Message) map[int]*produceCall {
 	calls := make(map[int]*produceCall, len(byPart))
 	for n, ms := range byPart {
 		c := &produceCall{ctx: ctx, msgs: ms, done: make(chan error, 1)}
 		calls[n] = c
-		p.queue(n).submit(p, c)
+		p.queue(topic, n).submit(p, c)
 	}
 	return calls
 }
 
 // await waits for the calls until ctx ends, and returns the error of each
 // partition whose call failed or was not acknowledged in time.
-func (p *Producer) await(ctx context.Context, calls map[int]*produceCall) map[int]error {
+func (p *Producer) await(ctx context.Context, topic string, calls map[int]*produceCall) map[int]error {
 	errs := make(map[int]error, len(calls))
 	for n, c := range calls {
 		select {
@@ -285,7 +300,7 @@ func (p *Producer) await(ctx context.Context, calls map[int]*produceCall) map[in
 				}
 			default:
 				if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-					errs[n] = &timeoutError{err: ctx.Err(), last: p.queue(n).lastError()}
+					errs[n] = &timeoutError{err: ctx.Err(), last: p.queue(topic, n).lastError()}
 				} else {
 					errs[n] = ctx.Err()
 				}
@@ -297,10 +312,10 @@ func (p *Producer) await(ctx context.Context, calls map[int]*produceCall) map[in
 
 // failure describes a call some of whose partitions failed: the error of
 // the lowest of them, and how many events were refused and acknowledged.
-func (p *Producer) failure(ctx context.Context, byPart map[int][]kafkago.Message, errs map[int]error) *ProduceError {
+func (p *Producer) failure(ctx context.Context, topic string, byPart map[int][]kafkago.Message, errs map[int]error) *ProduceError {
 	failed := slices.Sorted(maps.Keys(errs))
-	pe := &ProduceError{Topic: p.cfg.Topic, Partition: failed[0], Err: errs[failed[0]],
-		Reason: p.reason(ctx, errs[failed[0]], "")}
+	pe := &ProduceError{Topic: topic, Partition: failed[0], Err: errs[failed[0]],
+		Reason: p.reason(ctx, topic, errs[failed[0]], "")}
 	for n, ms := range byPart {
 		if errs[n] != nil {
 			pe.Events += len(ms)
@@ -325,7 +340,7 @@ func (p *Producer) fail(pe *ProduceError) error {
 
 // reason words err for a *ProduceError: what the broker said, or that no
 // answer came within the produce timeout (with the last error seen).
-func (p *Producer) reason(ctx context.Context, err error, doing string) string {
+func (p *Producer) reason(ctx context.Context, topic string, err error, doing string) string {
 	if doing != "" {
 		doing += ": "
 	}
@@ -338,7 +353,7 @@ func (p *Producer) reason(ctx context.Context, err error, doing string) string {
 	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
 		return doing + "the request was cancelled before the brokers acknowledged"
 	case errors.Is(err, protocol.ErrNoTopic):
-		return doing + "the topic " + p.cfg.Topic + " does not exist: the brokers' metadata does not list it (" + err.Error() + ")"
+		return doing + "the topic " + topic + " does not exist: the brokers' metadata does not list it (" + err.Error() + ")"
 	}
 	return doing + err.Error()
 }
@@ -353,18 +368,18 @@ type timeoutError struct {
 func (e *timeoutError) Error() string { return e.err.Error() }
 func (e *timeoutError) Unwrap() error { return e.err }
 
-// partitions returns the ingest topic's partitions, [0, n), from the
-// transport's metadata cache (refreshed every producerMetadataTTL),
-// retrying retriable errors until ctx ends.
-func (p *Producer) partitions(ctx context.Context) ([]int, error) {
+// partitions returns topic's partitions, [0, n), from the transport's
+// metadata cache (refreshed every producerMetadataTTL), retrying retriable
+// errors until ctx ends.
+func (p *Producer) partitions(ctx context.Context, topic string) ([]int, error) {
 	var parts []int
 	err := p.retry(ctx, func() error {
-		md, err := p.client.Metadata(ctx, &kafkago.MetadataRequest{Topics: []string{p.cfg.Topic}})
+		md, err := p.client.Metadata(ctx, &kafkago.MetadataRequest{Topics: []string{topic}})
 		if err != nil {
 			return err
 		}
 		for _, t := range md.Topics {
-			if t.Name != p.cfg.Topic {
+			if t.Name != topic {
 				continue
 			}
 			if t.Error != nil {
@@ -400,6 +415,7 @@ type produceCall struct {
 // its wait, and a partition's records are written in the order their
 // calls queued.
 type partQueue struct {
+	topic   string
 	n       int
 	mu      sync.Mutex
 	pending []*produceCall
@@ -425,14 +441,21 @@ const producerMetadataTTL = 2 * time.Second
 // default max.message.bytes is about 1 MiB.
 const maxRequestBytes = 1 << 20
 
-// queue returns partition n's queue.
-func (p *Producer) queue(n int) *partQueue {
+// partKey names one partition of one topic.
+type partKey struct {
+	topic string
+	n     int
+}
+
+// queue returns the queue of topic's partition n.
+func (p *Producer) queue(topic string, n int) *partQueue {
 	p.qmu.Lock()
 	defer p.qmu.Unlock()
-	q := p.queues[n]
+	k := partKey{topic, n}
+	q := p.queues[k]
 	if q == nil {
-		q = &partQueue{n: n}
-		p.queues[n] = q
+		q = &partQueue{topic: topic, n: n}
+		p.queues[k] = q
 	}
 	return q
 }
@@ -491,11 +514,37 @@ func (q *partQueue) send(p *Producer) {
 		if len(calls) == 0 {
 			continue
 		}
-		err := p.producePartition(q, calls)
-		for _, c := range calls {
-			c.done <- err
-		}
+		p.produceCalls(q, calls)
 	}
+}
+
+// produceCalls produces calls in one request and answers each. When the
+// broker refuses the request, which may be for one call's records alone
+// (a record too large, say), each call is sent again on its own, so that
+// it gets its own answer and the calls that shared the request are not
+// refused with it.
+func (p *Producer) produceCalls(q *partQueue, calls []*produceCall) {
+	err := p.producePartition(q, calls)
+	if err != nil && len(calls) > 1 && refusal(err) {
+		for _, c := range calls {
+			if c.ctx.Err() != nil {
+				c.done <- c.ctx.Err()
+				continue
+			}
+			c.done <- p.producePartition(q, []*produceCall{c})
+		}
+		return
+	}
+	for _, c := range calls {
+		c.done <- err
+	}
+}
+
+// refusal reports whether err is a broker's answer that a retry of the
+// same records would not change.
+func refusal(err error) bool {
+	var ke kafkago.Error
+	return errors.As(err, &ke) && !ke.Temporary()
 }
 
 // messagesSize approximates the bytes msgs take in a request.
@@ -539,7 +588,7 @@ func (p *Producer) producePartition(q *partQueue, calls []*produceCall) error {
 				Value: kafkago.NewBytes(msgs[i].Value), Headers: msgs[i].Headers}
 		}
 		res, err := p.client.Produce(ctx, &kafkago.ProduceRequest{
-			Topic: p.cfg.Topic, Partition: n, RequiredAcks: kafkago.RequireAll,
+			Topic: q.topic, Partition: n, RequiredAcks: kafkago.RequireAll,
 			Records: kafkago.NewRecordReader(recs...),
 		})
 		if err != nil {

@@ -70,7 +70,8 @@ type Config struct {
 	InitialPerEndpoint int
 
 	// NoAdaptiveConcurrency turns the adapting off: every endpoint may
-	// have MaxPerEndpoint deliveries in flight from the start.
+	// have MaxPerEndpoint deliveries in flight from the start. The
+	// endpoints a Sink reports as batching (Batcher) never adapt.
 	NoAdaptiveConcurrency bool
 
 	// CommitInterval is how long the outcome of a finished delivery may wait

@@ -225,7 +225,7 @@ func (o *Outbox) newEngine() (*engine.Engine, error) {
 		BackoffMax:        c.BackoffMax,
 		BackoffMultiplier: c.BackoffMultiplier,
 		Breaker:           engine.Breaker(c.Breaker),
-		Adaptive:          engine.Adaptive{Off: c.NoAdaptiveConcurrency, Initial: c.InitialPerEndpoint},
+		Adaptive:          engine.Adaptive{Off: c.NoAdaptiveConcurrency, Initial: c.InitialPerEndpoint, Fixed: batchingEndpoints(c.Sink)},
 		Limiter:           c.RateLimits.engineLimiter(),
 		Shared:            c.SharedEndpoints.engineShared(),
 		LogAttempts:       c.logsAttempts(),

@@ -53,6 +53,28 @@ type EndpointPager interface {
 	EndpointNamesAfter(after string, limit int) []string
 }
 
+// Batcher is an optional interface a Sink implements when concurrent
+// deliveries to some of its endpoints share requests (a Kafka producer's
+// produce requests): for those, many deliveries in flight cost no more
+// than a few, and a delivery's latency grows with the batch it shares, not
+// with the receiver's load. The outbox does not adapt the in-flight limit
+// of such an endpoint (see Config.NoAdaptiveConcurrency): it may have
+// MaxPerEndpoint deliveries in flight.
+type Batcher interface {
+	// Batches reports whether concurrent deliveries to endpoint share
+	// requests.
+	Batches(endpoint string) bool
+}
+
+// batchingEndpoints returns the Batches method of sink, nil when it has
+// none.
+func batchingEndpoints(sink Sink) func(string) bool {
+	if b, ok := sink.(Batcher); ok {
+		return b.Batches
+	}
+	return nil
+}
+
 // Delivery is what a Sink receives: one attempt at one event. It is a copy;
 // the Sink may keep it but must not expect changes to reach the store.
 type Delivery struct {

@@ -14,6 +14,15 @@ import (
 type Adaptive struct {
 	Off     bool
 	Initial int
+	// Fixed, when set, reports the endpoints whose limit stays at their
+	// ceiling as with Off: those whose deliveries share requests, so that
+	// latency rises with the batch, not with the receiver's load.
+	Fixed func(endpoint string) bool
+}
+
+// adapts reports whether endpoint's limit adapts.
+func (a *Adaptive) adapts(endpoint string) bool {
+	return !a.Off && (a.Fixed == nil || !a.Fixed(endpoint))
 }
 
 // The adaptation works in rounds, as TCP's congestion control (RFC 5681)
@@ -179,7 +188,7 @@ func (e *Engine) capLocked(endpoint string) int {
 	c := &e.cfg
 	n := c.MaxPerEndpoint
 	l := e.limits[endpoint]
-	if !c.Adaptive.Off {
+	if c.Adaptive.adapts(endpoint) {
 		if l == nil {
 			n = min(n, c.Adaptive.Initial)
 		} else {

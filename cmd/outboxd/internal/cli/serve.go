@@ -82,7 +82,8 @@ type server struct {
 
 	// Set by the components as they start.
 	endTracing func()               // flushes and shuts the tracer provider down
-	sink       *httpsink.Sink       // delivers the local store's events
+	sink       *httpsink.Sink       // delivers to the endpoints of kind http
+	kafkaSink  *kafka.Sink          // delivers to those of kind kafka; nil without any
 	ocfg       outbox.Config        // the local store's settings
 	reg        *prometheus.Registry // what GET /metrics serves
 	collector  *outboxprom.Collector
@@ -214,26 +215,27 @@ func (s *server) stopTracing(context.Context) error {
 	return nil
 }
 
-// startSink makes the HTTP sink that delivers the local store's events.
+// startSink makes the sinks that deliver the stores' events: the HTTP
+// sink, and the Kafka sink when an endpoint is of kind kafka.
 func (s *server) startSink(context.Context) error {
-	scfg, err := s.cfg.SinkConfig(s.log)
-	if err != nil {
+	var err error
+	if s.sink, s.kafkaSink, err = s.cfg.NewSinks(s.log); err != nil {
 		return failed(exitUsage, "%v", err)
-	}
-	if s.sink, err = httpsink.New(scfg); err != nil {
-		return failed(exitUsage, "%v", config.Explain(err))
 	}
 	return nil
 }
 
 func (s *server) closeSink(context.Context) error {
 	_ = s.sink.Close()
+	if s.kafkaSink != nil {
+		_ = s.kafkaSink.Close()
+	}
 	return nil
 }
 
 // openOutbox opens the local store (it delivers once startDelivery ran).
 func (s *server) openOutbox(context.Context) error {
-	ocfg, err := s.cfg.OutboxConfig(s.sink, s.log)
+	ocfg, err := s.cfg.OutboxConfig(routeSinks(s.sink, s.kafkaSink), s.log)
 	if err != nil {
 		return failed(exitUsage, "%v", err)
 	}

@@ -210,9 +210,15 @@ type Endpoint struct {
 	// Name is what events give as destination: letters, digits, '.', '_'
 	// and '-', not starting with '.'. Required.
 	Name string `yaml:"name"`
-	// URL is the absolute http(s) URL, at most 2 KiB; its host is not
-	// loopback or private (by address, localhost, or a numeric form)
-	// unless AllowPrivate. Required.
+	// Kind is how events reach the endpoint: "http" (POST to URL) or
+	// "kafka" (a record produced to the topic URL names,
+	// kafka://TOPIC, through the brokers of kafka.brokers). Default: kafka
+	// for a kafka:// URL, else http.
+	Kind string `yaml:"kind"`
+	// URL is, for an endpoint of kind http, the absolute http(s) URL, at
+	// most 2 KiB, whose host is not loopback or private (by address,
+	// localhost, or a numeric form) unless AllowPrivate; for one of kind
+	// kafka, kafka://TOPIC. Required.
 	URL string `yaml:"url"`
 	// Secrets are Standard Webhooks signing secrets (whsec_...). Default:
 	// none (no signature).

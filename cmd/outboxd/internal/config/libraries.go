@@ -9,17 +9,20 @@ import (
 	"github.com/outboxd/outbox/outbox"
 )
 
-// SinkConfig maps the settings onto the HTTP sink's configuration. logger
-// may be nil (the sink's default: discard). The error is a *SettingError
-// for a policy rule that does not parse.
+// SinkConfig maps the settings onto the HTTP sink's configuration: the
+// endpoints of kind http. logger may be nil (the sink's default: discard).
+// The error is a *SettingError for a policy rule that does not parse.
 func (c *Config) SinkConfig(logger *slog.Logger) (httpsink.Config, error) {
 	policy, err := httpsink.ParsePolicy(c.Delivery.Policy...)
 	if err != nil {
 		return httpsink.Config{}, &SettingError{Setting: "delivery.policy", Reason: err.Error(), Err: err}
 	}
-	eps := make([]httpsink.Endpoint, len(c.Endpoints))
-	for i, e := range c.Endpoints {
-		eps[i] = httpsink.Endpoint{
+	eps := make([]httpsink.Endpoint, 0, len(c.Endpoints))
+	for _, e := range c.Endpoints {
+		if e.IsKafka() {
+			continue
+		}
+		eps = append(eps, httpsink.Endpoint{
 			Name:         e.Name,
 			URL:          e.URL,
 			Secrets:      e.Secrets,
@@ -27,7 +30,7 @@ func (c *Config) SinkConfig(logger *slog.Logger) (httpsink.Config, error) {
 			Headers:      e.Headers,
 			MaxInFlight:  e.MaxInFlight,
 			AllowPrivate: e.AllowPrivate,
-		}
+		})
 	}
 	return httpsink.Config{
 		Endpoints:            eps,
@@ -197,20 +200,19 @@ func groupCommitRecords(maxBatch int) int {
 	return min(max(8*maxBatch, 1000), 64000)
 }
 
-// validateLibraries checks the settings the sink and the outbox take with
+// validateLibraries checks the settings the sinks and the outbox take with
 // their own validation, as serve will configure them, and names the setting
 // of the field they refuse.
 func validateLibraries(c *Config) error {
-	sc, err := c.SinkConfig(nil)
+	hs, ks, err := c.NewSinks(nil)
 	if err != nil {
 		return err
 	}
-	sink, err := httpsink.New(sc)
-	if err != nil {
-		return Explain(err)
+	defer hs.Close()
+	if ks != nil {
+		defer ks.Close()
 	}
-	defer sink.Close()
-	oc, err := c.OutboxConfig(sink, nil)
+	oc, err := c.OutboxConfig(hs, nil)
 	if err != nil {
 		return err
 	}

@@ -243,7 +243,7 @@ func endpointSettings() []setting {
 		{path: "allow_private_networks", flag: "allow-private-networks", env: "OUTBOXD_ALLOW_PRIVATE_NETWORKS", usage: "let deliveries reach private, loopback and link-local addresses", isBool: true,
 			set: boolean(func(c *Config) *bool { return &c.AllowPrivateNetworks })},
 		{path: "endpoints", flag: "endpoint", env: "OUTBOXD_ENDPOINTS",
-			usage: "named `endpoint` as NAME=URL[,secret=whsec_...][,timeout=D][,max-in-flight=N][,rate=PER_SECOND[,burst=N]][,allow-private][,topic=PATTERN...] (repeatable; env: space separated); replaces a file endpoint of that name",
+			usage: "named `endpoint` as NAME=URL or NAME=kafka://TOPIC, then [,secret=whsec_...][,timeout=D][,max-in-flight=N][,rate=PER_SECOND[,burst=N]][,allow-private][,topic=PATTERN...] (repeatable; env: space separated); replaces a file endpoint of that name",
 			list:  true, split: strings.Fields, set: addEndpointSpec},
 	}
 }
@@ -306,7 +306,7 @@ func addEndpointSpec(c *Config, spec string) error {
 }
 
 // ParseEndpointSpec parses an endpoint given on the command line:
-// NAME=URL, then optional comma-separated options secret=whsec_...
+// NAME=URL (NAME=kafka://TOPIC for an endpoint of kind kafka), then optional comma-separated options secret=whsec_...
 // (repeatable), timeout=DURATION, max-in-flight=N, rate=PER_SECOND,
 // burst=N, allow-private and topic=PATTERN (repeatable: the endpoint's
 // topics). The URL must not contain a comma.

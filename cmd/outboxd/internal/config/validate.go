@@ -96,7 +96,7 @@ func Validate(c *Config) error {
 	if err := validateLibraries(c); err != nil {
 		return err
 	}
-	if err := validateKafka(&c.Kafka); err != nil {
+	if err := validateKafka(&c.Kafka, c.kafkaEndpoint()); err != nil {
 		return err
 	}
 	if c.EndpointSecretKeyFile != "" && c.Kafka.Topic == "" {
@@ -173,14 +173,20 @@ func validateLimits(l *Limits) error {
 
 // validateKafka checks the Kafka settings when any is set; the field names of
 // package kafka's errors are translated to the settings' YAML paths.
-func validateKafka(k *kafka.Config) error {
+// validateKafka checks the kafka section. endpoint is the name of an
+// endpoint of kind kafka, "" when there is none: it needs the brokers, and
+// is a use of them without an ingest or changelog topic.
+func validateKafka(k *kafka.Config, endpoint string) error {
 	if len(k.Brokers) == 0 && (k.Topic != "" || k.ChangelogTopic != "") {
 		return bad("kafka.brokers", "required when kafka.topic or kafka.changelog_topic is set")
+	}
+	if len(k.Brokers) == 0 && endpoint != "" {
+		return bad("kafka.brokers", "required by endpoint %s, of kind kafka: the brokers it produces to", endpoint)
 	}
 	if len(k.Brokers) == 0 {
 		return nil
 	}
-	if k.Topic == "" && k.ChangelogTopic == "" {
+	if k.Topic == "" && k.ChangelogTopic == "" && endpoint == "" {
 		return bad("kafka.topic", "kafka.brokers is set but neither kafka.topic nor kafka.changelog_topic is")
 	}
 	if err := k.Validate(); err != nil {
