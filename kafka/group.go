@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -132,7 +131,7 @@ func StartGroup(ctx context.Context, cfg Config, sc StoreConfig, logger *slog.Lo
 	if sc.Outbox.Sink == nil || sc.Outbox.ReadOnly {
 		return nil, &ConfigError{Field: "Outbox", Reason: "partition stores need a Sink and must not be read-only"}
 	}
-	if err := os.MkdirAll(sc.Dir, 0o700); err != nil {
+	if err := partition.MkdirDurably(sc.Dir); err != nil {
 		return nil, fmt.Errorf("kafka: partition store directory: %w", err)
 	}
 	if logger == nil {
