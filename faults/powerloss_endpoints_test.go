@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"sync"
@@ -145,19 +146,23 @@ func (c *endpointChurn) checkAfterRestart(r *powerRun, gen int) {
 			continue
 		}
 		var got struct {
-			MaxInFlight int  `json:"max_in_flight"`
-			Managed     bool `json:"managed"`
+			URL         string `json:"url"`
+			MaxInFlight int    `json:"max_in_flight"`
+			Managed     bool   `json:"managed"`
 		}
-		err = json.NewDecoder(resp.Body).Decode(&got)
+		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		err = json.Unmarshal(body, &got)
 		switch {
 		case want.exists && resp.StatusCode != http.StatusOK:
 			c.mismatch++
 			r.violate("run %d: managed endpoint %s, created or changed (acknowledged) before the cut, answers %d", gen+1, name, resp.StatusCode)
-		case !want.exists && resp.StatusCode != http.StatusNotFound:
+		case !want.exists && resp.StatusCode != http.StatusNotFound && (got.Managed || got.URL != ""):
+			// A deleted endpoint may still show the state its last
+			// deliveries left (status, breaker), but not a definition.
 			c.mismatch++
-			r.violate("run %d: managed endpoint %s, deleted (acknowledged) before the cut, is back (%d)", gen+1, name, resp.StatusCode)
-		case want.exists && (err != nil || got.MaxInFlight != want.maxInFlight):
+			r.violate("run %d: managed endpoint %s, deleted (acknowledged) before the cut, is back (%d %.300s)", gen+1, name, resp.StatusCode, body)
+		case want.exists && (err != nil || !got.Managed || got.MaxInFlight != want.maxInFlight):
 			c.mismatch++
 			r.violate("run %d: managed endpoint %s has max_in_flight %d after the cut, the last acknowledged change set %d (%v)", gen+1, name, got.MaxInFlight, want.maxInFlight, err)
 		}

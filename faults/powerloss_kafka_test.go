@@ -112,9 +112,8 @@ func (k *kafkaPower) waitStable(s [2]*sidecar) {
 }
 
 // inspectAll checks every store file on both mounts (copied out) and
-// returns the IDs pending in any of them.
-func (k *kafkaPower) inspectAll(when string) map[string]bool {
-	pending := make(map[string]bool)
+// that each can be read by the store.
+func (k *kafkaPower) inspectAll(when string) {
 	for i, f := range k.fss {
 		err := filepath.WalkDir(f.Dir(), func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".db") {
@@ -129,12 +128,8 @@ func (k *kafkaPower) inspectAll(when string) map[string]bool {
 			for _, p := range checkDB(cp) {
 				k.violate("%s: instance %d, %s: bbolt check: %s", when, i, rel, p)
 			}
-			ids, err := idsIn(cp, store.StatePending)
-			if err != nil {
+			if _, err := idsIn(cp, store.StatePending); err != nil {
 				k.violate("%s: instance %d, %s: reading the events: %v", when, i, rel, err)
-			}
-			for id := range ids {
-				pending[id] = true
 			}
 			return nil
 		})
@@ -142,7 +137,6 @@ func (k *kafkaPower) inspectAll(when string) map[string]bool {
 			k.violate("%s: instance %d: walking the data directory: %v", when, i, err)
 		}
 	}
-	return pending
 }
 
 // listIDs lists the IDs of the group's events in state, through the API.
@@ -188,7 +182,6 @@ func (k *kafkaPower) run(cuts int) string {
 	defer stopLoad()
 
 	began := time.Now()
-	var pendingAfter []map[string]bool
 	for c := range cuts {
 		pair := k.start(c)
 		wait := time.NewTimer(time.Duration(100+k.rng.IntN(1200)) * time.Millisecond)
@@ -203,7 +196,7 @@ func (k *kafkaPower) run(cuts int) string {
 			}
 			k.cutStats = append(k.cutStats, st)
 		}
-		pendingAfter = append(pendingAfter, k.inspectAll(fmt.Sprintf("after cut %d", c+1)))
+		k.inspectAll(fmt.Sprintf("after cut %d", c+1))
 	}
 	stopLoad()
 	loop := time.Since(began)
@@ -217,8 +210,7 @@ func (k *kafkaPower) run(cuts int) string {
 	final[0].stop()
 	final[1].stop()
 	k.inspectAll("after the final graceful stop")
-	f := k.judge(dead, pending, pendingAfter)
-	k.figures = f
+	f := k.judge(dead, pending)
 	return fmt.Sprintf("%d cuts of both instances in %.0fs (-seed %d); %d events acknowledged (by the broker), %d lost, %d deleted events back, %d redeliveries (%d not across a cut), %d deletes acknowledged; %s; bbolt check of every store file after every cut and at the end: %s; final drain %.1fs; receiver answers: %s",
 		cuts, loop.Seconds(), k.seed, f.acked, f.lost, f.resurrected, f.redelivered, f.unexplained, len(k.dels.snapshot()),
 		k.cutSummary(), k.checkVerdict(), drain.Seconds(), k.rcv.answerCounts())
@@ -257,7 +249,7 @@ func (k *kafkaPower) drain(s [2]*sidecar) time.Duration {
 // that is, when they were sent by runs of different rounds (the owner of
 // a partition may change at the restart, and the new owner's copy is the
 // changelog as shipped before the cut).
-func (k *kafkaPower) judge(dead, pending map[string]bool, pendingAfter []map[string]bool) figures {
+func (k *kafkaPower) judge(dead, pending map[string]bool) figures {
 	var f figures
 	got := k.rcv.delivered()
 	deleted := k.dels.snapshot()

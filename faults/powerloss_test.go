@@ -48,7 +48,6 @@ type powerRun struct {
 	violations   []string
 	pendingAfter []map[string]bool // pending IDs in the file after cut k
 	cutStats     []powerfs.CutStats
-	figures      figures
 }
 
 // pcAnswer is how the receiver answers in the power-loss scenarios: 200
@@ -130,7 +129,6 @@ func (r *powerRun) run(cuts int) string {
 	drain := r.drain(final)
 	final.stop()
 	f := r.verdict()
-	r.figures = f
 	return fmt.Sprintf("%d cuts in %.0fs (-seed %d); %d events acknowledged, %d lost, %d deleted events back, %d redeliveries (%d not of an event pending after a cut), %d deletes acknowledged; %s; bbolt check after every cut and at the end: %s; final drain %.1fs; receiver answers: %s",
 		cuts, loop.Seconds(), r.seed, f.acked, f.lost, f.resurrected, f.redelivered, f.unexplained, len(r.dels.snapshot()),
 		r.cutSummary(), r.checkVerdict(), drain.Seconds(), r.rcv.answerCounts())

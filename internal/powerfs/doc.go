@@ -45,4 +45,11 @@
 // Cut needs that no process holds a file open on the mount (a power cut
 // takes the processes with it: kill them first). Mounting needs /dev/fuse
 // and either root (the mount system call) or fusermount3.
+//
+// The process that holds the FS serves the mount, and must not map a file
+// of it into its own memory (bbolt does, to read): a page fault on the map
+// is not a system call, so the Go runtime cannot stop that thread for a
+// garbage collection, which then waits forever for the server it stopped.
+// Read such files in a child process, or copy them out of the mount first
+// (reads and writes through system calls are fine).
 package powerfs

@@ -23,7 +23,6 @@ type FS struct {
 	m      *model
 	gen    uint64 // which mount the nodes of the current server belong to
 	server *fuse.Server
-	cuts   int
 }
 
 // Mount mounts an empty power-loss filesystem on the directory mountpoint,
@@ -85,7 +84,6 @@ func (f *FS) Cut(opts CutOptions) (CutStats, error) {
 	f.mu.Lock()
 	f.gen++ // the old mount's nodes stop answering
 	st, err := f.m.cut(opts)
-	f.cuts++
 	server := f.server
 	f.server = nil
 	f.mu.Unlock()
@@ -98,13 +96,6 @@ func (f *FS) Cut(opts CutOptions) (CutStats, error) {
 		}
 	}
 	return st, f.mount()
-}
-
-// Cuts is the number of cuts so far.
-func (f *FS) Cuts() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.cuts
 }
 
 // Close unmounts the filesystem. The backing directory stays.
