@@ -19,6 +19,15 @@
 //     acknowledged may be lost, and enqueue must work again once space is
 //     freed; a disk that fills while deliveries are due must repeat none of
 //     them, and /readyz must say why it is not ready.
+//   - power loss: outboxd's data (its file; in Kafka mode its partition
+//     stores, standby copies and checkpoints) lives on internal/powerfs,
+//     a filesystem that drops every write not fsynced when the power is
+//     cut. Under load, outboxd is SIGKILLed and the power cut, -cuts times:
+//     alone, with managed endpoints changed around the cuts, and as a
+//     two-instance Kafka group. Nothing acknowledged may be lost, no
+//     deleted event or endpoint may come back, and every file must pass
+//     bbolt's check; an outboxd built with the faultnosync tag (stores that
+//     never fsync) must be reported losing events.
 //
 // Short forms (the CI's .ci/faults):
 //
@@ -26,5 +35,5 @@
 //
 // Long forms:
 //
-//	go test -tags fault -count=1 -timeout 30m ./faults/ -kills 100 -soak 10m
+//	go test -tags fault -count=1 -timeout 30m ./faults/ -kills 100 -soak 10m -cuts 67
 package faults

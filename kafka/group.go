@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -132,7 +132,7 @@ func StartGroup(ctx context.Context, cfg Config, sc StoreConfig, logger *slog.Lo
 	if sc.Outbox.Sink == nil || sc.Outbox.ReadOnly {
 		return nil, &ConfigError{Field: "Outbox", Reason: "partition stores need a Sink and must not be read-only"}
 	}
-	if err := os.MkdirAll(sc.Dir, 0o700); err != nil {
+	if err := partition.MkdirDurably(sc.Dir); err != nil {
 		return nil, fmt.Errorf("kafka: partition store directory: %w", err)
 	}
 	if logger == nil {
@@ -410,6 +410,45 @@ func (g *Group) Stores() []*outbox.Outbox {
 	}
 	return out
 }
+
+// WaitShipped waits until everything written so far to o, when o is the
+// store of a partition this instance owns, is in the changelog topic: a
+// restore anywhere then holds it, even if this instance and its disk are
+// lost. It returns nil at once for any other outbox, and an error when the
+// ownership ends before, or ctx does. An admin change (a delete) answered
+// after it cannot be undone by the restore that follows a crash.
+func (g *Group) WaitShipped(ctx context.Context, o *outbox.Outbox) error {
+	g.mu.Lock()
+	tasks := slices.Collect(maps.Values(g.tasks))
+	g.mu.Unlock()
+	last := o.Changelog().LastLSN()
+	for _, t := range tasks {
+		if _, holds, _ := t.Shipped(o); !holds {
+			continue
+		}
+		tick := time.NewTicker(shipWaitPoll)
+		defer tick.Stop()
+		for {
+			lsn, _, more := t.Shipped(o)
+			switch {
+			case lsn >= last:
+				return nil
+			case !more:
+				return fmt.Errorf("kafka: partition %d changed owner before its changelog was shipped up to LSN %d (shipped %d)", t.Partition(), last, lsn)
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("kafka: waiting for partition %d's changelog to be shipped: %w", t.Partition(), ctx.Err())
+			case <-tick.C:
+			}
+		}
+	}
+	return nil
+}
+
+// shipWaitPoll is how often WaitShipped looks at the shipped LSN: short
+// next to a ship interval and a produce.
+const shipWaitPoll = 2 * time.Millisecond
 
 // Committed returns the offsets of the ingest topic this instance last
 // committed, by partition.

@@ -297,7 +297,7 @@ func boltOptions(opts Options) *bolt.Options {
 		FreelistType:    bolt.FreelistMapType,
 		ReadOnly:        opts.ReadOnly,
 		InitialMmapSize: opts.InitialMmapSize,
-		NoSync:          opts.NoSync,
+		NoSync:          opts.NoSync || forceNoSync,
 		// New files get 16 KiB pages: a commit writes each dirty page with
 		// its own pwrite, and each record dirties three trees (events,
 		// changelog, due index). Existing files keep their page size.

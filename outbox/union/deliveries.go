@@ -11,7 +11,9 @@ import (
 // event's other deliveries are untouched. ErrNotFound when no store holds
 // it.
 func (v *View) DeleteDelivery(ctx context.Context, id, endpoint string) error {
-	return v.first("delete delivery", func(o *outbox.Outbox) error { return o.DeleteDelivery(ctx, id, endpoint) })
+	return v.first("delete delivery", func(o *outbox.Outbox) error {
+		return v.settled(ctx, o, o.DeleteDelivery(ctx, id, endpoint))
+	})
 }
 
 // ReplayDelivery moves the dead delivery of topic event id to endpoint back

@@ -19,6 +19,27 @@ import (
 type View struct {
 	primary *outbox.Outbox
 	others  func() []*outbox.Outbox
+	settle  func(context.Context, *outbox.Outbox) error
+}
+
+// WithSettle returns a View over the same outboxes whose Delete and
+// DeleteDelivery return only once settle(ctx, o) returned nil for the
+// outbox o that made the change; its error, if any, is theirs (the change
+// was made, but is not known to be settled). In Kafka group mode settle is
+// Group.WaitShipped: a delete is answered once it is in the changelog
+// topic, so that no restore brings the event back.
+func (v *View) WithSettle(settle func(context.Context, *outbox.Outbox) error) *View {
+	w := *v
+	w.settle = settle
+	return &w
+}
+
+// settled is err, or, when the change was made, settle's verdict on it.
+func (v *View) settled(ctx context.Context, o *outbox.Outbox, err error) error {
+	if err != nil || v.settle == nil {
+		return err
+	}
+	return v.settle(ctx, o)
 }
 
 // New returns a View over primary, which takes every Enqueue, and the
@@ -119,7 +140,7 @@ func (v *View) Get(ctx context.Context, id string) (outbox.Event, error) {
 // Delete drops the pending or dead event with that ID from the store that
 // holds it (see Outbox.Delete). ErrNotFound when no store holds it.
 func (v *View) Delete(ctx context.Context, id string) error {
-	return v.first("delete", func(o *outbox.Outbox) error { return o.Delete(ctx, id) })
+	return v.first("delete", func(o *outbox.Outbox) error { return v.settled(ctx, o, o.Delete(ctx, id)) })
 }
 
 // Replay moves the dead event with that ID back to pending in the store that

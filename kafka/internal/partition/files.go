@@ -51,3 +51,28 @@ func (f Files) Warm() map[int]int64 {
 	}
 	return warm
 }
+
+// MkdirDurably creates dir and its missing parents, and syncs the
+// directory that names dir and each one it created: a directory whose
+// name was never synced is gone after a power failure, with every store
+// and checkpoint in it. dir's own parent is synced even when dir existed,
+// since an earlier run may have created it and crashed before any sync.
+func MkdirDurably(dir string) error {
+	dir = filepath.Clean(dir)
+	names := []string{filepath.Dir(dir)}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil || filepath.Dir(d) == d {
+			break
+		}
+		names = append(names, filepath.Dir(d))
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	for _, d := range names {
+		if err := syncDir(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}

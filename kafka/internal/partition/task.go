@@ -86,6 +86,17 @@ func (t *Task) update(fn func(*Status)) {
 // Partition returns the task's partition.
 func (t *Task) Partition() int { return t.p }
 
+// Shipped returns the LSN up to which the changelog of o, if o is this
+// task's store, is shipped; holds is false when o is not its store, and
+// more is false once this ownership ships nothing more (it ended).
+func (t *Task) Shipped(o *outbox.Outbox) (lsn uint64, holds, more bool) {
+	t.mu.Lock()
+	holds = o != nil && t.store == o
+	more = t.st.State == Active || t.st.State == HandingOver
+	t.mu.Unlock()
+	return t.shippedLSN.Load(), holds, more
+}
+
 // ToCommit returns the ingest offset that may be committed now: every
 // record below it is durable in the store and its changelog entries are
 // shipped. ok is false when there is nothing new to commit.

@@ -18,7 +18,7 @@ func (s *server) startConsole() (*console.Console, error) {
 	cfg := console.Config{Token: s.cfg.Token, Guard: s.guard, Logger: s.log.With("component", "console")}
 	var b console.Backend = s.o
 	if g, ok := s.kafka.(*kafka.Group); ok {
-		b = union.New(s.o, g.Stores)
+		b = union.New(s.o, g.Stores).WithSettle(g.WaitShipped)
 		cfg.Partitions = groupPartitions{g}
 	}
 	return console.New(b, cfg)

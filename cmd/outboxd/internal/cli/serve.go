@@ -642,7 +642,7 @@ func (s *server) api() http.Handler {
 		}
 		return map[string]any{"kafka": k}
 	}
-	local := s.backend(union.New(s.o, g.Stores))
+	local := s.backend(union.New(s.o, g.Stores).WithSettle(g.WaitShipped))
 	return s.clusterAPI(httpapi.New(local, cfg), staleAPI(local, g, cfg), g, s.kcfg)
 }
 
