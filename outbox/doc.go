@@ -114,6 +114,29 @@
 // changelog does not carry it, so Restore (and a rebuild from Kafka) starts
 // each event's log afresh. Config.NoAttemptLog turns it off.
 //
+// # History of delivered events
+//
+// With Config.Retain set, a delivered event is kept in an archive for that
+// long after its delivery: the delivery's outcome removes it from the
+// pending events and moves its record (payload, headers, key, topic, the
+// endpoint it went to, its attempt counts and last status) to the archive
+// in one transaction, and leaves its tombstone as before, so the ID is a
+// duplicate within the tombstone retention and nothing archived is ever
+// due or delivered again by itself. The archive holds deliveries: an event
+// with one destination is archived once; a topic event once per endpoint
+// that received it, each when its own delivery succeeded (its endpoint
+// index holds one entry per endpoint it was delivered to; a delivery
+// that became dead is a dead letter, not archived). SearchArchive pages
+// through it by delivery time, topic or topic pattern, endpoint and key
+// prefix, reading one range of one index (by time, topic, endpoint or
+// key) and never the whole archive. The maintenance punctuation trims
+// the deliveries older than Retain, and then the oldest beyond
+// Config.RetainMaxBytes, in transactions of at most 128 records, so that
+// a trim never holds the writer long. The archive is local history, as
+// the attempt log is: the changelog does not carry it, so Restore (and a
+// rebuild from Kafka) brings none of it back. Without Retain nothing
+// changes: the file has no archive and a delivery deletes the event.
+//
 // # Delivery controls
 //
 // Every endpoint has a circuit breaker (Config.Breaker): after 5
