@@ -37,8 +37,12 @@
 //	                                       200 {"secret", "previous_valid_until"}
 //	POST   /v1/endpoints/{name}/enable     re-enable a disabled endpoint
 //	POST   /v1/endpoints/{name}/retry      close the breaker, make its pending events due now, paced: 202 {"retried": n}
+//	GET    /v1/archive?topic=&endpoint=&key_prefix=&from=&to=&cursor=&limit=
+//	                                       the delivered events kept (outbox.Config.Retain), one index range a page:
+//	                                       200 {"events": [...], "next": "..."}; 404 from a Backend without
+//	                                       SearchArchive
 //	GET    /v1/stats                       counts: {"pending", "dead", "unrouted", "unrouted_dropped_total", "in_flight",
-//	                                       "delivered_total", "failed_total", "oldest_pending_age_seconds",
+//	                                       "delivered_total", "failed_total", "oldest_pending_age_seconds", "archived",
 //	                                       "backfill": {"running", "routed", "deliveries", "remaining"}}, plus the
 //	                                       fields of Config.ExtraStats
 //	GET    /v1/openapi.json                the OpenAPI 3.1 document of these routes (OpenAPI), without the token

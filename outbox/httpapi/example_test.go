@@ -91,6 +91,7 @@ func ExampleRoutes() {
 	// POST /v1/endpoints/{name}/rotate-secret
 	// POST /v1/endpoints/{name}/enable
 	// POST /v1/endpoints/{name}/retry
+	// GET /v1/archive
 	// GET /v1/stats
 	// GET /v1/openapi.json
 }

@@ -42,6 +42,7 @@ var apiRoutes = []apiRoute{
 	{Route{http.MethodPost, "/v1/endpoints/{name}/rotate-secret"}, (*handler).rotateSecret},
 	{Route{http.MethodPost, "/v1/endpoints/{name}/enable"}, (*handler).enable},
 	{Route{http.MethodPost, "/v1/endpoints/{name}/retry"}, (*handler).retryEndpoint},
+	{Route{http.MethodGet, "/v1/archive"}, (*handler).archive},
 	{Route{http.MethodGet, "/v1/stats"}, (*handler).stats},
 	{Route{http.MethodGet, OpenAPIPath}, (*handler).openAPI},
 }
