@@ -137,6 +137,15 @@
 // rebuild from Kafka) brings none of it back. Without Retain nothing
 // changes: the file has no archive and a delivery deletes the event.
 //
+// StartArchiveReplay replays archived deliveries, in the background and
+// paced as ReplayDead paces dead letters: each selected delivery (made
+// before the replay started) is stored pending again as a new delivery of
+// the same event ID, to its own endpoint or to another
+// (ArchiveReplay.Endpoint), unless that event is pending or dead for that
+// endpoint already, and is then delivered, and archived, as any other.
+// ArchiveReplayStatus shows its progress and CancelArchiveReplay stops it;
+// a replay is not resumed after a restart (what it queued is delivered).
+//
 // # Delivery controls
 //
 // Every endpoint has a circuit breaker (Config.Breaker): after 5

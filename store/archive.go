@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"time"
@@ -255,4 +256,51 @@ func bytesAfter(p []byte) []byte {
 		}
 	}
 	return nil
+}
+
+// Requeue stores each of recs as a new pending delivery, due at now: the
+// replay of an archived record (to its own endpoint, or to another under
+// the ID of that delivery). A record whose ID is pending or dead already is
+// skipped, so a delivery is never queued twice; one whose ID has a
+// tombstone loses it (the ID is pending again). Attempts, the last answer
+// and the dead reason start afresh; DeliverAt is set to now, so the
+// delivery's max age counts from its replay. Each stored record gets an
+// OpEnqueue changelog entry. It reports, per record, whether it was
+// stored.
+func (s *Store) Requeue(ctx context.Context, recs []*Record, now time.Time) ([]bool, error) {
+	for i, r := range recs {
+		if err := validateRecord(r); err != nil {
+			return nil, fmt.Errorf("requeue %d: %w", i, err)
+		}
+	}
+	stored := make([]bool, len(recs))
+	err := s.do(ctx, len(recs), func(w *wtx) error {
+		for i, r := range recs {
+			id := []byte(r.ID)
+			if w.get(w.events, id) != nil || w.get(w.dead, id) != nil {
+				continue
+			}
+			w.requeue(r, now)
+			stored[i] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return stored, nil
+}
+
+// requeue stores a copy of r pending, due at now (see Requeue).
+func (w *wtx) requeue(r *Record, now time.Time) {
+	lsn := w.next()
+	p := r.clone()
+	p.Attempts, p.LastStatus, p.LastError = 0, 0, ""
+	p.DeadAt, p.DeadReason = time.Time{}, ""
+	p.NextAttemptAt, p.DeliverAt = now, now
+	p.Version, p.seq = lsn, lsn
+	frame := EncodeRecord(p)
+	w.untombstone(p.ID)
+	w.putPending(p, nil, frame)
+	w.log(lsn, OpEnqueue, p.ID, frame, "replayed from the archive")
 }

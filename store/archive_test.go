@@ -350,3 +350,35 @@ func FuzzDecodeArchived(f *testing.F) {
 		}
 	})
 }
+
+func TestRequeueArchivedRecord(t *testing.T) {
+	clk := newClock()
+	s := openTest(t, Options{Archive: true, Now: clk.Now, NoSync: true})
+	mustInsert(t, s, archivedRec("a", "order.paid", "billing", "k"), archivedRec("b", "order.paid", "billing", "k"))
+	deliver(t, s, "a")
+	page, err := s.SearchArchive(ArchiveQuery{})
+	if err != nil || len(page.Records) != 1 {
+		t.Fatal(page, err)
+	}
+	a := page.Records[0].Record
+	other := a
+	other.ID, other.Endpoint, other.Destination = "a-to-crm", "crm", "crm"
+	pendingB, _, _ := s.Get("b")
+	clk.Advance(time.Minute)
+	stored, err := s.Requeue(ctxT(t), []*Record{&a, &other, pendingB}, clk.Now())
+	if err != nil || !stored[0] || !stored[1] || stored[2] {
+		t.Fatalf("Requeue = %v, %v; want the archived two stored and the pending one skipped", stored, err)
+	}
+	r, state, err := s.Get("a")
+	if err != nil || state != StatePending || r.Attempts != 0 || !r.NextAttemptAt.Equal(clk.Now()) || r.Endpoint != "billing" {
+		t.Fatalf("replayed a: %+v %v %v", r, state, err)
+	}
+	if stored, _ := s.Requeue(ctxT(t), []*Record{&a}, clk.Now()); stored[0] {
+		t.Fatal("a pending delivery was queued twice")
+	}
+	// Delivered again, it is archived again: the archive keeps both deliveries.
+	deliver(t, s, "a")
+	if ids := searchAll(t, s, ArchiveQuery{Endpoint: "billing"}); len(ids) != 2 || ids[0] != "a" || ids[1] != "a" {
+		t.Fatalf("billing's archive: %v", ids)
+	}
+}

@@ -112,3 +112,47 @@ func TestArchiveSearchRefusesBadQueries(t *testing.T) {
 		}
 	}
 }
+
+func TestArchiveReplayOverHTTP(t *testing.T) {
+	rc := testkit.NewReceiver(t, "webhook-id", nil)
+	e := newArchiveEnv(t, rc)
+	var batch []map[string]any
+	for i := range 20 {
+		batch = append(batch, map[string]any{"topic": "order.paid", "key": fmt.Sprintf("cust-%d", i%2), "payload": map[string]any{"n": i}})
+	}
+	code, m := e.post(t, "/v1/events", batch)
+	if code != http.StatusAccepted {
+		t.Fatalf("enqueue: %d %v", code, m)
+	}
+	evIDs := ids(t, m)
+	testkit.WaitFor(t, time.Minute, "20 deliveries archived", func() bool { return e.o.Stats().Archived == 20 })
+	code, m = e.post(t, "/v1/archive/replay", map[string]any{"topic": "order.*", "key_prefix": "cust-1", "rate": 1000})
+	if code != http.StatusAccepted || m["id"] == "" || m["state"] != "running" {
+		t.Fatalf("POST /v1/archive/replay: %d %v", code, m)
+	}
+	path := "/v1/archive/replay/" + m["id"].(string)
+	testkit.WaitFor(t, time.Minute, "the replay to end", func() bool {
+		code, m = e.get(t, path)
+		return code == http.StatusOK && m["state"] != "running"
+	})
+	if m["state"] != "done" || m["replayed"] != 10.0 || m["skipped"] != 0.0 || m["ended_at"] == nil {
+		t.Fatalf("GET %s: %v", path, m)
+	}
+	testkit.WaitFor(t, time.Minute, "the replayed deliveries made", func() bool { return e.o.Stats().Archived == 30 })
+	for i, id := range evIDs {
+		if want := 1 + i%2; rc.Attempts(id) != want {
+			t.Fatalf("%s (cust-%d) sent %d times, want %d", id, i%2, rc.Attempts(id), want)
+		}
+	}
+	if code, m = e.do(t, http.MethodDelete, path, "", nil); code != http.StatusOK || m["state"] != "done" {
+		t.Fatalf("DELETE of an ended replay: %d %v", code, m)
+	}
+	if code, _ = e.get(t, "/v1/archive/replay/nope"); code != http.StatusNotFound {
+		t.Fatalf("GET of an unknown replay: %d", code)
+	}
+	for _, body := range []string{`[]`, `{"rate": -1}`, `{"topic": "a.**"}`, `{"from": "soon"}`, `{"limit": -1}`, `{"target": "nobody"}`, `{"x": 1}`} {
+		if code, m := e.post(t, "/v1/archive/replay", []byte(body)); code != http.StatusBadRequest {
+			t.Errorf("POST /v1/archive/replay %s: %d %v, want 400", body, code, m)
+		}
+	}
+}
