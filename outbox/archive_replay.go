@@ -103,13 +103,23 @@ func (o *Outbox) StartArchiveReplay(r ArchiveReplay) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	req := &admin.Requeue{Target: target, Limit: r.Limit, PerSecond: rate}
+	return o.startJob(func(ctx context.Context, progress func(int, int)) error {
+		req.Progress = progress
+		return o.admin.ReplayArchived(ctx, q, req)
+	}), nil
+}
+
+// startJob runs a paced requeue (a replay, a backfill) in a goroutine the
+// outbox owns, and returns its ID.
+func (o *Outbox) startJob(run func(ctx context.Context, progress func(requeued, skipped int)) error) string {
 	id := uuid.Must(uuid.NewV7()).String()
 	ctx, cancel := context.WithCancel(context.Background())
 	job := &replayJob{cancel: cancel, status: ArchiveReplayStatus{ID: id, State: "running", StartedAt: o.clock.Now().UTC()}}
 	o.rp.add(job)
 	o.rp.wg.Add(1)
-	go o.runReplay(ctx, job, admin.ArchiveReplay{Query: q, Target: target, Limit: r.Limit, PerSecond: rate})
-	return id, nil
+	go o.runJob(ctx, job, run)
+	return id
 }
 
 // replayTarget returns the function that turns an archived delivery into
@@ -139,16 +149,15 @@ func (o *Outbox) replayTarget(endpoint string) (func(*store.Record) *store.Recor
 	}, nil
 }
 
-// runReplay runs one replay to its end.
-func (o *Outbox) runReplay(ctx context.Context, job *replayJob, r admin.ArchiveReplay) {
+// runJob runs one job to its end.
+func (o *Outbox) runJob(ctx context.Context, job *replayJob, run func(context.Context, func(int, int)) error) {
 	defer o.rp.wg.Done()
 	defer job.cancel()
-	r.Progress = func(replayed, skipped int) {
+	err := run(ctx, func(replayed, skipped int) {
 		o.rp.mu.Lock()
 		job.status.Replayed, job.status.Skipped = replayed, skipped
 		o.rp.mu.Unlock()
-	}
-	err := o.admin.ReplayArchived(ctx, r)
+	})
 	o.rp.mu.Lock()
 	defer o.rp.mu.Unlock()
 	job.status.EndedAt = o.clock.Now().UTC()

@@ -146,6 +146,14 @@
 // ArchiveReplayStatus shows its progress and CancelArchiveReplay stops it;
 // a replay is not resumed after a restart (what it queued is delivered).
 //
+// A new subscriber can be given the past (SubscribeSince, BackfillSince):
+// every topic event its subscription matches, created since a given time,
+// that is pending for another endpoint or was delivered to one and is
+// archived, gets a delivery to it, paced like a replay and each once (a
+// delivery to it that is pending, dead or delivered within the tombstone
+// retention is skipped). The pending events are read first and the
+// archive after, so an event delivered meanwhile is found in the archive.
+//
 // # Delivery controls
 //
 // Every endpoint has a circuit breaker (Config.Breaker): after 5

@@ -258,16 +258,24 @@ func bytesAfter(p []byte) []byte {
 	return nil
 }
 
+// RequeueOptions change what Requeue skips.
+type RequeueOptions struct {
+	// SkipDelivered skips a record whose ID has a live tombstone too: a
+	// backfill queues a delivery that was never made, and no other.
+	SkipDelivered bool
+}
+
 // Requeue stores each of recs as a new pending delivery, due at now: the
 // replay of an archived record (to its own endpoint, or to another under
 // the ID of that delivery). A record whose ID is pending or dead already is
 // skipped, so a delivery is never queued twice; one whose ID has a
-// tombstone loses it (the ID is pending again). Attempts, the last answer
+// tombstone loses it (the ID is pending again), unless
+// opt.SkipDelivered. Attempts, the last answer
 // and the dead reason start afresh; DeliverAt is set to now, so the
 // delivery's max age counts from its replay. Each stored record gets an
 // OpEnqueue changelog entry. It reports, per record, whether it was
 // stored.
-func (s *Store) Requeue(ctx context.Context, recs []*Record, now time.Time) ([]bool, error) {
+func (s *Store) Requeue(ctx context.Context, recs []*Record, now time.Time, opt RequeueOptions) ([]bool, error) {
 	for i, r := range recs {
 		if err := validateRecord(r); err != nil {
 			return nil, fmt.Errorf("requeue %d: %w", i, err)
@@ -277,7 +285,7 @@ func (s *Store) Requeue(ctx context.Context, recs []*Record, now time.Time) ([]b
 	err := s.do(ctx, len(recs), func(w *wtx) error {
 		for i, r := range recs {
 			id := []byte(r.ID)
-			if w.get(w.events, id) != nil || w.get(w.dead, id) != nil {
+			if w.get(w.events, id) != nil || w.get(w.dead, id) != nil || (opt.SkipDelivered && w.get(w.tombs, id) != nil) {
 				continue
 			}
 			w.requeue(r, now)

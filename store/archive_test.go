@@ -365,7 +365,10 @@ func TestRequeueArchivedRecord(t *testing.T) {
 	other.ID, other.Endpoint, other.Destination = "a-to-crm", "crm", "crm"
 	pendingB, _, _ := s.Get("b")
 	clk.Advance(time.Minute)
-	stored, err := s.Requeue(ctxT(t), []*Record{&a, &other, pendingB}, clk.Now())
+	if stored, err := s.Requeue(ctxT(t), []*Record{&a}, clk.Now(), RequeueOptions{SkipDelivered: true}); err != nil || stored[0] {
+		t.Fatalf("a backfill queued a delivered record again: %v %v", stored, err)
+	}
+	stored, err := s.Requeue(ctxT(t), []*Record{&a, &other, pendingB}, clk.Now(), RequeueOptions{})
 	if err != nil || !stored[0] || !stored[1] || stored[2] {
 		t.Fatalf("Requeue = %v, %v; want the archived two stored and the pending one skipped", stored, err)
 	}
@@ -373,7 +376,7 @@ func TestRequeueArchivedRecord(t *testing.T) {
 	if err != nil || state != StatePending || r.Attempts != 0 || !r.NextAttemptAt.Equal(clk.Now()) || r.Endpoint != "billing" {
 		t.Fatalf("replayed a: %+v %v %v", r, state, err)
 	}
-	if stored, _ := s.Requeue(ctxT(t), []*Record{&a}, clk.Now()); stored[0] {
+	if stored, _ := s.Requeue(ctxT(t), []*Record{&a}, clk.Now(), RequeueOptions{}); stored[0] {
 		t.Fatal("a pending delivery was queued twice")
 	}
 	// Delivered again, it is archived again: the archive keeps both deliveries.

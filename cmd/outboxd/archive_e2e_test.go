@@ -236,3 +236,51 @@ func TestArchiveTrimAcrossSIGKILL(t *testing.T) {
 		t.Fatalf("check after the trim's kill: exit %d:\n%s", code, out)
 	}
 }
+
+// An endpoint created with since receives the last hour's events on its
+// topics once each (delivered to another endpoint and archived), paced in
+// the background, then the new ones as they come.
+func TestEndpointCreatedWithSinceIsBackfilled(t *testing.T) {
+	dir := t.TempDir()
+	billing, crm := newReceiver(t, nil), newReceiver(t, nil)
+	p := start(t, dir, "--allow-private-networks", "--interval", "20ms", "--retain", "1h",
+		"--endpoint", billing.endpoint("billing")+",topic=*")
+	since := time.Now().UTC()
+	ids := publishTopics(t, p, "ev", 300)
+	testkit.WaitFor(t, time.Minute, "300 deliveries archived", func() bool { return statsField(t, p, "archived") == 300 })
+	code, body := call(t, "POST", p.url("/v1/endpoints/crm"), "",
+		`{"url": "`+crm.URL+`/hook", "topics": ["order.*"], "since": "`+since.Format(time.RFC3339Nano)+`", "backfill_rate": 500}`)
+	backfill, _ := body["backfill"].(string)
+	if code != http.StatusCreated || backfill == "" {
+		t.Fatalf("POST /v1/endpoints/crm with since: %d %v", code, body)
+	}
+	testkit.WaitFor(t, time.Minute, "the backfill to end", func() bool {
+		_, body = call(t, "GET", p.url("/v1/archive/replay/"+backfill), "", "")
+		return body["state"] != "running"
+	})
+	if body["state"] != "done" || body["replayed"] != 200.0 {
+		t.Fatalf("backfill: %v", body)
+	}
+	later := publishTopics(t, p, "new", 30)
+	var want []string
+	for i, id := range append(slices.Clone(ids), later...) {
+		if i%300%3 != 2 { // order.created and order.paid
+			want = append(want, id)
+		}
+	}
+	testkit.WaitFor(t, time.Minute, "crm received every order event", func() bool { return len(crm.missing(want)) == 0 })
+	testkit.WaitFor(t, time.Minute, "nothing pending", func() bool { return statsField(t, p, "pending") == 0 })
+	for _, id := range append(ids, later...) {
+		if n, w := crm.attemptCount(id), b2i(slices.Contains(want, id)); n != w {
+			t.Fatalf("crm received %s %d times, want %d", id, n, w)
+		}
+	}
+	p.signal(syscall.SIGTERM, 10*time.Second)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
