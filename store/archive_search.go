@@ -114,8 +114,9 @@ func encodeCursor(index byte, k []byte) string {
 // decodeCursor returns the index and key a search cursor resumes after. It
 // refuses (ErrInvalid) anything SearchArchive did not write.
 func decodeCursor(s string) (index byte, k []byte, err error) {
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil || len(b) < 3 || b[0] != cursorVersion {
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
+	// Only the one text that encodes b: the decoder skips line breaks.
+	if err != nil || len(b) < 3 || b[0] != cursorVersion || base64.RawURLEncoding.EncodeToString(b) != s {
 		return 0, nil, fmt.Errorf("%w: not a cursor of this archive", ErrInvalid)
 	}
 	index, k = b[1], b[2:]
