@@ -34,7 +34,9 @@ type StoreConfig struct {
 	// RateLimits are the group's: at every assignment the Group makes them
 	// enforce its share (outbox.RateLimits.SetShare: each limit times the
 	// partitions it owns over all partitions of Config.Topic). ReadOnly
-	// must be false.
+	// must be false, and Retain 0: the changelog does not carry the archive
+	// of delivered events, which would then neither move with its
+	// partition nor survive a restore.
 	Outbox outbox.Config
 	// Prepare, when not nil, is called with each partition store after it
 	// is restored and before it starts ingesting and delivering, with the
@@ -131,6 +133,11 @@ func StartGroup(ctx context.Context, cfg Config, sc StoreConfig, logger *slog.Lo
 	}
 	if sc.Outbox.Sink == nil || sc.Outbox.ReadOnly {
 		return nil, &ConfigError{Field: "Outbox", Reason: "partition stores need a Sink and must not be read-only"}
+	}
+	if sc.Outbox.Retain != 0 {
+		// The archive is not carried by the changelog: it would neither
+		// move with its partition nor survive a restore.
+		return nil, &ConfigError{Field: "Outbox.Retain", Reason: "delivered events are not kept in group mode: the changelog does not carry the archive"}
 	}
 	if err := partition.MkdirDurably(sc.Dir); err != nil {
 		return nil, fmt.Errorf("kafka: partition store directory: %w", err)

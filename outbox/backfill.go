@@ -2,8 +2,14 @@ package outbox
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"github.com/outboxd/outbox/outbox/internal/admin"
+	"github.com/outboxd/outbox/outbox/internal/route"
+	"github.com/outboxd/outbox/store"
 )
 
 // Backfill describes the routing of the kept unrouted events to the
@@ -161,4 +167,84 @@ func (o *Outbox) subscribed(endpoint string) bool {
 		}
 	}
 	return false
+}
+
+// SubscribeSince replaces the subscriptions of s.Endpoint with s, as
+// PutSubscription does, and backfills the endpoint from since, as
+// BackfillSince does; it returns the backfill's ID.
+func (o *Outbox) SubscribeSince(ctx context.Context, s Subscription, since time.Time, rate float64) (string, error) {
+	if _, err := paceRate(rate); err != nil {
+		return "", err
+	}
+	if err := o.PutSubscription(ctx, s); err != nil {
+		return "", err
+	}
+	return o.BackfillSince(s, since, rate)
+}
+
+// BackfillSince delivers to s.Endpoint what it would have received had s
+// been its subscription since then: every topic event that s matches,
+// created at or after since, that was delivered to another endpoint and
+// is kept in the archive (Config.Retain), or that is pending for another
+// endpoint, gets a delivery to s.Endpoint, paced at rate deliveries per
+// second (0: 100), each once: a delivery to s.Endpoint that is pending,
+// dead or delivered (within the tombstone retention) already is skipped,
+// and an event with several deliveries gets one. It does not change the
+// subscriptions (see SubscribeSince): events enqueued from now on are
+// routed as the subscriptions in use say, and the kept unrouted ones by
+// the backfill of SetSubscriptions. It returns the backfill's ID:
+// ArchiveReplayStatus shows its progress and CancelArchiveReplay stops it.
+// Like a replay it runs in the background and is not resumed after a
+// restart.
+func (o *Outbox) BackfillSince(s Subscription, since time.Time, rate float64) (string, error) {
+	if err := o.enter(); err != nil {
+		return "", err
+	}
+	defer o.ops.Done()
+	if o.cfg.ReadOnly {
+		return "", fmt.Errorf("outbox: backfill: %w", ErrReadOnly)
+	}
+	rate, err := paceRate(rate)
+	if err != nil {
+		return "", err
+	}
+	if err := o.validateSubscription(s); err != nil {
+		return "", err
+	}
+	ep := s.Endpoint
+	matches := route.New([]route.Rule{route.Rule(s)})
+	req := &admin.Requeue{
+		PerSecond: rate,
+		Options:   store.RequeueOptions{SkipDelivered: true},
+		Target:    func(r *store.Record) *store.Record { return route.DeliveryOf(r, ep) },
+		Keep: func(r *store.Record) bool {
+			return r.Topic != "" && r.Endpoint != "" && r.Endpoint != ep && !r.CreatedAt.Before(since) &&
+				len(matches.Endpoints(r.Topic, r.Headers)) > 0
+		},
+	}
+	queries := make([]store.ArchiveQuery, 0, len(s.Topics))
+	for _, topic := range s.Topics {
+		q, err := storeArchiveQuery(ArchiveQuery{Topic: topic, From: since, Limit: MaxListLimit})
+		if err != nil {
+			return "", err
+		}
+		queries = append(queries, q)
+	}
+	// The pending events first, then the archive up to then: an event
+	// delivered while the pending ones are read is in the archive by the
+	// time it is read, so none slips between the two.
+	return o.startJob(func(ctx context.Context, progress func(int, int)) error {
+		req.Progress = progress
+		if err := o.admin.RequeuePending(ctx, req, MaxListLimit); err != nil {
+			return err
+		}
+		to := o.clock.Now()
+		for _, q := range queries {
+			q.To = to
+			if err := o.admin.ReplayArchived(ctx, q, req); err != nil {
+				return err
+			}
+		}
+		return nil
+	}), nil
 }

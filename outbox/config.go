@@ -177,8 +177,23 @@ type Config struct {
 	// Default: 1,000,000; negative: no count limit.
 	ChangelogMaxEntries int
 
+	// Retain keeps every delivered event in an archive for this long after
+	// its delivery (see Outbox.Archive and the package doc, "History of
+	// delivered events"): the delivery leaves the pending events at once,
+	// as without it, and is never delivered again by itself. Default: 0,
+	// delivered events are deleted and only their tombstone remains, as
+	// before; the file then has no archive.
+	Retain time.Duration
+
+	// RetainMaxBytes caps the archive's size (Stats.ArchiveBytes: the
+	// archived records and their index keys): the maintenance punctuation
+	// removes the oldest deliveries beyond it. Needs Retain. Default: 0, no
+	// size limit.
+	RetainMaxBytes int64
+
 	// MaintenanceInterval is the period of the maintenance punctuation that
-	// trims tombstones and the changelog and refreshes Stats. Default: 1m.
+	// trims tombstones, the changelog and the archive and refreshes Stats.
+	// Default: 1m.
 	MaintenanceInterval time.Duration
 
 	// MaxPayloadBytes caps an event's payload. Default: 1 MiB.
@@ -382,6 +397,7 @@ func (c Config) validate() error {
 		{"Breaker.CoolDown", c.Breaker.CoolDown},
 		{"Breaker.MaxCoolDown", c.Breaker.MaxCoolDown},
 		{"TombstoneRetention", c.TombstoneRetention},
+		{"Retain", c.Retain},
 		{"MaintenanceInterval", c.MaintenanceInterval},
 		{"LockTimeout", c.LockTimeout},
 	}
@@ -432,6 +448,12 @@ func (c Config) validate() error {
 	if c.Ordered && c.NoKeyIndex {
 		return &ConfigError{Field: "NoKeyIndex", Reason: "per-key order (Ordered) needs the key index"}
 	}
+	if c.RetainMaxBytes < 0 {
+		return &ConfigError{Field: "RetainMaxBytes", Reason: "must not be negative"}
+	}
+	if c.RetainMaxBytes > 0 && c.Retain == 0 {
+		return &ConfigError{Field: "RetainMaxBytes", Reason: "needs Retain (there is no archive without it)"}
+	}
 	return c.validateAttemptLog()
 }
 
@@ -446,6 +468,7 @@ func (c Config) storeOptions() store.Options {
 		OpenFile:        c.OpenFile,
 		MaxBatch:        c.MaxCommitBatch,
 		NoKeyIndex:      c.NoKeyIndex,
+		Archive:         c.Retain > 0,
 	}
 }
 

@@ -114,6 +114,46 @@
 // changelog does not carry it, so Restore (and a rebuild from Kafka) starts
 // each event's log afresh. Config.NoAttemptLog turns it off.
 //
+// # History of delivered events
+//
+// With Config.Retain set, a delivered event is kept in an archive for that
+// long after its delivery: the delivery's outcome removes it from the
+// pending events and moves its record (payload, headers, key, topic, the
+// endpoint it went to, its attempt counts and last status) to the archive
+// in one transaction, and leaves its tombstone as before, so the ID is a
+// duplicate within the tombstone retention and nothing archived is ever
+// due or delivered again by itself. The archive holds deliveries: an event
+// with one destination is archived once; a topic event once per endpoint
+// that received it, each when its own delivery succeeded (its endpoint
+// index holds one entry per endpoint it was delivered to; a delivery
+// that became dead is a dead letter, not archived). SearchArchive pages
+// through it by delivery time, topic or topic pattern, endpoint and key
+// prefix, reading one range of one index (by time, topic, endpoint or
+// key) and never the whole archive. The maintenance punctuation trims
+// the deliveries older than Retain, and then the oldest beyond
+// Config.RetainMaxBytes, in transactions of at most 128 records, so that
+// a trim never holds the writer long. The archive is local history, as
+// the attempt log is: the changelog does not carry it, so Restore (and a
+// rebuild from Kafka) brings none of it back. Without Retain nothing
+// changes: the file has no archive and a delivery deletes the event.
+//
+// StartArchiveReplay replays archived deliveries, in the background and
+// paced as ReplayDead paces dead letters: each selected delivery (made
+// before the replay started) is stored pending again as a new delivery of
+// the same event ID, to its own endpoint or to another
+// (ArchiveReplay.Endpoint), unless that event is pending or dead for that
+// endpoint already, and is then delivered, and archived, as any other.
+// ArchiveReplayStatus shows its progress and CancelArchiveReplay stops it;
+// a replay is not resumed after a restart (what it queued is delivered).
+//
+// A new subscriber can be given the past (SubscribeSince, BackfillSince):
+// every topic event its subscription matches, created since a given time,
+// that is pending for another endpoint or was delivered to one and is
+// archived, gets a delivery to it, paced like a replay and each once (a
+// delivery to it that is pending, dead or delivered within the tombstone
+// retention is skipped). The pending events are read first and the
+// archive after, so an event delivered meanwhile is found in the archive.
+//
 // # Delivery controls
 //
 // Every endpoint has a circuit breaker (Config.Breaker): after 5

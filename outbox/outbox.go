@@ -42,6 +42,7 @@ type Outbox struct {
 	routes *route.Mover                 // routes and dead-letters stored records
 	admin  *admin.Admin                 // the admin verbs' work on the store
 	bf     backfill                     // routing unrouted events to new subscriptions
+	rp     replays                      // replays from the archive
 
 	mu       sync.Mutex
 	started  bool
@@ -196,6 +197,7 @@ func (o *Outbox) Stop(ctx context.Context) error {
 		// Closing the store below makes them fail with ErrClosed.
 	}
 	o.bf.wg.Wait() // cancelled above: it ends with its current batch
+	o.rp.stop()    // paced: ends at its next wait, or with its current batch
 	if err := o.st.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("outbox: close store: %w", err))
 	}

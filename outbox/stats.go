@@ -61,6 +61,10 @@ type Stats struct {
 	// KeyIndex reports whether the file keeps its key index (see
 	// Config.NoKeyIndex).
 	KeyIndex bool
+	// Archived counts the deliveries kept in the archive (Config.Retain),
+	// and ArchiveBytes what they count against Config.RetainMaxBytes.
+	Archived     int
+	ArchiveBytes int64
 
 	// Commits describes the group committer's work since Open.
 	Commits CommitStats
@@ -130,6 +134,7 @@ func (o *Outbox) Stats() Stats {
 		s.Tombstones, s.Endpoints, s.ChangelogEntries = ss.Tombstones, ss.Endpoints, ss.ChangelogEntries
 		s.LastLSN, s.ShippedLSN = ss.LastLSN, ss.ShippedLSN
 		s.FileSize, s.KeyIndex = ss.FileSize, ss.KeyIndex
+		s.Archived, s.ArchiveBytes = ss.Archived, ss.ArchiveBytes
 	} else {
 		o.logStoreErr("stats", err)
 	}
@@ -147,6 +152,9 @@ func (o *Outbox) Stats() Stats {
 func (o *Outbox) maintain(ctx context.Context, _ time.Time) {
 	p := store.TrimPolicy{MaxAge: max(o.cfg.ChangelogRetention, 0), MaxEntries: max(o.cfg.ChangelogMaxEntries, 0)}
 	o.admin.Maintain(ctx, o.clock.Now().Add(-o.cfg.TombstoneRetention), p)
+	if o.cfg.Retain > 0 {
+		o.admin.TrimArchive(ctx, o.clock.Now().Add(-o.cfg.Retain), o.cfg.RetainMaxBytes)
+	}
 	o.retryBackfill()
 }
 
@@ -293,9 +301,10 @@ func (o *Outbox) breakerChanged(c engine.BreakerChange) {
 }
 
 // Maintain runs one maintenance pass now: it trims the tombstones past
-// Config.TombstoneRetention and the changelog past Config.ChangelogRetention
+// Config.TombstoneRetention, the changelog past Config.ChangelogRetention
 // and Config.ChangelogMaxEntries (never past what MarkShipped recorded,
-// once shipping is on). A started outbox does this by itself every
+// once shipping is on), and the archive past Config.Retain and
+// Config.RetainMaxBytes. A started outbox does this by itself every
 // Config.MaintenanceInterval; Maintain is for one that is kept up to date
 // without being started, such as a standby copy that Restore keeps
 // applying a shipped changelog to. Failures to trim are logged, as the

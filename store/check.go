@@ -492,7 +492,7 @@ func (c *checker) freelist() error {
 
 // isStoreBucket reports whether name is one of the store's buckets.
 func isStoreBucket(name string) bool {
-	if name == string(bucketAttempts) || name == string(bucketDueByEndpoint) || name == string(bucketDueEndpoints) {
+	if name == string(bucketAttempts) || name == string(bucketDueByEndpoint) || name == string(bucketDueEndpoints) || isArchiveBucket(name) {
 		return true
 	}
 	for _, b := range allBuckets {

@@ -18,6 +18,8 @@
 //	changelog           LSN (8 bytes) → entry
 //	attempts            len(ID) (2 bytes) ‖ ID ‖ seq (8 bytes) → attempt (framed like records)
 //	meta                schema version, last LSN, shipped LSN, counters
+//	archive, archive_by_topic, archive_by_endpoint, archive_by_key
+//	                    delivered records and their indexes (Options.Archive; see archive.go)
 //
 // The attempts bucket is the attempt log: every delivery attempt of an
 // event, written by Apply in the transaction of the outcome it answers

@@ -374,6 +374,10 @@ type Stats struct {
 	// KeyIndex reports whether the file keeps its key index (see
 	// Options.NoKeyIndex).
 	KeyIndex bool
+	// Archived counts the archived records (Options.Archive) and
+	// ArchiveBytes what they count against TrimArchive's size limit.
+	Archived     int
+	ArchiveBytes int64
 }
 
 // Stats returns the store's counters and file size.
@@ -390,6 +394,8 @@ func (s *Store) Stats() (Stats, error) {
 		st.LastLSN = getU64(m, metaLastLSN)
 		st.ShippedLSN = getU64(m, metaShipped)
 		st.KeyIndex = schemaKeyIndex(getU64(m, metaSchema))
+		st.Archived = int(getU64(m, metaArchiveN))
+		st.ArchiveBytes = int64(getU64(m, metaArchiveBytes))
 		return nil
 	})
 	if err != nil {

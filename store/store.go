@@ -139,6 +139,13 @@ type Options struct {
 	// without its index is refused by builds that predate this option.
 	// Default false (the index is kept).
 	NoKeyIndex bool
+	// Archive keeps every record an OutcomeDelete delivers in the archive
+	// (see SearchArchive, TrimArchive) instead of deleting it; it still
+	// leaves the pending records at once and leaves its tombstone. Open
+	// creates the archive's buckets. A store opened without it writes
+	// nothing to an archive it finds and never reads it to deliver.
+	// Default false.
+	Archive bool
 }
 
 func (o Options) withDefaults() Options {
@@ -177,6 +184,9 @@ type Store struct {
 
 	// keyIndex is whether the file keeps its key index (fixed at Open).
 	keyIndex bool
+	// archive is whether delivered records are archived (Options.Archive
+	// of a writable store).
+	archive bool
 	// endpointIndex is whether the file keeps its per-endpoint due index:
 	// always once Open returns a writable store; a read-only store of an
 	// older file has none (see ErrNoEndpointIndex).
@@ -284,6 +294,13 @@ func Open(path string, opts Options) (*Store, error) {
 			_ = db.Close()
 			return fail(err)
 		}
+	}
+	if opts.Archive {
+		if err := s.ensureArchive(); err != nil {
+			_ = db.Close()
+			return fail(err)
+		}
+		s.archive = true
 	}
 	s.queue = make(chan *op, 1024)
 	go s.commitLoop()

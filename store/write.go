@@ -612,6 +612,9 @@ func (w *wtx) applyOutcome(o *Outcome, old *Record) {
 	case OutcomeDelete:
 		w.removePending(old)
 		w.tombstone(old.ID, tombDelivered)
+		if w.arch != nil {
+			w.archive(archivedRecord(old, o))
+		}
 		w.log(lsn, OpDelete, old.ID, nil, cmp.Or(o.Reason, "delivered"))
 	case OutcomeReschedule:
 		r := old.clone()

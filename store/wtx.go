@@ -21,6 +21,7 @@ type wtx struct {
 	events, due, dead, tombs, tombTime, keys, endpoints, changelog, meta *bolt.Bucket
 	attempts                                                             *bolt.Bucket // set on first use (attemptsCursor)
 	dueEP, dueHeads                                                      *bolt.Bucket // due_by_endpoint, due_endpoints
+	arch                                                                 *archiveTx   // nil unless the store archives (Options.Archive)
 
 	lsn                                          uint64
 	pending, deadN, tombN, endpointsN, changeLen uint64
@@ -180,6 +181,9 @@ func (s *Store) begin(tx *bolt.Tx) *wtx {
 	w.endpointsN = getU64(w.meta, metaEndpoints)
 	w.changeLen = getU64(w.meta, metaChangelogN)
 	w.unrouted = getU64(w.meta, metaUnrouted)
+	if s.archive {
+		w.beginArchive()
+	}
 	return w
 }
 
@@ -225,6 +229,7 @@ func (w *wtx) finish() error {
 	if w.unrouted != 0 || w.meta.Get(metaUnrouted) != nil {
 		w.putU64(metaUnrouted, w.unrouted)
 	}
+	w.finishArchive()
 	return w.err
 }
 

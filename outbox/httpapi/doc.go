@@ -29,16 +29,24 @@
 //	                                       "next": "..."}; next is the last name of a full page and "" on the last page
 //	GET    /v1/endpoints/{name}            one endpoint, as the list shows it, with its "backfill": {"running",
 //	                                       "deliveries"} (see below)
-//	POST   /v1/endpoints/{name}            create a managed endpoint: 201 with its "secret", shown only then
-//	PUT    /v1/endpoints/{name}            replace a managed endpoint's definition: 200
+//	POST   /v1/endpoints/{name}            create a managed endpoint: 201 with its "secret", shown only then; with
+//	                                       "since", the "backfill" ID of its backfill (outbox.Outbox.BackfillSince)
+//	PUT    /v1/endpoints/{name}            replace a managed endpoint's definition: 200 (and "since" as POST)
 //	DELETE /v1/endpoints/{name}            delete a managed endpoint: 200 {"dead_lettered": n}
 //	POST   /v1/endpoints/{name}/rotate-secret
 //	                                       a new signing secret, the old one signing until the grace ends:
 //	                                       200 {"secret", "previous_valid_until"}
 //	POST   /v1/endpoints/{name}/enable     re-enable a disabled endpoint
 //	POST   /v1/endpoints/{name}/retry      close the breaker, make its pending events due now, paced: 202 {"retried": n}
+//	GET    /v1/archive?topic=&endpoint=&key_prefix=&from=&to=&cursor=&limit=
+//	                                       the delivered events kept (outbox.Config.Retain), one index range a page:
+//	                                       200 {"events": [...], "next": "..."}; 404 from a Backend without
+//	                                       SearchArchive
+//	POST   /v1/archive/replay              replay kept deliveries in the background, paced, to their endpoints or a
+//	                                       "target": 202 {"id", "state", "replayed", "skipped", "started_at"}
+//	GET    /v1/archive/replay/{id}         a replay's (or backfill's) progress; DELETE cancels it
 //	GET    /v1/stats                       counts: {"pending", "dead", "unrouted", "unrouted_dropped_total", "in_flight",
-//	                                       "delivered_total", "failed_total", "oldest_pending_age_seconds",
+//	                                       "delivered_total", "failed_total", "oldest_pending_age_seconds", "archived",
 //	                                       "backfill": {"running", "routed", "deliveries", "remaining"}}, plus the
 //	                                       fields of Config.ExtraStats
 //	GET    /v1/openapi.json                the OpenAPI 3.1 document of these routes (OpenAPI), without the token

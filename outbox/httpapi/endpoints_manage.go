@@ -122,6 +122,10 @@ type endpointSpecIn struct {
 	MaxInFlight int               `json:"max_in_flight"`
 	Rate        float64           `json:"rate"`
 	Burst       int               `json:"burst"`
+	// Since and BackfillRate ask for a backfill from the archive and the
+	// pending events (see sinceIn); they are not part of the definition.
+	Since        string  `json:"since"`
+	BackfillRate float64 `json:"backfill_rate"`
 }
 
 // endpointDefOut is the definition part of an endpoint as the API returns
@@ -209,6 +213,9 @@ type managedOut struct {
 	*endpointDefOut
 	// Secret is the signing secret, in the answer to POST only.
 	Secret string `json:"secret,omitempty"`
+	// Backfill is the ID of the backfill a request with since started
+	// (GET /v1/archive/replay/{id}).
+	Backfill string `json:"backfill,omitempty"`
 }
 
 // manager returns the endpoint manager, or answers 409 when there is none.
@@ -219,48 +226,56 @@ func (h *handler) manager(w http.ResponseWriter, r *http.Request) EndpointManage
 	return h.cfg.Endpoints
 }
 
-// readSpec reads and decodes the body of POST and PUT /v1/endpoints/{name}.
-func (h *handler) readSpec(w http.ResponseWriter, r *http.Request) (EndpointSpec, error) {
+// readSpec reads and decodes the body of POST and PUT /v1/endpoints/{name},
+// and the backfill it asks for.
+func (h *handler) readSpec(w http.ResponseWriter, r *http.Request) (EndpointSpec, sinceIn, error) {
 	b, err := h.readBody(w, r, false)
 	if err != nil {
-		return EndpointSpec{}, err
+		return EndpointSpec{}, sinceIn{}, err
 	}
 	defer b.release()
 	var in endpointSpecIn
 	err = decodeOptionalObject(b.b, &in, `body must be an endpoint object such as {"url": "https://example.com/hook", "topics": ["order.*"]}`)
 	if err != nil {
-		return EndpointSpec{}, err
+		return EndpointSpec{}, sinceIn{}, err
+	}
+	since, err := h.readSince(&in)
+	if err != nil {
+		return EndpointSpec{}, sinceIn{}, err
 	}
 	spec := EndpointSpec{URL: in.URL, Topics: in.Topics, Filter: in.Filter, Headers: in.Headers,
 		MaxInFlight: in.MaxInFlight, Rate: in.Rate, Burst: in.Burst}
 	if in.Timeout != "" {
 		d, err := time.ParseDuration(in.Timeout)
 		if err != nil {
-			return EndpointSpec{}, errorf(http.StatusBadRequest, fmt.Sprintf("timeout: %q is not a duration such as \"10s\" or \"1m30s\"", in.Timeout))
+			return EndpointSpec{}, sinceIn{}, errorf(http.StatusBadRequest, fmt.Sprintf("timeout: %q is not a duration such as \"10s\" or \"1m30s\"", in.Timeout))
 		}
 		spec.Timeout = d
 	}
-	return spec, nil
+	return spec, since, nil
 }
 
 // managerAndSpec returns the EndpointManager and the decoded body of POST
 // and PUT /v1/endpoints/{name}; ok is false when it answered an error.
-func (h *handler) managerAndSpec(w http.ResponseWriter, r *http.Request) (EndpointManager, EndpointSpec, bool) {
+func (h *handler) managerAndSpec(w http.ResponseWriter, r *http.Request) (EndpointManager, EndpointSpec, sinceIn, bool) {
 	m := h.manager(w, r)
 	if m == nil {
-		return nil, EndpointSpec{}, false
+		return nil, EndpointSpec{}, sinceIn{}, false
 	}
-	spec, err := h.readSpec(w, r)
+	spec, since, err := h.readSpec(w, r)
+	if err == nil && !since.at.IsZero() && len(spec.Topics) == 0 {
+		err = errorf(http.StatusBadRequest, "since: a backfill needs topics to match")
+	}
 	if err != nil {
 		h.fail(w, r, err, false)
-		return nil, EndpointSpec{}, false
+		return nil, EndpointSpec{}, sinceIn{}, false
 	}
-	return m, spec, true
+	return m, spec, since, true
 }
 
 // createEndpoint serves POST /v1/endpoints/{name}.
 func (h *handler) createEndpoint(w http.ResponseWriter, r *http.Request) {
-	m, spec, ok := h.managerAndSpec(w, r)
+	m, spec, since, ok := h.managerAndSpec(w, r)
 	if !ok {
 		return
 	}
@@ -270,12 +285,17 @@ func (h *handler) createEndpoint(w http.ResponseWriter, r *http.Request) {
 		h.failManage(w, r, err, name)
 		return
 	}
-	writeJSON(w, http.StatusCreated, managedOut{Name: name, endpointDefOut: toEndpointDefOut(def), Secret: secret})
+	backfill, err := h.backfillSince(name, spec, since)
+	if err != nil {
+		h.fail(w, r, err, false)
+		return
+	}
+	writeJSON(w, http.StatusCreated, managedOut{Name: name, endpointDefOut: toEndpointDefOut(def), Secret: secret, Backfill: backfill})
 }
 
 // replaceEndpoint serves PUT /v1/endpoints/{name}.
 func (h *handler) replaceEndpoint(w http.ResponseWriter, r *http.Request) {
-	m, spec, ok := h.managerAndSpec(w, r)
+	m, spec, since, ok := h.managerAndSpec(w, r)
 	if !ok {
 		return
 	}
@@ -285,7 +305,12 @@ func (h *handler) replaceEndpoint(w http.ResponseWriter, r *http.Request) {
 		h.failManage(w, r, err, name)
 		return
 	}
-	writeJSON(w, http.StatusOK, managedOut{Name: name, endpointDefOut: toEndpointDefOut(def)})
+	backfill, err := h.backfillSince(name, spec, since)
+	if err != nil {
+		h.fail(w, r, err, false)
+		return
+	}
+	writeJSON(w, http.StatusOK, managedOut{Name: name, endpointDefOut: toEndpointDefOut(def), Backfill: backfill})
 }
 
 // deleteEndpoint serves DELETE /v1/endpoints/{name}.

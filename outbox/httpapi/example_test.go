@@ -91,6 +91,10 @@ func ExampleRoutes() {
 	// POST /v1/endpoints/{name}/rotate-secret
 	// POST /v1/endpoints/{name}/enable
 	// POST /v1/endpoints/{name}/retry
+	// GET /v1/archive
+	// POST /v1/archive/replay
+	// GET /v1/archive/replay/{id}
+	// DELETE /v1/archive/replay/{id}
 	// GET /v1/stats
 	// GET /v1/openapi.json
 }

@@ -559,6 +559,9 @@ type StatsBody struct {
 	DeliveredTotal          uint64  `json:"delivered_total"`
 	FailedTotal             uint64  `json:"failed_total"`
 	OldestPendingAgeSeconds float64 `json:"oldest_pending_age_seconds"`
+	// Archived counts the delivered events kept in the archive
+	// (outbox.Stats.Archived; GET /v1/archive).
+	Archived int `json:"archived"`
 	// Backfill is the routing of the events kept unrouted to new
 	// subscriptions (outbox.Stats.Backfill).
 	Backfill BackfillBody `json:"backfill"`
@@ -586,6 +589,7 @@ func (s *StatsBody) Add(o StatsBody) {
 	s.DeliveredTotal += o.DeliveredTotal
 	s.FailedTotal += o.FailedTotal
 	s.OldestPendingAgeSeconds = max(s.OldestPendingAgeSeconds, o.OldestPendingAgeSeconds)
+	s.Archived += o.Archived
 	s.Backfill.Running = s.Backfill.Running || o.Backfill.Running
 	s.Backfill.Routed += o.Backfill.Routed
 	s.Backfill.Deliveries += o.Backfill.Deliveries
@@ -604,6 +608,7 @@ func (h *handler) stats(w http.ResponseWriter, r *http.Request) {
 		DeliveredTotal:          s.DeliveredTotal,
 		FailedTotal:             s.FailedTotal,
 		OldestPendingAgeSeconds: s.OldestPendingAge.Seconds(),
+		Archived:                s.Archived,
 		Backfill: BackfillBody{Running: s.Backfill.Running, Routed: s.Backfill.Routed,
 			Deliveries: s.Backfill.Deliveries, Remaining: s.Backfill.Remaining},
 	}

@@ -42,6 +42,10 @@ var apiRoutes = []apiRoute{
 	{Route{http.MethodPost, "/v1/endpoints/{name}/rotate-secret"}, (*handler).rotateSecret},
 	{Route{http.MethodPost, "/v1/endpoints/{name}/enable"}, (*handler).enable},
 	{Route{http.MethodPost, "/v1/endpoints/{name}/retry"}, (*handler).retryEndpoint},
+	{Route{http.MethodGet, "/v1/archive"}, (*handler).archive},
+	{Route{http.MethodPost, "/v1/archive/replay"}, (*handler).replayArchive},
+	{Route{http.MethodGet, "/v1/archive/replay/{id}"}, (*handler).archiveReplayStatus},
+	{Route{http.MethodDelete, "/v1/archive/replay/{id}"}, (*handler).cancelArchiveReplay},
 	{Route{http.MethodGet, "/v1/stats"}, (*handler).stats},
 	{Route{http.MethodGet, OpenAPIPath}, (*handler).openAPI},
 }

@@ -101,7 +101,7 @@ func TestStatsWithoutExtraFields(t *testing.T) {
 	rc := newReceiver(t, nil)
 	e := newEnv(t, httpapi.Config{ExtraStats: func() map[string]any { return nil }}, map[string]string{"orders": rc.URL})
 	code, raw := e.getRaw(t, "/v1/stats")
-	want := `{"pending":0,"dead":0,"unrouted":0,"unrouted_dropped_total":0,"in_flight":0,"delivered_total":0,"failed_total":0,"oldest_pending_age_seconds":0,` +
+	want := `{"pending":0,"dead":0,"unrouted":0,"unrouted_dropped_total":0,"in_flight":0,"delivered_total":0,"failed_total":0,"oldest_pending_age_seconds":0,"archived":0,` +
 		`"backfill":{"running":false,"routed":0,"deliveries":0,"remaining":0}}` + "\n"
 	if code != http.StatusOK || string(raw) != want {
 		t.Errorf("stats with an empty ExtraStats: %d %s, want 200 %s", code, raw, want)

@@ -206,3 +206,13 @@ func (a *Admin) Maintain(ctx context.Context, tombstones time.Time, p store.Trim
 		}
 	}
 }
+
+// TrimArchive removes the archived deliveries made before olderThan, and
+// then the oldest beyond maxBytes (when > 0). Failures are logged.
+func (a *Admin) TrimArchive(ctx context.Context, olderThan time.Time, maxBytes int64) {
+	if n, err := a.St.TrimArchive(ctx, olderThan, maxBytes); err != nil {
+		a.LogStoreErr("trim archive", err)
+	} else if n > 0 {
+		a.Log.Debug("outbox: trimmed archive", "n", n)
+	}
+}

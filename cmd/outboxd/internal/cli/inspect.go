@@ -57,6 +57,9 @@ func inspect(e Env, args []string) int {
 	if wantsCluster(args) {
 		return inspectCluster(e, args)
 	}
+	if wantsFlag(args, "archive") {
+		return inspectArchive(e, args)
+	}
 	fs := flag.NewFlagSet("outboxd inspect", flag.ContinueOnError)
 	fs.SetOutput(e.Stderr)
 	db := fs.String("db", "./outboxd.db", "database `file`")

@@ -26,13 +26,17 @@ import (
 
 // wantsCluster reports whether inspect's arguments ask for the group's
 // view (--cluster, or --cluster=true).
-func wantsCluster(args []string) bool {
+func wantsCluster(args []string) bool { return wantsFlag(args, "cluster") }
+
+// wantsFlag reports whether args turn the boolean flag name on before any
+// "--".
+func wantsFlag(args []string, name string) bool {
 	for _, a := range args {
 		if a == "--" {
 			return false
 		}
 		switch strings.TrimLeft(a, "-") {
-		case "cluster", "cluster=true", "cluster=1":
+		case name, name + "=true", name + "=1":
 			return strings.HasPrefix(a, "-")
 		}
 	}

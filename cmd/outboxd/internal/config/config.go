@@ -182,8 +182,18 @@ type Delivery struct {
 	// first. Zero means the default, 1,000,000; negative: no count limit
 	// (as outbox.Config.ChangelogMaxEntries).
 	ChangelogMaxEntries int `yaml:"changelog_max_entries"`
-	// MaintenanceInterval is how often tombstones and the changelog are
-	// trimmed and the stats refreshed. Default 1m.
+	// Retain keeps every delivered event (each delivery of a topic event)
+	// in the archive for this long after its delivery, for search (GET
+	// /v1/archive, inspect --archive). A duration or whole days ("7d").
+	// Default 0: delivered events are not kept, only their tombstone. Not
+	// in Kafka group mode, where the archive would not move with its
+	// partition.
+	Retain Retention `yaml:"retain"`
+	// RetainMaxBytes caps the archive's size; the oldest deliveries go
+	// first. Needs retain. Default 0: no size limit.
+	RetainMaxBytes ByteSize `yaml:"retain_max_bytes"`
+	// MaintenanceInterval is how often tombstones, the changelog and the
+	// archive are trimmed and the stats refreshed. Default 1m.
 	MaintenanceInterval time.Duration `yaml:"maintenance_interval"`
 	// Policy overrides rows of the status policy table, e.g. "404=retry",
 	// "4xx=dead", "error=throttle". Default: none (the design's table).

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/outboxd/outbox/httpsink"
 	"github.com/outboxd/outbox/outbox"
@@ -97,6 +98,8 @@ func (c *Config) OutboxConfig(sink outbox.Sink, logger *slog.Logger) (outbox.Con
 		ChangelogRetention:   d.ChangelogRetention,
 		ChangelogMaxEntries:  d.ChangelogMaxEntries,
 		MaintenanceInterval:  d.MaintenanceInterval,
+		Retain:               time.Duration(d.Retain),
+		RetainMaxBytes:       int64(d.RetainMaxBytes),
 		MaxPayloadBytes:      int(c.Limits.MaxPayloadBytes),
 		MaxIDBytes:           c.Limits.MaxIDBytes,
 		MaxCommitBatch:       groupCommitRecords(c.Limits.MaxBatch),

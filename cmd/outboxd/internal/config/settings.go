@@ -202,8 +202,8 @@ func deliverySettings() []setting {
 	}
 }
 
-// retentionSettings say how long tombstones and the changelog are kept, and
-// how often they are trimmed.
+// retentionSettings say how long tombstones, the changelog and delivered
+// events are kept, and how often they are trimmed.
 func retentionSettings() []setting {
 	return []setting{
 		{path: "delivery.tombstone_retention", flag: "tombstone-retention", env: "OUTBOXD_TOMBSTONE_RETENTION", usage: "dedup window for delivered and dropped IDs",
@@ -212,7 +212,11 @@ func retentionSettings() []setting {
 			set: dur(func(c *Config) *time.Duration { return &c.Delivery.ChangelogRetention })},
 		{path: "delivery.changelog_max_entries", flag: "changelog-max-entries", env: "OUTBOXD_CHANGELOG_MAX_ENTRIES", usage: "most changelog entries kept (0: the default; negative: no count limit)",
 			set: integer(func(c *Config) *int { return &c.Delivery.ChangelogMaxEntries })},
-		{path: "delivery.maintenance_interval", flag: "maintenance-interval", env: "OUTBOXD_MAINTENANCE_INTERVAL", usage: "period of the trimming of tombstones and changelog",
+		{path: "delivery.retain", flag: "retain", env: "OUTBOXD_RETAIN", usage: "keep delivered events searchable for this `duration` (e.g. 7d, 36h; 0: not kept; not in Kafka mode)",
+			set: retention(func(c *Config) *Retention { return &c.Delivery.Retain })},
+		{path: "delivery.retain_max_bytes", flag: "retain-max-bytes", env: "OUTBOXD_RETAIN_MAX_BYTES", usage: "largest `size` of the kept delivered events, oldest removed first (e.g. 10GiB; 0: no limit)",
+			set: size(func(c *Config) *ByteSize { return &c.Delivery.RetainMaxBytes })},
+		{path: "delivery.maintenance_interval", flag: "maintenance-interval", env: "OUTBOXD_MAINTENANCE_INTERVAL", usage: "period of the trimming of tombstones, changelog and kept delivered events",
 			set: dur(func(c *Config) *time.Duration { return &c.Delivery.MaintenanceInterval })},
 	}
 }

@@ -99,6 +99,9 @@ func Validate(c *Config) error {
 	if err := validateKafka(&c.Kafka, c.kafkaEndpoint()); err != nil {
 		return err
 	}
+	if c.Delivery.Retain != 0 && len(c.Kafka.Brokers) > 0 {
+		return bad("delivery.retain", "is not supported with Kafka: the kept delivered events are not carried by the changelog, so they would not move with a partition or survive a restore; run without delivery.retain, or without Kafka")
+	}
 	if c.EndpointSecretKeyFile != "" && c.Kafka.Topic == "" {
 		return bad("endpoint_secret_key_file", "is only used in Kafka group mode (kafka.topic), where managed endpoints are kept in the group's endpoints topic")
 	}
