@@ -133,7 +133,11 @@ func writeSchema(outDir string, gvk groupVersionKind, name string, defs map[stri
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(outDir, fileName(gvk)), b, 0o644)
+	file := fileName(gvk)
+	if strings.ContainsAny(file, `/\`) || strings.HasPrefix(file, ".") {
+		return fmt.Errorf("definition %s: kind %+v makes no file name", name, gvk)
+	}
+	return os.WriteFile(filepath.Join(outDir, file), b, 0o644)
 }
 
 // collectRefs adds to reached every definition that node refers to, directly or not.
