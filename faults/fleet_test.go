@@ -69,10 +69,13 @@ type fleet struct {
 
 // member is one outboxd instance of the group.
 type member struct {
-	f       *fleet
-	idx     int
-	db      string
-	addr    string
+	f    *fleet
+	idx  int
+	db   string
+	addr string
+	// toAPI is between the other instances and this one's API: the
+	// address it advertises to the group.
+	toAPI   *testkit.Link
 	p       *testkit.Process
 	logs    *memberLog
 	started time.Time
@@ -97,6 +100,7 @@ func newFleet(t *testing.T, n int) *fleet {
 	}
 	for i := range n {
 		m := &member{f: f, idx: i, db: filepath.Join(dir, fmt.Sprintf("m%d", i), "outboxd.db"), addr: testkit.FreeAddr(t)}
+		m.toAPI = testkit.NewLink(t, m.addr)
 		if err := os.MkdirAll(filepath.Dir(m.db), 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -123,6 +127,7 @@ func (m *member) start() {
 		"--endpoint", "recv=http://" + f.toRcv.Addr() + "/gen/0",
 		"--kafka-brokers", f.front.Addr(), "--kafka-topic", fleetTopic, "--kafka-group", "faults",
 		"--kafka-destination", "recv", "--changelog-topic", fleetChangelog, "--kafka-client-id", m.clientID(),
+		"--kafka-advertise-url", "http://" + m.toAPI.Addr(),
 		"--concurrency", "8", "--max-uncommitted", "32", "--interval", "50ms",
 		"--backoff-initial", "100ms", "--backoff-max", "500ms", "--max-attempts", "100000",
 		"--shutdown-grace", "20s"}
@@ -226,6 +231,25 @@ func (m *member) active() []int {
 		}
 	}
 	return out
+}
+
+// groupStats asks the instance for the group's stats and returns whether
+// they are complete (every member answered) and whether it answered 200.
+func (m *member) groupStats() (complete, ok bool) {
+	client := &http.Client{Timeout: 30 * time.Second}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get("http://" + m.addr + "/v1/stats")
+	if err != nil {
+		return false, false
+	}
+	defer resp.Body.Close()
+	var s struct {
+		Complete bool `json:"complete"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&s) != nil {
+		return false, false
+	}
+	return s.Complete, true
 }
 
 // statsClient gives up quickly: an instance cut off must not hold a wait.

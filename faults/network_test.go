@@ -41,6 +41,7 @@ func runNetworkScenario(t *testing.T, name string, fault func(f *fleet)) netVerd
 	f.toRcv.Heal()
 	for _, m := range f.members {
 		m.toBroker().Heal()
+		m.toAPI.Heal()
 	}
 	healAt := time.Now()
 	var v netVerdict
@@ -156,7 +157,7 @@ func TestNetworkResets(t *testing.T) {
 }
 
 // TestNetworkLatencyBandwidth: every instance's traffic to the broker and
-// the receiver is delayed by 50ms a chunk and capped at 256 KiB/s a
+// the receiver, and between the instances, is delayed by 50ms a chunk and capped at 256 KiB/s a
 // connection for five seconds.
 func TestNetworkLatencyBandwidth(t *testing.T) {
 	runNetworkScenario(t, "50ms latency and 256 KiB/s per connection", func(f *fleet) {
@@ -164,7 +165,29 @@ func TestNetworkLatencyBandwidth(t *testing.T) {
 		f.toRcv.Set(slow)
 		for _, m := range f.members {
 			m.toBroker().Set(slow)
+			m.toAPI.Set(slow)
 		}
 		hold(5 * time.Second)
+	})
+}
+
+// TestNetworkPeerCutOff: one instance's API is black-holed for the others
+// (it still reaches the broker and the receiver). The group's views, asked
+// of another instance, answer without it and say they are incomplete, and
+// whole again once the network heals.
+func TestNetworkPeerCutOff(t *testing.T) {
+	runNetworkScenario(t, "one instance's API cut off from the others", func(f *fleet) {
+		f.members[2].toAPI.Set(testkit.Faults{BlackHole: true})
+		began := time.Now()
+		complete, ok := f.members[0].groupStats()
+		if !ok || complete {
+			t.Errorf("VIOLATION: the group's stats with a member cut off: answered %v, complete %v", ok, complete)
+		}
+		report(t, "**Network: a peer cut off**: the group's stats answered in %s without it (complete: %v).", time.Since(began).Round(time.Millisecond), complete)
+		f.members[2].toAPI.Heal()
+		testkit.WaitFor(t, 30*time.Second, "the group's stats complete again", func() bool {
+			complete, ok := f.members[0].groupStats()
+			return ok && complete
+		})
 	})
 }
