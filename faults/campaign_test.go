@@ -160,7 +160,7 @@ func TestCampaign(t *testing.T) {
 	fmt.Printf("campaign: -seed %d -faults %d: schedule %s\n", seed, len(steps), hash)
 	t.Logf("campaign: -seed %d -faults %d: schedule %s", seed, len(steps), hash)
 
-	c := newCampaign(t)
+	c := newCampaign(t, faultKinds)
 	began := time.Now()
 	for i, s := range steps {
 		c.run(i, s)
@@ -182,6 +182,7 @@ type campaign struct {
 	rcv          *receiver
 	toRcv, toAPI *testkit.Link
 	s            *sidecar
+	kinds        []faultKind
 	client       *http.Client
 	runs         int
 	seq          int
@@ -198,9 +199,9 @@ type campaign struct {
 	violations []string
 }
 
-func newCampaign(t *testing.T) *campaign {
+func newCampaign(t *testing.T, kinds []faultKind) *campaign {
 	dir := t.TempDir()
-	c := &campaign{t: t, db: filepath.Join(dir, "outboxd.db"), addr: testkit.FreeAddr(t), rcv: newReceiver(t),
+	c := &campaign{t: t, db: filepath.Join(dir, "outboxd.db"), addr: testkit.FreeAddr(t), rcv: newReceiver(t), kinds: kinds,
 		client: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{}},
 		acked:  map[string]bool{}, unknown: map[string]bool{}, deleted: map[string]bool{},
 		keyed: map[string][]string{}, faults: map[string]int{}, recovery: map[string]time.Duration{},
@@ -275,7 +276,7 @@ func healLinks(c *campaign) { c.toRcv.Heal(); c.toAPI.Heal() }
 // run applies step i: the fault, the workload, the rest of the hold, the
 // heal, and then measures how long deliveries take to resume.
 func (c *campaign) run(i int, s step) {
-	k := faultKinds[slices.IndexFunc(faultKinds, func(k faultKind) bool { return k.name == s.Fault })]
+	k := c.kinds[slices.IndexFunc(c.kinds, func(k faultKind) bool { return k.name == s.Fault })]
 	c.faults[k.name]++
 	end := time.Now().Add(s.Hold)
 	k.inject(c)
@@ -306,6 +307,41 @@ func (c *campaign) measureRecovery(i int, kind string) {
 		return
 	}
 	c.recovery[kind] = max(c.recovery[kind], time.Since(began))
+}
+
+// TestCampaignCatchesInjectedLoss proves that the campaign's verdict is not
+// vacuous: two fault kinds of the test's own play a disk that lied about
+// fsync, one keeping a copy of the file at a kill and one putting that
+// copy back at a later kill. The events acknowledged in between, kept
+// pending by a receiver answering 5xx, are gone; the campaign must report
+// them lost.
+func TestCampaignCatchesInjectedLoss(t *testing.T) {
+	snap := filepath.Join(t.TempDir(), "snapshot.db")
+	kinds := append(slices.Clone(faultKinds),
+		faultKind{"kill-and-copy", 0, func(c *campaign) {
+			c.kill()
+			if err := copyFile(snap, c.db); err != nil {
+				t.Fatal(err)
+			}
+		}, (*campaign).restart},
+		faultKind{"kill-and-roll-back", 0, func(c *campaign) {
+			c.kill()
+			if err := copyFile(c.db, snap); err != nil {
+				t.Fatal(err)
+			}
+		}, (*campaign).restart})
+	c := newCampaign(t, kinds)
+	fail := step{Fault: "receiver-5xx", Hold: 200 * time.Millisecond, Ops: []op{{"batch", 40}, {"ordered", 20}}}
+	for i, s := range []step{{Fault: "kill-and-copy", Hold: 100 * time.Millisecond}, fail, fail, fail,
+		{Fault: "kill-and-roll-back", Hold: 100 * time.Millisecond}} {
+		c.run(i, s)
+	}
+	c.drain()
+	c.check()
+	if !slices.ContainsFunc(c.violations, func(v string) bool { return strings.Contains(v, "acknowledged events lost") }) {
+		t.Fatalf("the campaign did not report the events lost by rolling the file back; violations: %q", c.violations)
+	}
+	report(t, "**Campaign, injected loss** (the file rolled back to an earlier kill's copy): the campaign reported: %s.", c.violations[0])
 }
 
 // ---- the workload ----
@@ -486,7 +522,7 @@ func (c *campaign) summary() string {
 		redelivered += len(ds) - 1
 	}
 	var kinds []string
-	for _, k := range faultKinds {
+	for _, k := range c.kinds {
 		if n := c.faults[k.name]; n > 0 {
 			kinds = append(kinds, fmt.Sprintf("%s %d (worst recovery %s)", k.name, n, c.recovery[k.name].Round(time.Millisecond)))
 		}

@@ -447,6 +447,34 @@ type listingSink struct{ sinkFunc }
 
 func (listingSink) EndpointNames() []string { return []string{"billing", "orders"} }
 
+// The seeded campaign's scenario: an operator enables a configured
+// endpoint that holds no state (it was never disabled, or its state went
+// with a file restored from an older copy). It is enabled already: the call
+// succeeds and its events are made due, where it used to answer that the
+// endpoint does not exist. An endpoint nobody configured is still not found.
+func TestCampaignEnableConfiguredEndpointWithoutState(t *testing.T) {
+	var delivered atomic.Int32
+	sink := listingSink{func(ctx context.Context, d *outbox.Delivery) outbox.Result {
+		delivered.Add(1)
+		return outbox.Result{Action: outbox.ActionSuccess, Status: 200}
+	}}
+	o, _ := open(t, testConfig(sink))
+	ctx := context.Background()
+	if err := o.EnableEndpoint(ctx, "orders"); err != nil {
+		t.Fatalf("EnableEndpoint of a configured endpoint without state: %v, want nil", err)
+	}
+	if err := o.EnableEndpoint(ctx, "nope"); !errors.Is(err, outbox.ErrNotFound) {
+		t.Fatalf("EnableEndpoint of an endpoint nobody configured: %v, want ErrNotFound", err)
+	}
+	if _, err := o.Enqueue(ctx, outbox.Event{ID: "e", Destination: "orders"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Start(); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, settle, "the delivery of the event", func() bool { return delivered.Load() == 1 && o.Stats().Pending == 0 })
+}
+
 // Endpoints lists the configured endpoints that have no state yet beside
 // those that have one.
 func TestEndpointsListsConfiguredOnes(t *testing.T) {
