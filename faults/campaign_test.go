@@ -164,6 +164,9 @@ func TestCampaign(t *testing.T) {
 	began := time.Now()
 	for i, s := range steps {
 		c.run(i, s)
+		if (i+1)%100 == 0 {
+			t.Logf("campaign: %d of %d faults after %.0fs, %d acknowledged", i+1, len(steps), time.Since(began).Seconds(), len(c.acked))
+		}
 	}
 	c.drain()
 	c.check()
