@@ -163,7 +163,9 @@ func TestCampaign(t *testing.T) {
 	c := newCampaign(t, faultKinds)
 	began := time.Now()
 	for i, s := range steps {
-		c.run(i, s)
+		if c.run(i, s); c.stalled {
+			break // the verdict below says what is stuck
+		}
 		if (i+1)%100 == 0 {
 			t.Logf("campaign: %d of %d faults after %.0fs, %d acknowledged", i+1, len(steps), time.Since(began).Seconds(), len(c.acked))
 		}
@@ -198,6 +200,7 @@ type campaign struct {
 	keyed    map[string][]string // key -> acknowledged IDs in enqueue order
 	faults   map[string]int
 	recovery map[string]time.Duration // worst per fault kind
+	stalled  bool                     // deliveries did not resume after a heal
 
 	violations []string
 }
@@ -307,6 +310,7 @@ func (c *campaign) measureRecovery(i int, kind string) {
 	defer cancel()
 	if err := testkit.Poll(ctx, 5*time.Millisecond, func() (bool, error) { return c.rcv.okCount() > before, nil }); err != nil {
 		c.violate("step %d (%s): no delivery within 60s of the heal with %d events pending", i, kind, st.Pending)
+		c.stalled = true
 		return
 	}
 	c.recovery[kind] = max(c.recovery[kind], time.Since(began))
