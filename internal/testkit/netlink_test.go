@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -138,4 +139,29 @@ func TestKafkaFrontRoutesByClientID(t *testing.T) {
 	if err := metadata("cut", 10*time.Second); err != nil {
 		t.Fatalf("the healed client: %v", err)
 	}
+}
+
+// readClientID reads a Kafka request header from the network: any bytes
+// give a client ID and the bytes read, or an error, never a panic, and
+// what it read is the front of what was sent.
+func FuzzReadClientID(f *testing.F) {
+	f.Add([]byte("\x00\x00\x00\x20\x00\x12\x00\x03\x00\x00\x00\x01\x00\x09outboxd-0rest"))
+	f.Add([]byte("\x00\x00\x00\x20\x00\x12\x00\x03\x00\x00\x00\x01\xff\xff"))
+	f.Add([]byte("\x00\x00\x00\x20\x00\x12\x00\x03\x00\x00\x00\x01\x7f\xff"))
+	f.Add([]byte("\x00\x01"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		client, server := net.Pipe()
+		go func() {
+			client.Write(data)
+			client.Close()
+		}()
+		defer server.Close()
+		id, read, err := readClientID(server)
+		if err != nil {
+			return
+		}
+		if !bytes.HasPrefix(data, read) || len(read) < 14 || string(read[14:]) != id {
+			t.Fatalf("read %q with ID %q from %q", read, id, data)
+		}
+	})
 }
