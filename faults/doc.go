@@ -28,6 +28,21 @@
 //     deleted event or endpoint may come back, and every file must pass
 //     bbolt's check; an outboxd built with the faultnosync tag (stores that
 //     never fsync) must be reported losing events.
+//   - network faults in group mode: three instances on a broker in the test
+//     process, each instance's broker traffic through a proxy of its own
+//     (testkit.KafkaFront) and the receiver behind one more: the broker
+//     black-holed for twice the session timeout, one instance cut off
+//     from the broker but not from the receiver (a zombie owner), 50
+//     connection resets, latency with a bandwidth cap. Every record the
+//     broker acknowledged must be delivered, and no changelog record of a
+//     fenced owner may be one that a restore applies.
+//   - the seeded campaign: one seed draws a schedule of faults (SIGKILL,
+//     receiver answers, network faults) and the workload run during each
+//     (single events, batches, keyed events in order, a managed endpoint
+//     that moves, deletes, dead-letter replays). The seed and a hash of the
+//     schedule are printed first; the same seed draws the same schedule.
+//     At the end: nothing acknowledged lost, no deleted event back, per-key
+//     order, each webhook-id bound to its own payload, bbolt's check.
 //
 // Short forms (the CI's .ci/faults):
 //
@@ -35,5 +50,9 @@
 //
 // Long forms:
 //
-//	go test -tags fault -count=1 -timeout 30m ./faults/ -kills 100 -soak 10m -cuts 67
+//	go test -tags fault -count=1 -timeout 30m ./faults/ -kills 100 -soak 10m -cuts 67 -faults 1000
+//
+// A campaign replays from its seed:
+//
+//	go test -tags fault -count=1 -run TestCampaign ./faults/ -seed S -faults N
 package faults

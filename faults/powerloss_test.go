@@ -24,10 +24,9 @@ import (
 	"github.com/outboxd/outbox/store"
 )
 
-var (
-	cutsFlag = flag.Int("cuts", 4, "power cuts in each power-loss scenario")
-	seedFlag = flag.Uint64("seed", 0, "seed of the power-loss scenarios' cut moments and options (default: from the clock)")
-)
+// cutsFlag is how many power cuts each power-loss scenario makes; -seed
+// (campaign_test.go) also draws their moments and options.
+var cutsFlag = flag.Int("cuts", 4, "power cuts in each power-loss scenario")
 
 // powerRun is one power-loss scenario: outboxd with its database on
 // powerfs, under load, cut (SIGKILL, then powerfs.Cut) cuts times.

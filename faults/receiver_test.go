@@ -29,11 +29,13 @@ const (
 	answerUnavailable               // 503: retried
 	answerHang                      // no answer until the sender gives up (a timeout)
 	answerReset                     // the connection is reset (RST) without an answer
+	answerGone                      // 410: the endpoint is disabled by the default policy
+	answerDead                      // 422: dead-lettered by the default policy
 	numAnswers
 )
 
 func (a answer) String() string {
-	return [...]string{"200", "404", "429", "500", "503", "timeout", "reset"}[a]
+	return [...]string{"200", "404", "429", "500", "503", "timeout", "reset", "410", "422"}[a]
 }
 
 // delivery is one 200 the receiver answered.
@@ -141,6 +143,10 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		case <-t.C:
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
+	case answerGone:
+		w.WriteHeader(http.StatusGone)
+	case answerDead:
+		w.WriteHeader(http.StatusUnprocessableEntity)
 	case answerReset:
 		rc := http.NewResponseController(w)
 		conn, _, err := rc.Hijack()
@@ -152,6 +158,13 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 		conn.Close()
 	}
+}
+
+// okCount is the number of 200s answered so far.
+func (r *receiver) okCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.answers[answerOK]
 }
 
 // delivered returns a copy of the 200s per event ID.

@@ -391,15 +391,17 @@ func (o *Outbox) storedState(ep store.EndpointState, now time.Time) EndpointStat
 }
 
 // EnableEndpoint re-enables a disabled endpoint, lifts its throttle and
-// closes its circuit breaker; its pending events become due at once.
-// ErrNotFound when the endpoint has no state.
+// closes its circuit breaker; its pending events become due at once. An
+// endpoint the Sink lists that has no state yet has nothing to lift and is
+// enabled already. ErrNotFound when the endpoint has no state and the Sink
+// does not list it.
 func (o *Outbox) EnableEndpoint(ctx context.Context, name string) error {
 	if err := o.enter(); err != nil {
 		return err
 	}
 	defer o.ops.Done()
 	now := o.clock.Now().UTC()
-	if err := o.eng.Enable(ctx, name, now); err != nil {
+	if err := o.eng.Enable(ctx, name, now, o.listsEndpoint(name)); err != nil {
 		return mapErr("enable endpoint", name, err)
 	}
 	o.wake()

@@ -3,10 +3,13 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -447,6 +450,34 @@ type listingSink struct{ sinkFunc }
 
 func (listingSink) EndpointNames() []string { return []string{"billing", "orders"} }
 
+// The seeded campaign's scenario: an operator enables a configured
+// endpoint that holds no state (it was never disabled, or its state went
+// with a file restored from an older copy). It is enabled already: the call
+// succeeds and its events are made due, where it used to answer that the
+// endpoint does not exist. An endpoint nobody configured is still not found.
+func TestCampaignEnableConfiguredEndpointWithoutState(t *testing.T) {
+	var delivered atomic.Int32
+	sink := listingSink{func(ctx context.Context, d *outbox.Delivery) outbox.Result {
+		delivered.Add(1)
+		return outbox.Result{Action: outbox.ActionSuccess, Status: 200}
+	}}
+	o, _ := open(t, testConfig(sink))
+	ctx := context.Background()
+	if err := o.EnableEndpoint(ctx, "orders"); err != nil {
+		t.Fatalf("EnableEndpoint of a configured endpoint without state: %v, want nil", err)
+	}
+	if err := o.EnableEndpoint(ctx, "nope"); !errors.Is(err, outbox.ErrNotFound) {
+		t.Fatalf("EnableEndpoint of an endpoint nobody configured: %v, want ErrNotFound", err)
+	}
+	if _, err := o.Enqueue(ctx, outbox.Event{ID: "e", Destination: "orders"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Start(); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, settle, "the delivery of the event", func() bool { return delivered.Load() == 1 && o.Stats().Pending == 0 })
+}
+
 // Endpoints lists the configured endpoints that have no state yet beside
 // those that have one.
 func TestEndpointsListsConfiguredOnes(t *testing.T) {
@@ -473,5 +504,65 @@ func TestEndpointsListsConfiguredOnes(t *testing.T) {
 
 	if eps[0].Name != "billing" || eps[1].Name != "orders" {
 		t.Fatalf("Endpoints = %+v, want billing then orders", eps)
+	}
+}
+
+// The seeded campaign's scenario: on an ordered outbox, an endpoint's
+// events stopped being delivered for good once more followers of a key
+// waited at the front of its due index than one punctuation examines: the
+// key's head, parked by a 404 behind them, and every event after them were
+// never read again. A punctuation now resumes where the last one stopped.
+func TestCampaignOrderedFollowersDoNotStarveTheirEndpoint(t *testing.T) {
+	var parking atomic.Bool
+	parking.Store(true)
+	var headAttempts atomic.Int32
+	var order []string
+	var mu sync.Mutex
+	sink := sinkFunc(func(ctx context.Context, d *outbox.Delivery) outbox.Result {
+		if d.ID == "head" {
+			headAttempts.Add(1)
+			if parking.Load() {
+				return outbox.Result{Action: outbox.ActionPark, Status: 404}
+			}
+		}
+		if d.Key != "" {
+			mu.Lock()
+			order = append(order, d.ID)
+			mu.Unlock()
+		}
+		return outbox.Result{Action: outbox.ActionSuccess, Status: 200}
+	})
+	cfg := testConfig(sink)
+	cfg.Ordered, cfg.ParkInterval, cfg.Concurrency = true, 200*time.Millisecond, 2
+	o, _ := open(t, cfg)
+	ctx := context.Background()
+	if _, err := o.Enqueue(ctx, outbox.Event{ID: "head", Key: "x", Destination: "orders"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Start(); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, settle, "the head parked", func() bool { return headAttempts.Load() == 1 && o.Stats().InFlight == 0 })
+	// Followers due before the head's next attempt, more than a
+	// punctuation examines, and unkeyed events behind them.
+	var evs []outbox.Event
+	want := []string{"head"}
+	for i := range 150 {
+		id := fmt.Sprintf("f-%03d", i)
+		evs = append(evs, outbox.Event{ID: id, Key: "x", Destination: "orders"})
+		want = append(want, id)
+	}
+	for i := range 20 {
+		evs = append(evs, outbox.Event{ID: fmt.Sprintf("u-%02d", i), Destination: "orders"})
+	}
+	if _, err := o.Enqueue(ctx, evs...); err != nil {
+		t.Fatal(err)
+	}
+	parking.Store(false)
+	testkit.WaitFor(t, settle, "every event delivered", func() bool { return o.Stats().Pending == 0 })
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(order, want) {
+		t.Fatalf("key x delivered in the order %v…, want head, f-000, f-001, …", order[:min(5, len(order))])
 	}
 }

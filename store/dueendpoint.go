@@ -284,6 +284,10 @@ type EndpointLimit struct {
 	Endpoint string
 	// Limit is the most records returned for the endpoint (default 100).
 	Limit int
+	// From, if set, is where to start in the endpoint's run of the index:
+	// the Resume of an earlier answer. Without it the read starts at the
+	// endpoint's earliest entry.
+	From []byte
 }
 
 // DueByEndpointQuery selects due records endpoint by endpoint.
@@ -315,6 +319,11 @@ type EndpointDue struct {
 	// More reports that the read stopped (at Limit or MaxScan) before an
 	// entry that is due: the endpoint has due records not examined.
 	More bool
+	// Resume, with More, is the position of the first entry not examined,
+	// for EndpointLimit.From: a reader whose entries at the front of the
+	// run are all skipped (followers of a key whose head is not due,
+	// events in flight) reaches the rest by resuming there.
+	Resume []byte
 }
 
 // DueByEndpoint returns, for each endpoint of q, up to its Limit due records
@@ -343,7 +352,7 @@ func (s *Store) DueByEndpoint(q DueByEndpointQuery) ([]EndpointDue, error) {
 			prefix = endpointPrefix(prefix[:0], el.Endpoint)
 			res := EndpointDue{Endpoint: el.Endpoint}
 			scanned := 0
-			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			for k, _ := c.Seek(append(prefix, el.From...)); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
 				if len(k) <= len(prefix)+8 {
 					return fmt.Errorf("%w: per-endpoint due index key of %d bytes for endpoint %q", ErrCorrupt, len(k), el.Endpoint)
 				}
@@ -351,7 +360,7 @@ func (s *Store) DueByEndpoint(q DueByEndpointQuery) ([]EndpointDue, error) {
 					break
 				}
 				if len(res.Records) == limit || scanned == maxScan {
-					res.More = true
+					res.More, res.Resume = true, slices.Clone(k[len(prefix):])
 					break
 				}
 				scanned++

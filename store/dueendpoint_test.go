@@ -256,7 +256,7 @@ func TestDueByEndpoint(t *testing.T) {
 		}
 		return out
 	}
-	res, err := s.DueByEndpoint(DueByEndpointQuery{Now: now, Endpoints: []EndpointLimit{{"a", 3}, {"b", 3}, {"", 0}, {"none", 1}}})
+	res, err := s.DueByEndpoint(DueByEndpointQuery{Now: now, Endpoints: []EndpointLimit{{Endpoint: "a", Limit: 3}, {Endpoint: "b", Limit: 3}, {Endpoint: "", Limit: 0}, {Endpoint: "none", Limit: 1}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +269,7 @@ func TestDueByEndpoint(t *testing.T) {
 			t.Fatalf("endpoint %d: %q more %v, want %q more %v", i, got, res[i].More, w.ids, w.more)
 		}
 	}
-	res, err = s.DueByEndpoint(DueByEndpointQuery{Now: now, Endpoints: []EndpointLimit{{"a", 10}},
+	res, err = s.DueByEndpoint(DueByEndpointQuery{Now: now, Endpoints: []EndpointLimit{{Endpoint: "a", Limit: 10}},
 		SkipID: func(id []byte) bool { return string(id) == "a4" },
 		Skip:   func(r *Record) bool { return r.ID == "a2" }})
 	if err != nil {
@@ -278,11 +278,21 @@ func TestDueByEndpoint(t *testing.T) {
 	if got := ids(res[0].Records); !slices.Equal(got, []string{"a3", "a1", "a0"}) || res[0].More {
 		t.Fatalf("with skips: %q more %v", got, res[0].More)
 	}
-	res, err = s.DueByEndpoint(DueByEndpointQuery{Now: now, Endpoints: []EndpointLimit{{"a", 10}}, MaxScan: 2})
+	res, err = s.DueByEndpoint(DueByEndpointQuery{Now: now, Endpoints: []EndpointLimit{{Endpoint: "a", Limit: 10}}, MaxScan: 2})
 	if err != nil || len(res[0].Records) != 2 || !res[0].More {
 		t.Fatalf("MaxScan 2: %+v, %v", res, err)
 	}
-	res, err = s.DueByEndpoint(DueByEndpointQuery{Now: now, Endpoints: []EndpointLimit{{"k", 10}}, HeadOfKeyOnly: true})
+	// A read that stops at its scan bound says where to resume, and a read
+	// from there goes on with the entries it did not examine.
+	res, err = s.DueByEndpoint(DueByEndpointQuery{Now: now, Endpoints: []EndpointLimit{{Endpoint: "a", Limit: 10, From: res[0].Resume}}, MaxScan: 2})
+	if err != nil || !slices.Equal(ids(res[0].Records), []string{"a2", "a1"}) || !res[0].More {
+		t.Fatalf("MaxScan 2 from the first read's Resume: %+v, %v; want a2 and a1", res, err)
+	}
+	res, err = s.DueByEndpoint(DueByEndpointQuery{Now: now, Endpoints: []EndpointLimit{{Endpoint: "a", Limit: 10, From: res[0].Resume}}, MaxScan: 2})
+	if err != nil || !slices.Equal(ids(res[0].Records), []string{"a0"}) || res[0].More || res[0].Resume != nil {
+		t.Fatalf("MaxScan 2 from the second read's Resume: %+v, %v; want a0 and the end", res, err)
+	}
+	res, err = s.DueByEndpoint(DueByEndpointQuery{Now: now, Endpoints: []EndpointLimit{{Endpoint: "k", Limit: 10}}, HeadOfKeyOnly: true})
 	if err != nil || !slices.Equal(ids(res[0].Records), []string{"k1"}) {
 		t.Fatalf("HeadOfKeyOnly: %+v, %v", res, err)
 	}
@@ -373,7 +383,7 @@ func TestEndpointIndexMigration(t *testing.T) {
 			if due, err := ro.Due(DueQuery{Now: clk.Now(), Limit: 5}); err != nil || len(due) != 5 {
 				t.Fatalf("read-only Due of an old file: %d, %v", len(due), err)
 			}
-			if _, err := ro.DueByEndpoint(DueByEndpointQuery{Now: clk.Now(), Endpoints: []EndpointLimit{{"a", 1}}}); !errors.Is(err, ErrNoEndpointIndex) {
+			if _, err := ro.DueByEndpoint(DueByEndpointQuery{Now: clk.Now(), Endpoints: []EndpointLimit{{Endpoint: "a", Limit: 1}}}); !errors.Is(err, ErrNoEndpointIndex) {
 				t.Fatalf("read-only DueByEndpoint of an old file: %v", err)
 			}
 			if err := ro.DueHeads(clk.Now(), func(string, time.Time) bool { return true }); !errors.Is(err, ErrNoEndpointIndex) {

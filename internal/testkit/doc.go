@@ -11,6 +11,10 @@
 //   - waiting for a condition with a deadline ([WaitFor], and [Poll] for a
 //     caller that decides what a timeout means);
 //   - a loopback address nothing listens on ([FreePort], [FreeAddr]);
+//   - a TCP proxy that adds latency, a bandwidth cap, a black hole or
+//     resets between a process and what it talks to ([Link]), and a front
+//     that a one-broker Kafka cluster advertises, which sends each Kafka
+//     client's connections through a Link of its own ([KafkaFront]);
 //   - a loopback receiver of deliveries that records each request by ID
 //     and answers as the test decides ([Receiver]);
 //   - a fake clock with timers, moved by hand ([Clock]);

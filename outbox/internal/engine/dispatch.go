@@ -186,8 +186,9 @@ func (sc *scan) read(room int) ([]*store.Record, error) {
 		return nil, err
 	}
 	most := 0
-	for _, p := range picks {
+	for i, p := range picks {
 		most = max(most, p.Limit)
+		picks[i].From = sc.e.resume[p.Endpoint]
 	}
 	due, err := sc.e.st.DueByEndpoint(store.DueByEndpointQuery{
 		Now:           sc.now,
@@ -204,10 +205,27 @@ func (sc *scan) read(room int) ([]*store.Record, error) {
 		return nil, err
 	}
 	var recs []*store.Record
-	for _, d := range due {
+	for i, d := range due {
 		recs = append(recs, d.Records...)
+		sc.resumeAt(d, picks[i].Limit)
 	}
 	return recs, nil
+}
+
+// resumeAt keeps where the next read of d's endpoint starts. A read that
+// stopped at its scan bound short of its limit examined only entries it
+// had to skip (in flight, followers of a key whose head is not due, refused
+// by a rate limit): the next one goes on after them, or the entries behind
+// them would never be read, and an ordered endpoint whose waiting followers
+// outnumber the bound would deliver nothing more. A read that reached the
+// end of the due entries, or filled its limit, lets the next start at the
+// front again.
+func (sc *scan) resumeAt(d store.EndpointDue, limit int) {
+	if d.More && len(d.Records) < limit {
+		sc.e.resume[d.Endpoint] = d.Resume
+		return
+	}
+	delete(sc.e.resume, d.Endpoint)
 }
 
 // pick chooses the endpoints whose due events a punctuation reads, earliest

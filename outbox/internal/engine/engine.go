@@ -184,6 +184,10 @@ type Engine struct {
 	// paced is, by rate-limited endpoint, the time the last event of its
 	// backlog was rescheduled to (see pacedAt); punctuations alone use it.
 	paced map[string]time.Time
+	// resume is, by endpoint, where the next read of its due run starts,
+	// when the last one examined all it may without reaching the end (see
+	// scan.read); punctuations alone use it.
+	resume map[string][]byte
 	// forward holds the endpoints whose breaker closed, for the next
 	// punctuation to bring their events forward.
 	forward map[string]bool
@@ -233,6 +237,7 @@ func New(st *store.Store, cfg Config) (*Engine, error) {
 		probing:        make(map[string]bool),
 		meters:         make(map[string]*rateMeter),
 		paced:          make(map[string]time.Time),
+		resume:         make(map[string][]byte),
 		forward:        make(map[string]bool),
 		streaks:        make(map[string]int),
 		limits:         make(map[string]*limit),

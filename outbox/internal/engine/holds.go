@@ -187,16 +187,19 @@ func (h *holds) listAfter(after string, limit int) ([]store.EndpointState, error
 
 // enable clears the endpoint's disable, throttle and streak in the store
 // and the cache, then runs after (bringing its events forward) under the
-// same lock. store.ErrNotFound when the endpoint has no state (here nor in
-// the shared state).
-func (h *holds) enable(ctx context.Context, name string, now time.Time, after func() error) error {
+// same lock. An endpoint with no state (here nor in the shared state) is
+// fine when listed (it has nothing to lift); otherwise store.ErrNotFound.
+func (h *holds) enable(ctx context.Context, name string, now time.Time, listed bool, after func() error) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	ep, ok, err := h.stored(name)
 	if err != nil {
 		return err
 	}
-	if !ok {
+	switch {
+	case !ok && listed:
+		return after() // no state: nothing disabled, throttled or open
+	case !ok:
 		return fmt.Errorf("endpoint %q: %w", name, store.ErrNotFound)
 	}
 	ep.Disabled = false

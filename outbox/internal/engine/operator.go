@@ -51,9 +51,10 @@ func (e *Engine) HoldCounts(now time.Time) (throttled, disabled, broken int) {
 // Enable re-enables an endpoint, lifts its throttle, closes its breaker and
 // makes its pending events due now (those waiting out a backoff, not
 // before their DeliverAt), skipping events in flight. The error is
-// the store's; store.ErrNotFound when the endpoint has no state.
-func (e *Engine) Enable(ctx context.Context, name string, now time.Time) error {
-	return e.holds.enable(ctx, name, now, func() error { return e.bringForward(ctx, name, now) })
+// the store's; store.ErrNotFound when the endpoint has no state and is not
+// listed (a listed endpoint without state has nothing to lift).
+func (e *Engine) Enable(ctx context.Context, name string, now time.Time, listed bool) error {
+	return e.holds.enable(ctx, name, now, listed, func() error { return e.bringForward(ctx, name, now) })
 }
 
 // Retry closes an endpoint's breaker, lifts its throttle, and makes its
