@@ -1,4 +1,4 @@
-//go:build fault
+//go:build fault && linux
 
 package faults
 
@@ -13,12 +13,14 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/outboxd/outbox/internal/powerfs"
 	"github.com/outboxd/outbox/internal/testkit"
 )
 
@@ -29,14 +31,14 @@ var (
 
 // The seeded campaign: one seed draws a schedule of steps, each a fault
 // from faultKinds held for a drawn time while a drawn workload from
-// opKinds runs against a single outboxd; the same seed draws the same
-// schedule, and its hash is printed with the seed before anything runs.
+// opKinds runs against a single outboxd whose database lives on
+// internal/powerfs; the same seed draws the same schedule (a power cut's
+// options included), and its hash is printed with the seed before
+// anything runs.
 
 // faultKind is one kind of fault the campaign draws. inject starts it;
 // heal, after the step's hold, ends it (nil: nothing to end). Adding a
-// kind is one row here: a power cut is {"power-cut", w, cutPower, restart}
-// with cutPower killing outboxd and dropping what the filesystem has not
-// synced.
+// kind is one row here.
 type faultKind struct {
 	name   string
 	weight int
@@ -46,6 +48,7 @@ type faultKind struct {
 
 var faultKinds = []faultKind{
 	{"sigkill", 3, (*campaign).kill, (*campaign).restart},
+	{powerCut, 2, (*campaign).cutPower, (*campaign).restart},
 	{"receiver-2xx", 2, answering(answerOK), nil},
 	{"receiver-404", 2, answering(answerNotYet), healReceiver},
 	{"receiver-410", 1, answering(answerGone), healGone},
@@ -77,11 +80,23 @@ var opKinds = []opKind{
 	{"endpoint-change", 1, (*campaign).moveManaged},
 }
 
+// powerCut is the fault kind that SIGKILLs outboxd and cuts the power.
+const powerCut = "power-cut"
+
 // step is one fault of the schedule and the workload run while it holds.
 type step struct {
 	Fault string
 	Hold  time.Duration
 	Ops   []op
+	Cut   cutPlan // a power cut's options; zero for the other kinds
+}
+
+// cutPlan is what a power cut keeps of the writes outboxd had not synced
+// (powerfs.CutOptions), drawn with the schedule: Seed seeds the prefix
+// lengths and tear points.
+type cutPlan struct {
+	KeepPrefix, Tear bool
+	Seed             uint64
 }
 
 type op struct {
@@ -96,6 +111,9 @@ func newSchedule(seed uint64, n int) []step {
 	for i := range steps {
 		f := draw(rng, faultKinds, func(k faultKind) int { return k.weight })
 		s := step{Fault: f.name, Hold: time.Duration(100+rng.IntN(500)) * time.Millisecond}
+		if f.name == powerCut {
+			s.Cut = cutPlan{KeepPrefix: rng.IntN(2) == 0, Tear: rng.IntN(2) == 0, Seed: rng.Uint64()}
+		}
 		for range 1 + rng.IntN(3) {
 			o := draw(rng, opKinds, func(k opKind) int { return k.weight })
 			s.Ops = append(s.Ops, op{Kind: o.name, N: 1 + rng.IntN(40)})
@@ -124,13 +142,14 @@ func draw[K any](rng *rand.Rand, kinds []K, weight func(K) int) K {
 func scheduleHash(steps []step) string {
 	h := sha256.New()
 	for i, s := range steps {
-		fmt.Fprintf(h, "%d %s %s %v\n", i, s.Fault, s.Hold, s.Ops)
+		fmt.Fprintf(h, "%d %s %s %v %+v\n", i, s.Fault, s.Hold, s.Ops, s.Cut)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-// TestCampaignScheduleReplays: the schedule is a function of the seed
-// alone, so a seed printed by a failing run replays its schedule.
+// TestCampaignScheduleReplays: the schedule, a power cut's options
+// included, is a function of the seed alone, so a seed printed by a
+// failing run replays its schedule.
 func TestCampaignScheduleReplays(t *testing.T) {
 	a, b := newSchedule(42, 1000), newSchedule(42, 1000)
 	if scheduleHash(a) != scheduleHash(b) {
@@ -145,6 +164,12 @@ func TestCampaignScheduleReplays(t *testing.T) {
 	}
 	if len(kinds) != len(faultKinds) {
 		t.Fatalf("1000 steps drew %d of the %d fault kinds", len(kinds), len(faultKinds))
+	}
+	// A power cut's options are part of the schedule: the hash covers them.
+	i := slices.IndexFunc(b, func(s step) bool { return s.Fault == powerCut })
+	b[i].Cut.Tear = !b[i].Cut.Tear
+	if scheduleHash(a) == scheduleHash(b) {
+		t.Fatal("the schedule's hash does not cover a power cut's options")
 	}
 }
 
@@ -183,6 +208,7 @@ func TestCampaign(t *testing.T) {
 // client was told.
 type campaign struct {
 	t            *testing.T
+	fs           *powerfs.FS
 	db, addr     string
 	rcv          *receiver
 	toRcv, toAPI *testkit.Link
@@ -191,7 +217,9 @@ type campaign struct {
 	client       *http.Client
 	runs         int
 	seq          int
-	managedAt    int // which receiver path the managed endpoint delivers to
+	managedAt    int              // which receiver path the managed endpoint delivers to
+	cut          cutPlan          // the current step's
+	cutStats     powerfs.CutStats // summed over the power cuts
 
 	acked    map[string]bool
 	unknown  map[string]bool
@@ -206,8 +234,8 @@ type campaign struct {
 }
 
 func newCampaign(t *testing.T, kinds []faultKind) *campaign {
-	dir := t.TempDir()
-	c := &campaign{t: t, db: filepath.Join(dir, "outboxd.db"), addr: testkit.FreeAddr(t), rcv: newReceiver(t), kinds: kinds,
+	fs := powerfs.MountTest(t)
+	c := &campaign{t: t, fs: fs, db: fs.Path("outboxd.db"), addr: testkit.FreeAddr(t), rcv: newReceiver(t), kinds: kinds,
 		client: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{}},
 		acked:  map[string]bool{}, unknown: map[string]bool{}, deleted: map[string]bool{},
 		keyed: map[string][]string{}, faults: map[string]int{}, recovery: map[string]time.Duration{},
@@ -230,8 +258,37 @@ func (c *campaign) managedBody() string {
 
 func (c *campaign) kill() {
 	c.s.kill()
-	for _, p := range checkDB(c.db) {
-		c.violate("after kill %d: bbolt check: %s", c.runs, p)
+	c.checkFile(fmt.Sprintf("after kill %d", c.runs))
+}
+
+// cutPower kills outboxd and cuts the power with the step's options: the
+// file keeps what outboxd synced and, with KeepPrefix or Tear, a drawn
+// part of what it had not. Nothing acknowledged was unsynced, so the
+// ledger holds a power cut to the same account as a SIGKILL.
+func (c *campaign) cutPower() {
+	c.s.kill()
+	st, err := c.fs.Cut(powerfs.CutOptions{Rand: rand.New(rand.NewPCG(c.cut.Seed, c.cut.Seed>>7)),
+		KeepPrefix: c.cut.KeepPrefix, Tear: c.cut.Tear})
+	if err != nil {
+		c.t.Fatalf("power cut after run %d: %v", c.runs, err)
+	}
+	c.cutStats.Kept += st.Kept
+	c.cutStats.Dropped += st.Dropped
+	c.cutStats.Torn += st.Torn
+	c.checkFile(fmt.Sprintf("after power cut (run %d)", c.runs))
+}
+
+// checkFile runs bbolt's check on a copy of the database file taken out
+// of the mount: a process must not map files of a FUSE mount it serves.
+func (c *campaign) checkFile(when string) {
+	cp := filepath.Join(c.t.TempDir(), "copy.db")
+	if err := copyFile(cp, c.db); err != nil {
+		c.violate("%s: copying the database file: %v", when, err)
+		return
+	}
+	defer os.Remove(cp)
+	for _, p := range checkDB(cp) {
+		c.violate("%s: bbolt check: %s", when, p)
 	}
 }
 
@@ -285,6 +342,7 @@ func (c *campaign) run(i int, s step) {
 	k := c.kinds[slices.IndexFunc(c.kinds, func(k faultKind) bool { return k.name == s.Fault })]
 	c.faults[k.name]++
 	end := time.Now().Add(s.Hold)
+	c.cut = s.Cut
 	k.inject(c)
 	for _, o := range s.Ops {
 		opKinds[slices.IndexFunc(opKinds, func(k opKind) bool { return k.name == o.Kind })].run(c, o.N)
@@ -528,9 +586,7 @@ func (c *campaign) check() {
 	}
 	c.rcv.mu.Unlock()
 	c.s.stop()
-	for _, p := range checkDB(c.db) {
-		c.violate("after the final stop: bbolt check: %s", p)
-	}
+	c.checkFile("after the final stop")
 }
 
 func (c *campaign) summary() string {
@@ -545,6 +601,7 @@ func (c *campaign) summary() string {
 			kinds = append(kinds, fmt.Sprintf("%s %d (worst recovery %s)", k.name, n, c.recovery[k.name].Round(time.Millisecond)))
 		}
 	}
-	return fmt.Sprintf("%d acknowledged, %d with unknown fate, %d deleted, %d delivered, %d redeliveries, %d violations; faults: %s; receiver answers: %s",
-		len(c.acked), len(c.unknown), len(c.deleted), len(got), redelivered, len(c.violations), strings.Join(kinds, ", "), c.rcv.answerCounts())
+	return fmt.Sprintf("%d acknowledged, %d with unknown fate, %d deleted, %d delivered, %d redeliveries, %d violations; faults: %s; the power cuts dropped %d unsynced writes, kept %d (random prefixes) and tore %d; receiver answers: %s",
+		len(c.acked), len(c.unknown), len(c.deleted), len(got), redelivered, len(c.violations), strings.Join(kinds, ", "),
+		c.cutStats.Dropped, c.cutStats.Kept, c.cutStats.Torn, c.rcv.answerCounts())
 }

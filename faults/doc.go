@@ -37,12 +37,16 @@
 //     broker acknowledged must be delivered, and no changelog record of a
 //     fenced owner may be one that a restore applies.
 //   - the seeded campaign: one seed draws a schedule of faults (SIGKILL,
-//     receiver answers, network faults) and the workload run during each
-//     (single events, batches, keyed events in order, a managed endpoint
-//     that moves, deletes, dead-letter replays). The seed and a hash of the
-//     schedule are printed first; the same seed draws the same schedule.
-//     At the end: nothing acknowledged lost, no deleted event back, per-key
-//     order, each webhook-id bound to its own payload, bbolt's check.
+//     power cut, receiver answers, network faults) and the workload run
+//     during each (single events, batches, keyed events in order, a
+//     managed endpoint that moves, deletes, dead-letter replays). The
+//     database lives on internal/powerfs; a power cut SIGKILLs outboxd and
+//     drops what it had not synced, keeping a prefix or tearing a page as
+//     the schedule drew, and the ledger holds it to the same account as a
+//     SIGKILL. The seed and a hash of the schedule are printed first; the
+//     same seed draws the same schedule. At the end: nothing acknowledged
+//     lost, no deleted event back, per-key order, each webhook-id bound to
+//     its own payload, bbolt's check (on a copy taken out of the mount).
 //
 // Short forms (the CI's .ci/faults):
 //
