@@ -82,6 +82,13 @@ func (h *holds) held(name string, now time.Time) bool {
 	return ok && heldAt(ep, now)
 }
 
+// breakerClosed reports whether the endpoint's breaker is closed, as far
+// as its state shows.
+func (h *holds) breakerClosed(name string) bool {
+	ep, _ := h.state(name)
+	return ep.BreakerUntil.IsZero()
+}
+
 func heldAt(ep store.EndpointState, now time.Time) bool {
 	return ep.Disabled || ep.NotBefore.After(now) || ep.BreakerUntil.After(now)
 }
