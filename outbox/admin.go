@@ -416,8 +416,11 @@ func (o *Outbox) EnableEndpoint(ctx context.Context, name string) error {
 // (from 0) becomes due n/rate seconds from now, or stays due earlier when it
 // was; an event scheduled later (Event.DeliverAt) keeps its time. The
 // endpoint's rate limit, if it has one, applies on top. It returns how many
-// pending events it made due (those due already included); events in
-// flight are left alone.
+// pending events it made due (those due already included). Events in
+// flight (an attempt under way, or one whose outcome is not recorded yet)
+// are left alone and not counted: one whose attempt fails waits out its
+// backoff; an event taken for delivery but sent back unattempted because
+// the endpoint was held is waiting, and is made due with the others.
 // ErrNotFound when the endpoint has no state and the Sink does not list it;
 // ErrEndpointDisabled when it is disabled (EnableEndpoint is the call then).
 func (o *Outbox) RetryEndpoint(ctx context.Context, name string, rate float64) (int, error) {

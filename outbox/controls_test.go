@@ -362,7 +362,8 @@ func TestRateLimitPacesOneEndpointOnly(t *testing.T) {
 
 // RetryEndpoint closes the breaker, lifts a throttle and makes the
 // endpoint's events due now, paced: the n-th no earlier than n/rate from
-// now. A disabled endpoint is refused, an unknown one is not found.
+// now, those sent back unattempted when the breaker opened included. A
+// disabled endpoint is refused, an unknown one is not found.
 func TestRetryEndpoint(t *testing.T) {
 	var up atomic.Bool
 	rc := testkit.NewReceiver(t, "Idempotency-Key", func(r *http.Request, id string, n int) testkit.Reply {
@@ -382,6 +383,12 @@ func TestRetryEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, settle, "the breaker to open", func() bool { return endpointState(t, o, endpoint).Breaker == outbox.BreakerOpen })
+	// RetryEndpoint leaves the attempts under way alone: let those sent
+	// before the breaker opened end and their outcomes be recorded.
+	testkit.WaitFor(t, settle, "the attempts under way to end", func() bool {
+		s := o.Stats()
+		return s.InFlight == 0 && s.FailedTotal == uint64(sink.attempts(endpoint))
+	})
 	// One event is scheduled for later: retry now leaves its time alone.
 	later := time.Now().Add(time.Hour).UTC()
 	if _, err := o.Enqueue(context.Background(), outbox.Event{ID: "later", Destination: rc.URL + "/hook/x", DeliverAt: later}); err != nil {

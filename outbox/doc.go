@@ -183,7 +183,9 @@
 //
 // EnableEndpoint lifts a disable, a throttle and an open breaker;
 // RetryEndpoint, for an endpoint whose receiver was fixed, closes the
-// breaker, lifts the throttle and makes its pending events due now, paced.
+// breaker, lifts the throttle and makes its pending events due now, paced;
+// those whose attempt is under way are left alone, and those that fail
+// wait out their backoff.
 //
 // Outboxes given the same Config.SharedEndpoints (the partition stores of
 // one process in Kafka group mode) share those states: per endpoint, one

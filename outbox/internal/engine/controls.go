@@ -297,10 +297,14 @@ func (e *Engine) bringForwardClosed(ctx context.Context, now time.Time) {
 // tripLocked keeps the live failure streak of j's endpoint: its
 // consecutive retry-class failures, in the order attempts end, since the
 // receiver last answered otherwise (or the outbox started). When it reaches
-// the breaker's threshold, j.tripped asks the commit of j's outcome to open
-// the breaker, and the endpoint is held at once, so that no more
-// deliveries start before that commit (which lifts this early hold). e.mu
-// must be held.
+// the breaker's threshold while the breaker is closed, j.tripped asks the
+// commit of j's outcome to open the breaker, and the endpoint is held at
+// once, so that no more deliveries start before that commit (which lifts
+// this early hold). A breaker open or half-open already is not held again:
+// only its probe's failure reopens it, and an early hold taken for the
+// failure of an attempt sent before it opened would make the worker drop
+// the probe it was just handed, a probe logged but never sent. e.mu must
+// be held.
 func (e *Engine) tripLocked(j *job) {
 	name := j.rec.Endpoint
 	switch {
@@ -310,7 +314,7 @@ func (e *Engine) tripLocked(j *job) {
 		if e.cfg.Shared != nil {
 			streak = e.cfg.Shared.fail(name)
 		}
-		if th := e.cfg.Breaker.Threshold; th > 0 && streak >= th {
+		if th := e.cfg.Breaker.Threshold; th > 0 && streak >= th && e.holds.breakerClosed(name) {
 			e.holds.holdSoon(name)
 			j.tripped = true
 		}

@@ -66,8 +66,11 @@ func (e *Engine) finished(j *job) (refill, commitNow bool) {
 	e.uncommitted++
 	decr(e.perEndpoint, r.Endpoint)
 	decr(e.queued, r.Endpoint)
-	if a := j.res.Action; a == ActionThrottle || a == ActionDisable {
+	switch j.res.Action {
+	case ActionThrottle, ActionDisable:
 		e.holds.holdSoon(r.Endpoint)
+	case actionNone:
+		e.inflight[r.ID] = true // waiting again, as it was before it was taken
 	}
 	e.tripLocked(j)
 	e.observeLocked(j)
@@ -441,7 +444,7 @@ func (e *Engine) take(recs []*store.Record) int {
 		if _, busy := e.inflight[r.ID]; busy {
 			continue
 		}
-		e.inflight[r.ID] = struct{}{}
+		e.inflight[r.ID] = false
 		e.queued[r.Endpoint]++
 		if e.cfg.Ordered && r.Key != "" {
 			e.perKey[orderKey(r)]++
@@ -521,12 +524,14 @@ func (e *Engine) InFlight() int {
 	return e.delivering
 }
 
-// isInFlight reports whether the event is being delivered.
+// isInFlight reports whether the event is being delivered: taken, and not
+// sent back unattempted by a hold of its endpoint (an event sent back waits
+// as it did before it was taken, and nothing of it will be committed).
 func (e *Engine) isInFlight(id string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	_, ok := e.inflight[id]
-	return ok
+	unattempted, ok := e.inflight[id]
+	return ok && !unattempted
 }
 
 // orderKey is the unit of per-key order of r in flight: its Key, scoped

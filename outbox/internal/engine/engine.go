@@ -162,16 +162,19 @@ type Engine struct {
 	// cannot fill it.
 	readyCap, lowWater int
 
-	mu          sync.Mutex
-	running     bool                // workers started and not stopped
-	inflight    map[string]struct{} // ready, delivering, or awaiting the commit of its outcome
-	ready       []*store.Record     // taken from the store, waiting for a worker slot
-	delivering  int                 // handed to a worker
-	uncommitted int                 // delivered, outcome not committed yet
-	perEndpoint map[string]int      // delivering, by endpoint
-	queued      map[string]int      // ready plus delivering, by endpoint
-	perKey      map[string]int      // in flight, by key (Ordered)
-	health      health              // see health.go
+	mu      sync.Mutex
+	running bool // workers started and not stopped
+	// inflight holds the events ready, delivering, or awaiting the commit
+	// of their outcome; true for one whose delivery ended unattempted (its
+	// endpoint was held): nothing of it will be committed.
+	inflight    map[string]bool
+	ready       []*store.Record // taken from the store, waiting for a worker slot
+	delivering  int             // handed to a worker
+	uncommitted int             // delivered, outcome not committed yet
+	perEndpoint map[string]int  // delivering, by endpoint
+	queued      map[string]int  // ready plus delivering, by endpoint
+	perKey      map[string]int  // in flight, by key (Ordered)
+	health      health          // see health.go
 	// scanning is set while a punctuation's snapshot is read; the events
 	// released meanwhile go to releasedInScan, which it skips too.
 	scanning       bool
@@ -229,7 +232,7 @@ func New(st *store.Store, cfg Config) (*Engine, error) {
 		clock:          cfg.Clock,
 		log:            cfg.Logger,
 		readyCap:       max(1, min(c.BatchSize, c.Concurrency)),
-		inflight:       make(map[string]struct{}),
+		inflight:       make(map[string]bool),
 		releasedInScan: make(map[string]struct{}),
 		perEndpoint:    make(map[string]int),
 		queued:         make(map[string]int),

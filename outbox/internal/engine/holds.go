@@ -82,6 +82,13 @@ func (h *holds) held(name string, now time.Time) bool {
 	return ok && heldAt(ep, now)
 }
 
+// breakerClosed reports whether the endpoint's breaker is closed, as far
+// as its state shows.
+func (h *holds) breakerClosed(name string) bool {
+	ep, _ := h.state(name)
+	return ep.BreakerUntil.IsZero()
+}
+
 func heldAt(ep store.EndpointState, now time.Time) bool {
 	return ep.Disabled || ep.NotBefore.After(now) || ep.BreakerUntil.After(now)
 }
@@ -211,9 +218,12 @@ func (h *holds) enable(ctx context.Context, name string, now time.Time, listed b
 	return after()
 }
 
-// retry closes the endpoint's breaker and lifts its throttle, in the store
-// and the cache, then runs after (making its events due) under the same
-// lock. An endpoint with no state is fine when listed (it has nothing to
+// retry runs after (making the endpoint's events due, paced), then closes
+// its breaker and lifts its throttle, in the store and the cache, under the
+// same lock. In that order: while the endpoint is held no delivery takes
+// its events, so every event not in flight gets its slot; lifted first, a
+// punctuation could take a burst of them, unpaced, before after came to
+// them. An endpoint with no state is fine when listed (it has nothing to
 // lift); otherwise store.ErrNotFound. A *DisabledError when it is disabled.
 func (h *holds) retry(ctx context.Context, name string, now time.Time, listed bool, after func() error) error {
 	h.mu.Lock()
@@ -228,12 +238,13 @@ func (h *holds) retry(ctx context.Context, name string, now time.Time, listed bo
 	case ep.Disabled:
 		return &DisabledError{Since: ep.DisabledAt, Reason: ep.DisabledReason}
 	}
-	if ok && (!ep.BreakerUntil.IsZero() || !ep.NotBefore.IsZero() || ep.FailureStreak != 0) {
-		if err := h.liftLocked(ctx, ep, now, TransitionRetried); err != nil {
-			return err
-		}
+	if err := after(); err != nil {
+		return err
 	}
-	return after()
+	if ok && (!ep.BreakerUntil.IsZero() || !ep.NotBefore.IsZero() || ep.FailureStreak != 0) {
+		return h.liftLocked(ctx, ep, now, TransitionRetried)
+	}
+	return nil
 }
 
 // stored returns the stored state of an endpoint overlaid with the shared
