@@ -112,6 +112,10 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.SetValue(`select[name=state]`, "dead", chromedp.ByQuery),
 		chromedp.SendKeys(`input[name=key]`, "customer-7", chromedp.ByQuery),
 		chromedp.Submit(`input[name=key]`, chromedp.ByQuery),
+		// The unfiltered page has rows too: wait for the page the form
+		// loads, which echoes the key into the field's value attribute
+		// (typing sets only the property), before reading its rows.
+		chromedp.WaitVisible(`input[name=key][value="customer-7"]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`a.id`, chromedp.ByQuery), chromedp.Text(`tbody`, &text, chromedp.ByQuery))
 	if !strings.Contains(text, "order-42") || strings.Contains(text, "order-41") {
 		t.Errorf("events filtered by key customer-7 show:\n%s", text)
