@@ -138,3 +138,27 @@ func TestHostileTopicEventIsInertInBrowser(t *testing.T) {
 		t.Errorf("the page does not show the markup as text:\n%s", mainText)
 	}
 }
+
+// The history page lists a delivered event whose key, payload and headers
+// hold markup as inert text, its payload opened in place, in a real
+// browser.
+func TestHostileArchivedEventIsInertInBrowser(t *testing.T) {
+	e := newEnvRetaining(t, console.Config{}, nil, []outbox.Subscription{{Endpoint: "hooks", Topics: []string{"order.*"}}}, time.Hour)
+	deliverAll(t, e, 1, outbox.Event{
+		ID: "kept-<i>\"'", Key: "k" + hostile, Topic: "order.paid", Payload: []byte(hostile),
+		Headers: map[string]string{"X-Evil": hostile},
+	})
+	var archiveText string
+	browseInert(t, []step{
+		{"open the history of order.*", chromedp.Navigate(e.base + "/history?topic=order.*")},
+		{"see the delivery listed", chromedp.WaitVisible(`#archive a.id`, chromedp.ByQuery)},
+		{"open its payload", chromedp.Click(`details.archived summary`, chromedp.ByQuery)},
+		{"see the payload", chromedp.WaitVisible(`details.archived pre.payload`, chromedp.ByQuery)},
+		{"read the list", chromedp.Text(`#archive`, &archiveText, chromedp.ByQuery)},
+	})
+	for _, want := range []string{"kept-<i>", "order.paid", "hooks", "X-Evil", `<script>window.pwned=1;`, `<img src=x onerror=`} {
+		if !strings.Contains(archiveText, want) {
+			t.Errorf("the history does not show %q as text:\n%s", want, archiveText)
+		}
+	}
+}

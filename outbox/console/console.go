@@ -22,7 +22,9 @@ import (
 // *outbox.Outbox it calls. An *outbox.Outbox is one; so is a view over
 // several outboxes served as one (package outbox/union). When the Backend
 // also has a History method (see Historian), or is an *outbox.Outbox, the
-// event page shows the event's changelog history.
+// event page shows the event's changelog history; when it also has a
+// SearchArchive method, as *outbox.Outbox has (with Config.Retain set),
+// the history page searches the delivered events it keeps.
 type Backend interface {
 	List(ctx context.Context, opt outbox.ListOptions) ([]outbox.Event, string, error)
 	Get(ctx context.Context, id string) (outbox.Event, error)
@@ -217,6 +219,7 @@ func (c *Console) routes() {
 	m.HandleFunc("GET "+b+"/events", c.page(c.events))
 	m.HandleFunc("GET "+b+"/event", c.page(c.event))
 	m.HandleFunc("GET "+b+"/dead", c.page(c.dead))
+	m.HandleFunc("GET "+b+"/history", c.page(c.archive))
 	m.HandleFunc("GET "+b+"/endpoints", c.page(c.endpoints))
 	if c.cfg.Partitions != nil {
 		m.HandleFunc("GET "+b+"/partitions", c.page(c.partitions))

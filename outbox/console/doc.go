@@ -16,7 +16,12 @@
 // own, its attempt log with the endpoint of each attempt and, when the
 // Backend keeps it, its changelog history); dead letters (replay one event
 // or delivery, delete one, replay by filter, topic included, at a chosen
-// pace in the background); endpoints (disabled,
+// pace in the background); history (the delivered events the Backend keeps
+// when it has SearchArchive and, for an *outbox.Outbox, Config.Retain is
+// set: filtered by topic or pattern, endpoint, key prefix and delivery
+// time, each with its headers and the start of its payload, paged with
+// SearchArchive's cursor; without an archive the page says retention is
+// off and how to turn it on); endpoints (disabled,
 // throttled, breaker, rate limit and rate, failure streak; enable, retry
 // now; 50 a page by name, paged with EndpointsPage's cursor); and, when Config.Partitions is set, the partitions of a Kafka group
 // member.

@@ -41,6 +41,13 @@ func newEnv(t *testing.T, cfg console.Config, respond testkit.Answer) *env {
 // receiver at the path "/" + its name.
 func newEnvWith(t *testing.T, cfg console.Config, respond testkit.Answer, subs []outbox.Subscription) *env {
 	t.Helper()
+	return newEnvRetaining(t, cfg, respond, subs, 0)
+}
+
+// newEnvRetaining is newEnvWith whose outbox keeps delivered events for
+// retain (outbox.Config.Retain; 0 keeps none).
+func newEnvRetaining(t *testing.T, cfg console.Config, respond testkit.Answer, subs []outbox.Subscription, retain time.Duration) *env {
+	t.Helper()
 	rcv := testkit.NewReceiver(t, "webhook-id", respond)
 	eps := []httpsink.Endpoint{{
 		Name: "hooks", URL: rcv.URL, AllowPrivate: true, Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"},
@@ -56,7 +63,7 @@ func newEnvWith(t *testing.T, cfg console.Config, respond testkit.Answer, subs [
 	}
 	o, err := outbox.Open(filepath.Join(t.TempDir(), "outbox.db"), outbox.Config{
 		Sink: sink, Interval: 20 * time.Millisecond, BackoffInitial: 20 * time.Millisecond,
-		BackoffMax: 100 * time.Millisecond, MaxAttempts: 2, NoSync: true, Subscriptions: subs,
+		BackoffMax: 100 * time.Millisecond, MaxAttempts: 2, NoSync: true, Subscriptions: subs, Retain: retain,
 	})
 	if err != nil {
 		t.Fatal(err)

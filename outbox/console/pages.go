@@ -37,7 +37,7 @@ var funcs = template.FuncMap{
 }
 
 // pageNames are the templates in templates/, each parsed with layout.html.
-var pageNames = []string{"overview", "events", "event", "dead", "endpoints", "partitions", "login", "confirm", "error"}
+var pageNames = []string{"overview", "events", "event", "dead", "history", "endpoints", "partitions", "login", "confirm", "error"}
 
 func parsePages() (map[string]*template.Template, error) {
 	out := make(map[string]*template.Template, len(pageNames))
@@ -507,7 +507,7 @@ func (c *Console) event(r *http.Request) (string, string, pageData, error) {
 		Created: fmtTime(ev.CreatedAt), DeliverAt: fmtTime(ev.DeliverAt), Attempts: ev.Attempts,
 		Deliveries: ev.Deliveries, NextAttempt: fmtTime(ev.NextAttemptAt), LastStatus: ev.LastStatus,
 		LastError: text(ev.LastError), DeadReason: text(ev.DeadReason), DeadAt: fmtTime(ev.DeadAt),
-		Version: ev.Version, Headers: pairs(ev.Headers), Payload: makePreview(ev.Payload),
+		Version: ev.Version, Headers: pairs(ev.Headers), Payload: makePreview(ev.Payload, previewBytes),
 	}
 	d.Known = d.Dead || d.Pending
 	d.DeliveryStates = deliveryViews(ev.DeliveryStates)
@@ -523,7 +523,7 @@ func (c *Console) event(r *http.Request) (string, string, pageData, error) {
 		d.Timeline = append(d.Timeline, attemptView{
 			Seq: a.Seq, Delivery: a.Delivery, Endpoint: text(a.Endpoint), Started: fmtTime(a.StartedAt), Duration: roughDuration(a.Duration),
 			Action: a.Action.String(), OK: a.Action == outbox.ActionSuccess, Status: a.Status, Error: text(a.Error),
-			Headers: pairs(a.Header), Body: makePreview(a.Body),
+			Headers: pairs(a.Header), Body: makePreview(a.Body, previewBytes),
 		})
 	}
 	hist, ok, err := c.eventHistory(ctx, &ev)

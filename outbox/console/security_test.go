@@ -17,7 +17,7 @@ const token = "s3cret-token-for-tests"
 func TestTokenShowsOnlyLogin(t *testing.T) {
 	e := newEnv(t, console.Config{Token: token}, nil)
 	c := client(t)
-	for _, p := range []string{"/", "/events", "/event?id=x", "/dead", "/endpoints", "/partitions", "/nope"} {
+	for _, p := range []string{"/", "/events", "/event?id=x", "/dead", "/history", "/endpoints", "/partitions", "/nope"} {
 		resp, body := do(t, c, http.MethodGet, e.base+p, nil)
 		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/login" {
 			t.Errorf("GET %s: status %d, Location %q, want 303 to /ui/login; body:\n%s", p, resp.StatusCode, resp.Header.Get("Location"), body)

@@ -28,10 +28,11 @@ type preview struct {
 // previewBytes is the most bytes of a payload the event page shows.
 const previewBytes = 16 << 10
 
-func makePreview(b []byte) preview {
+// makePreview shows the first limit bytes of b.
+func makePreview(b []byte, limit int) preview {
 	p := preview{Size: len(b), Empty: len(b) == 0}
-	if len(b) > previewBytes {
-		b, p.Truncated = b[:previewBytes], true
+	if len(b) > limit {
+		b, p.Truncated = b[:limit], true
 	}
 	p.Text = text(string(b))
 	if !utf8.Valid(b) && !(p.Truncated && utf8.Valid(trimPartialRune(b))) {
