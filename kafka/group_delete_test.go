@@ -3,12 +3,15 @@ package kafka
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/outboxd/outbox/internal/testkit"
+	"github.com/outboxd/outbox/kafka/internal/changelog"
+	"github.com/outboxd/outbox/outbox"
 	"github.com/outboxd/outbox/outbox/union"
 )
 
@@ -49,9 +52,56 @@ func TestPowerLossKafkaDeleteIsShippedBeforeItIsAnswered(t *testing.T) {
 	}
 }
 
+// TestPowerLossKafkaDeadReplayIsShippedBeforeItIsAnswered: a dead-letter
+// replay (POST /v1/dead/replay) through the group's view settled by
+// Group.WaitShipped returns only once the replay is in the changelog
+// topic; answered before, a crash would rebuild the store with the event
+// dead again although the operator was told it was replayed.
+func TestPowerLossKafkaDeadReplayIsShippedBeforeItIsAnswered(t *testing.T) {
+	c := newCluster(t, kfakeSeed(1, "in")...)
+	brokers := c.ListenAddrs()
+	cfg := testConfig(brokers, "in")
+	cfg.ChangelogTopic = "in-changelog"
+	cfg.ShipInterval = 500 * time.Millisecond // a replay answered before its shipping is seen as such
+	// The receiver answers 503: the one attempt fails and the event is dead.
+	sc := groupStoreConfig(t.TempDir(), newSwitchSink())
+	sc.Outbox.MaxAttempts = 1
+	sc.Outbox.BackoffInitial, sc.Outbox.BackoffMax = time.Hour, time.Hour
+	g := startGroup(t, cfg, sc)
+	newProducer(t, brokers, "in").produce(t, records(0, 1, 1)...)
+	testkit.WaitFor(t, 30*time.Second, "the record dead in the partition store", func() bool {
+		return activeCount(g) == 1 && g.Stores()[0].Stats().Dead == 1
+	})
+	id := expectedIDs("in", map[int]int64{0: 1})[0]
+	if err := g.WaitShipped(context.Background(), g.Stores()[0]); err != nil {
+		t.Fatal(err)
+	}
+	primary := openOutbox(t, dbPath(t, "primary"), newRecorder("p"), nil)
+	view := union.New(primary, g.Stores).WithSettle(g.WaitShipped)
+	n, err := view.ReplayDead(context.Background(), outbox.ReplayFilter{KeyPrefix: "k-0"})
+	if err != nil || n != 1 {
+		t.Fatalf("ReplayDead: %d replayed, %v; want 1", n, err)
+	}
+	replayed := func(m kafkago.Message) bool {
+		return slices.ContainsFunc(m.Headers, func(h kafkago.Header) bool {
+			return h.Key == changelog.HeaderOp && string(h.Value) == outbox.OpReplay.String()
+		})
+	}
+	if !shipped(t, brokers, "in-changelog", id, replayed) {
+		t.Fatalf("ReplayDead of %s returned before the replay was in the changelog topic: a restore after a crash has the event dead again", id)
+	}
+}
+
 // tombstoneShipped reports whether partition 0 of topic holds, up to its
 // end offset now, a tombstone (no value) keyed by id.
 func tombstoneShipped(t *testing.T, brokers []string, topic, id string) bool {
+	t.Helper()
+	return shipped(t, brokers, topic, id, func(m kafkago.Message) bool { return m.Value == nil })
+}
+
+// shipped reports whether partition 0 of topic holds, up to its end offset
+// now, a record keyed by id for which is holds.
+func shipped(t *testing.T, brokers []string, topic, id string, is func(kafkago.Message) bool) bool {
 	t.Helper()
 	end := endOffsets(t, admin(t, brokers), topic, 1)[0]
 	r := kafkago.NewReader(kafkago.ReaderConfig{Brokers: brokers, Topic: topic, Partition: 0, MaxWait: 50 * time.Millisecond})
@@ -66,7 +116,7 @@ func tombstoneShipped(t *testing.T, brokers []string, topic, id string) bool {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if string(m.Key) == id && m.Value == nil {
+		if string(m.Key) == id && is(m) {
 			return true
 		}
 		off = m.Offset

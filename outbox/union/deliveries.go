@@ -12,7 +12,7 @@ import (
 // it.
 func (v *View) DeleteDelivery(ctx context.Context, id, endpoint string) error {
 	return v.first("delete delivery", func(o *outbox.Outbox) error {
-		return v.settled(ctx, o, o.DeleteDelivery(ctx, id, endpoint))
+		return v.settled(ctx, o.DeleteDelivery(ctx, id, endpoint), o)
 	})
 }
 
@@ -20,7 +20,9 @@ func (v *View) DeleteDelivery(ctx context.Context, id, endpoint string) error {
 // to pending in the store that holds it (see Outbox.ReplayDelivery).
 // ErrNotFound when no store holds it, ErrNotDead when it is not dead.
 func (v *View) ReplayDelivery(ctx context.Context, id, endpoint string) error {
-	return v.first("replay delivery", func(o *outbox.Outbox) error { return o.ReplayDelivery(ctx, id, endpoint) })
+	return v.first("replay delivery", func(o *outbox.Outbox) error {
+		return v.settled(ctx, o.ReplayDelivery(ctx, id, endpoint), o)
+	})
 }
 
 // cursorOf is the List cursor of an event as a store lists it: its ID, or

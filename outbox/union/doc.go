@@ -74,4 +74,16 @@
 //     the moment, so they go down when a store leaves the View.
 //   - Health is the first error of a store's Health; CommitStats sums the
 //     stores' commit statistics, except Running, the longest.
+//
+// # Settling writes
+//
+// A View made by WithSettle answers every write (Enqueue, Delete, Replay,
+// DeleteDelivery, ReplayDelivery, ReplayDead, EnableEndpoint and
+// RetryEndpoint) only once its settle func accepted each store the write
+// changed; a call that changed no store does not wait. outboxd's settle in
+// Kafka group mode waits until the store's changelog is shipped up to the
+// change, so that an answered change survives the loss of the instance: a
+// partition store not closed cleanly is rebuilt from its changelog topic,
+// and a change not yet shipped there would be undone (a deleted event back,
+// a replayed event dead again).
 package union

@@ -22,24 +22,34 @@ type View struct {
 	settle  func(context.Context, *outbox.Outbox) error
 }
 
-// WithSettle returns a View over the same outboxes whose Delete and
-// DeleteDelivery return only once settle(ctx, o) returned nil for the
-// outbox o that made the change; its error, if any, is theirs (the change
-// was made, but is not known to be settled). In Kafka group mode settle is
-// Group.WaitShipped: a delete is answered once it is in the changelog
-// topic, so that no restore brings the event back.
+// WithSettle returns a View over the same outboxes whose every write
+// (Enqueue, Delete, Replay, DeleteDelivery, ReplayDelivery, ReplayDead,
+// EnableEndpoint, RetryEndpoint) returns only once settle(ctx, o) returned
+// nil for each outbox o the write changed, after the change; its error, if
+// any, is the write's (the change was made, but is not known to be
+// settled). A write that changed nothing (it failed, or a ReplayDead
+// found nothing to replay in a store) does not wait for that store. In
+// Kafka group mode settle is Group.WaitShipped: a write is answered once it
+// is in the changelog topic, so that no restore undoes it.
 func (v *View) WithSettle(settle func(context.Context, *outbox.Outbox) error) *View {
 	w := *v
 	w.settle = settle
 	return &w
 }
 
-// settled is err, or, when the change was made, settle's verdict on it.
-func (v *View) settled(ctx context.Context, o *outbox.Outbox, err error) error {
+// settled is err when the write failed, else the first error of settle on
+// each outbox the write changed, in turn (nil without settle). Every write
+// of the View answers through it.
+func (v *View) settled(ctx context.Context, err error, changed ...*outbox.Outbox) error {
 	if err != nil || v.settle == nil {
 		return err
 	}
-	return v.settle(ctx, o)
+	for _, o := range changed {
+		if err := v.settle(ctx, o); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // New returns a View over primary, which takes every Enqueue, and the
@@ -77,7 +87,8 @@ func errAllClosed(op string) error {
 
 // Enqueue stores the events in the primary outbox (see Outbox.Enqueue).
 func (v *View) Enqueue(ctx context.Context, events ...outbox.Event) ([]string, error) {
-	return v.primary.Enqueue(ctx, events...)
+	ids, err := v.primary.Enqueue(ctx, events...)
+	return ids, v.settled(ctx, err, v.primary)
 }
 
 // first calls fn on the stores in order until one succeeds. When none does,
@@ -140,14 +151,14 @@ func (v *View) Get(ctx context.Context, id string) (outbox.Event, error) {
 // Delete drops the pending or dead event with that ID from the store that
 // holds it (see Outbox.Delete). ErrNotFound when no store holds it.
 func (v *View) Delete(ctx context.Context, id string) error {
-	return v.first("delete", func(o *outbox.Outbox) error { return v.settled(ctx, o, o.Delete(ctx, id)) })
+	return v.first("delete", func(o *outbox.Outbox) error { return v.settled(ctx, o.Delete(ctx, id), o) })
 }
 
 // Replay moves the dead event with that ID back to pending in the store that
 // holds it (see Outbox.Replay). ErrNotFound when no store holds it,
 // ErrNotDead when it is not a dead letter.
 func (v *View) Replay(ctx context.Context, id string) error {
-	return v.first("replay", func(o *outbox.Outbox) error { return o.Replay(ctx, id) })
+	return v.first("replay", func(o *outbox.Outbox) error { return v.settled(ctx, o.Replay(ctx, id), o) })
 }
 
 // List returns one page of the pending or dead events of every store, in ID
@@ -221,6 +232,7 @@ type listed struct {
 func (v *View) ReplayDead(ctx context.Context, f outbox.ReplayFilter) (int, error) {
 	total := 0
 	open := false
+	var changed []*outbox.Outbox
 	for _, o := range v.stores() {
 		g := f
 		if f.Limit > 0 {
@@ -230,6 +242,9 @@ func (v *View) ReplayDead(ctx context.Context, f outbox.ReplayFilter) (int, erro
 		}
 		n, err := o.ReplayDead(ctx, g)
 		total += n
+		if n > 0 {
+			changed = append(changed, o)
+		}
 		if errors.Is(err, outbox.ErrClosed) {
 			continue // stopped before or while replaying: the rest is its next owner's
 		}
@@ -241,7 +256,7 @@ func (v *View) ReplayDead(ctx context.Context, f outbox.ReplayFilter) (int, erro
 	if !open && total == 0 {
 		return 0, errAllClosed("replay dead")
 	}
-	return total, nil
+	return total, v.settled(ctx, nil, changed...)
 }
 
 // merged is an endpoint's state over the stores, with the failure streak of
@@ -374,15 +389,17 @@ func (m *merged) add(e outbox.EndpointState) {
 // store does; another store's error is returned after every store was
 // asked.
 func (v *View) EnableEndpoint(ctx context.Context, name string) error {
-	var errs storeErrors
-	enabled := false
+	var (
+		errs    storeErrors
+		enabled []*outbox.Outbox
+	)
 	for _, o := range v.stores() {
 		if errs.note(o.EnableEndpoint(ctx, name)) {
-			enabled = true
+			enabled = append(enabled, o)
 		}
 	}
-	if enabled && errs.failed == nil {
-		return nil
+	if len(enabled) > 0 && errs.failed == nil {
+		return v.settled(ctx, nil, enabled...)
 	}
 	return errs.result("enable endpoint")
 }
@@ -413,17 +430,20 @@ func (v *View) RetryEndpoint(ctx context.Context, name string, rate float64) (in
 	}
 	stores := v.stores()
 	share := max(outbox.MinRate, cmp.Or(rate, outbox.DefaultReplayRate)/float64(max(1, len(stores))))
-	var errs storeErrors
-	total, retried := 0, false
+	var (
+		errs    storeErrors
+		retried []*outbox.Outbox
+	)
+	total := 0
 	for _, o := range stores {
 		n, err := o.RetryEndpoint(ctx, name, share)
 		total += n
 		if errs.note(err) {
-			retried = true
+			retried = append(retried, o)
 		}
 	}
-	if retried && errs.failed == nil {
-		return total, nil
+	if len(retried) > 0 && errs.failed == nil {
+		return total, v.settled(ctx, nil, retried...)
 	}
 	return total, errs.result("retry endpoint")
 }
